@@ -1,0 +1,117 @@
+"""Named connections to the monitored Redis servers, built lazily and cached per process.
+
+Connection URLs come from ``settings.BUS_REDIS_URLS``; passwords never leave this module.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+import redis
+from django.conf import settings
+
+from .errors import NotFound, translated
+
+_clients: dict[tuple[str, str], redis.Redis] = {}
+_lock = threading.Lock()
+
+
+@dataclass(frozen=True, slots=True)
+class Connection:
+    """A configured server, as safe to show: no password, no username."""
+
+    name: str
+    host: str
+    port: int | None
+    db: int
+
+
+@dataclass(frozen=True, slots=True)
+class Health:
+    name: str
+    ok: bool
+    redis_version: str | None
+    error: str | None = None
+
+
+def _describe(name: str, url: str) -> Connection:
+    parts = urlsplit(url)
+    if parts.scheme == "unix":
+        return Connection(name=name, host=parts.path, port=None, db=_db_of(url))
+    return Connection(name=name, host=parts.hostname or "localhost", port=parts.port or 6379, db=_db_of(url))
+
+
+def _db_of(url: str) -> int:
+    pool_kwargs = redis.connection.parse_url(url)
+    return int(pool_kwargs.get("db", 0) or 0)
+
+
+def connections() -> list[Connection]:
+    return [_describe(name, url) for name, url in settings.BUS_REDIS_URLS.items()]
+
+
+def connection(name: str) -> Connection:
+    url = settings.BUS_REDIS_URLS.get(name)
+    if url is None:
+        raise NotFound(f"No connection named {name!r} is configured.", conn=name)
+    return _describe(name, url)
+
+
+def get_client(name: str) -> redis.Redis:
+    """The shared client of connection ``name`` (bytes in, bytes out, bounded timeouts)."""
+    url = settings.BUS_REDIS_URLS.get(name)
+    if url is None:
+        raise NotFound(f"No connection named {name!r} is configured.", conn=name)
+    key = (name, url)
+    client = _clients.get(key)
+    if client is None:
+        with _lock:
+            client = _clients.get(key)
+            if client is None:
+                timeout = settings.BUSCONSOLE_REDIS_TIMEOUT
+                client = redis.Redis.from_url(
+                    url,
+                    decode_responses=False,
+                    socket_timeout=timeout,
+                    socket_connect_timeout=min(timeout, 2.0),
+                    health_check_interval=30,
+                    retry_on_timeout=False,
+                    client_name="busconsole",
+                )
+                _clients[key] = client
+    return client
+
+
+_health_cache: dict[str, tuple[float, Health]] = {}
+HEALTH_TTL_S = 5.0
+
+
+def health(name: str, *, fresh: bool = False) -> Health:
+    """Whether ``name`` answers, and its version; cached a few seconds per process."""
+    now = time.monotonic()
+    cached = _health_cache.get(name)
+    if cached and not fresh and now - cached[0] < HEALTH_TTL_S:
+        return cached[1]
+    try:
+        with translated(name):
+            info = get_client(name).info("server")
+        version = info.get("redis_version")
+        result = Health(name=name, ok=True, redis_version=str(version) if version else None)
+    except NotFound:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any failure means "not healthy", shown as such
+        result = Health(name=name, ok=False, redis_version=None, error=getattr(exc, "message", str(exc)))
+    _health_cache[name] = (now, result)
+    return result
+
+
+def reset() -> None:
+    """Forget clients and health (tests that change settings call this)."""
+    with _lock:
+        for client in _clients.values():
+            client.close()
+        _clients.clear()
+        _health_cache.clear()

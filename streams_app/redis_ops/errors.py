@@ -1,0 +1,78 @@
+"""The one error type of the Redis access layer.
+
+Views and the API catch :class:`OpsError` and turn ``code`` into a status: the caller's mistakes
+are 4xx, an unreachable server is 503. Nothing else from redis-py escapes this package.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import redis
+
+
+class OpsError(Exception):
+    """Redis said no, Redis is unreachable, or the thing asked for does not exist."""
+
+    #: machine-readable reason, also the API's ``error.code``
+    code = "redis_error"
+    #: HTTP status the console answers with
+    status = 400
+
+    def __init__(self, message: str, *, conn: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.conn = conn
+
+
+class Unreachable(OpsError):
+    code = "unreachable"
+    status = 503
+
+
+class NotFound(OpsError):
+    code = "not_found"
+    status = 404
+
+
+class InvalidArgument(OpsError):
+    """The caller asked for something malformed (a bad stream ID, a negative count...)."""
+
+    code = "bad_request"
+    status = 400
+
+
+class RedisRefused(OpsError):
+    """Redis answered with an error reply."""
+
+    code = "redis_error"
+    status = 400
+
+
+def _refusal(conn: str, exc: redis.ResponseError) -> OpsError:
+    text = str(exc)
+    if text.startswith("WRONGTYPE"):
+        return NotFound("That key holds another type, not a stream.", conn=conn)
+    if "no such key" in text:
+        return NotFound("No such stream.", conn=conn)
+    if text.startswith("NOGROUP"):
+        return NotFound("No such stream or consumer group.", conn=conn)
+    if "Invalid stream ID" in text:
+        return InvalidArgument("Invalid stream ID.", conn=conn)
+    return RedisRefused(f"Redis refused the command: {text}", conn=conn)
+
+
+@contextmanager
+def translated(conn: str) -> Iterator[None]:
+    """Turn redis-py's exceptions raised inside the block into :class:`OpsError`."""
+    try:
+        yield
+    except OpsError:
+        raise
+    except redis.ResponseError as exc:
+        raise _refusal(conn, exc) from exc
+    except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
+        raise Unreachable(f"Redis server {conn!r} is unreachable: {exc}", conn=conn) from exc
+    except redis.RedisError as exc:
+        raise RedisRefused(f"Redis error on {conn!r}: {exc}", conn=conn) from exc

@@ -1,0 +1,97 @@
+"""Stream entry IDs: validation, and conversion between IDs and times.
+
+An entry ID is ``<ms>-<seq>``, both unsigned 64-bit integers. Users may also give a bare ``<ms>``
+or an ISO-8601 date-time wherever the console asks "where": :func:`parse_position` turns any of
+these into a position Redis understands, or raises :class:`InvalidArgument`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from .errors import InvalidArgument
+
+U64_MAX = 2**64 - 1
+_ID = re.compile(r"^(\d{1,20})(?:-(\d{1,20}))?$")
+
+
+@dataclass(frozen=True, order=True, slots=True)
+class StreamId:
+    ms: int
+    seq: int
+
+    def __str__(self) -> str:
+        return f"{self.ms}-{self.seq}"
+
+    @property
+    def time(self) -> datetime:
+        return id_time(self.ms)
+
+
+def parse_id(value: str, *, allow_bare: bool = True, what: str = "ID") -> StreamId:
+    """Parse ``ms-seq`` (or bare ``ms`` when allowed: ``ms-0``); raise InvalidArgument otherwise."""
+    value = (value or "").strip()
+    match = _ID.match(value)
+    if not match or (match.group(2) is None and not allow_bare):
+        raise InvalidArgument(f"{what} {value[:64]!r} is not a stream ID (expected <milliseconds>-<sequence>).")
+    ms = int(match.group(1))
+    seq = int(match.group(2) or 0)
+    if ms > U64_MAX or seq > U64_MAX:
+        raise InvalidArgument(f"{what} {value[:64]!r} is out of range.")
+    return StreamId(ms, seq)
+
+
+def id_time(ms: int) -> datetime:
+    """The UTC time of an ID's millisecond part (clamped to what datetime can hold)."""
+    try:
+        return datetime.fromtimestamp(ms / 1000, tz=UTC)
+    except (OverflowError, OSError, ValueError):
+        return datetime.max.replace(tzinfo=UTC)
+
+
+def parse_time(value: str) -> int:
+    """Milliseconds since the epoch of an ISO-8601 date-time (naive means UTC)."""
+    text = (value or "").strip()
+    if text.endswith("Z"):
+        text = text[:-1] + "+00:00"
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise InvalidArgument(
+            f"{value[:64]!r} is neither a stream ID nor an ISO-8601 date-time (e.g. 2026-11-22T10:30:00Z)."
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    ms = int(moment.timestamp() * 1000)
+    if ms < 0:
+        raise InvalidArgument("Times before 1970 have no stream IDs.")
+    return ms
+
+
+@dataclass(frozen=True, slots=True)
+class Position:
+    """Where to start reading: an exact ID, or a millisecond (all entries of that ms are included)."""
+
+    ms: int
+    seq: int | None  # None: the whole millisecond
+
+    @property
+    def lowest(self) -> StreamId:
+        return StreamId(self.ms, 0 if self.seq is None else self.seq)
+
+    @property
+    def highest(self) -> StreamId:
+        return StreamId(self.ms, U64_MAX if self.seq is None else self.seq)
+
+
+def parse_position(value: str, *, what: str = "position") -> Position:
+    """An entry ID, a bare millisecond timestamp, or an ISO-8601 date-time."""
+    text = (value or "").strip()
+    if not text:
+        raise InvalidArgument(f"The {what} is empty.")
+    if _ID.match(text):
+        sid = parse_id(text, what=what)
+        return Position(sid.ms, sid.seq if "-" in text else None)
+    return Position(parse_time(text), None)
