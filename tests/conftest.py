@@ -25,3 +25,57 @@ def spare_redis() -> Iterator[RedisServer]:
     server = RedisServer().start()
     yield server
     server.cleanup()
+
+
+class AsgiServer:
+    """busconsole's real ASGI application served by uvicorn on 127.0.0.1 in a thread."""
+
+    def __init__(self) -> None:
+        import threading
+
+        import uvicorn
+
+        from tests.servers import free_port
+
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        config = uvicorn.Config(
+            "busconsole.asgi:application", host="127.0.0.1", port=self.port, log_level="warning",
+            ws="websockets", lifespan="off",
+        )
+        self._server = uvicorn.Server(config)
+        self._server.install_signal_handlers = lambda: None  # not the main thread
+        self._thread = threading.Thread(target=self._server.run, name="asgi-server", daemon=True)
+
+    def start(self) -> AsgiServer:
+        import time
+
+        self._thread.start()
+        deadline = time.monotonic() + 15
+        while not self._server.started:
+            if time.monotonic() > deadline or not self._thread.is_alive():
+                raise RuntimeError("uvicorn did not start")
+            time.sleep(0.02)
+        return self
+
+    def stop(self) -> None:
+        self._server.should_exit = True
+        self._thread.join(10)
+
+
+@pytest.fixture
+def asgi_server(transactional_db) -> Iterator[AsgiServer]:
+    """A live ASGI server for tests that need real HTTP or websockets (and the raw request path)."""
+    server = AsgiServer().start()
+    yield server
+    server.stop()
+
+
+def session_cookie(user) -> dict[str, str]:
+    """Cookies of a logged-in session for ``user``, for HTTP clients other than Django's."""
+    from django.conf import settings
+    from django.test import Client
+
+    client = Client()
+    client.force_login(user)
+    return {settings.SESSION_COOKIE_NAME: client.cookies[settings.SESSION_COOKIE_NAME].value}

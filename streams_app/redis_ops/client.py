@@ -16,6 +16,12 @@ from django.conf import settings
 from .errors import NotFound, translated
 
 _clients: dict[tuple[str, str], redis.Redis] = {}
+_RAW_REPLIES = ("XRANGE", "XREVRANGE", "XREAD", "XREADGROUP", "XPENDING", "XCLAIM", "XAUTOCLAIM")
+
+
+def _identity(response, **options):
+    return response
+
 _lock = threading.Lock()
 
 
@@ -81,6 +87,10 @@ def get_client(name: str) -> redis.Redis:
                     retry_on_timeout=False,
                     client_name="busconsole",
                 )
+                # Stream replies stay as Redis sends them (flat field lists keep order and
+                # duplicate names; redis-py's parsers would turn them into dicts).
+                for command in _RAW_REPLIES:
+                    client.set_response_callback(command, _identity)
                 _clients[key] = client
     return client
 

@@ -52,11 +52,11 @@ class RedisRefused(OpsError):
 
 def _refusal(conn: str, exc: redis.ResponseError) -> OpsError:
     text = str(exc)
-    if text.startswith("WRONGTYPE"):
+    if "WRONGTYPE" in text:
         return NotFound("That key holds another type, not a stream.", conn=conn)
     if "no such key" in text:
         return NotFound("No such stream.", conn=conn)
-    if text.startswith("NOGROUP"):
+    if "NOGROUP" in text:
         return NotFound("No such stream or consumer group.", conn=conn)
     if "Invalid stream ID" in text:
         return InvalidArgument("Invalid stream ID.", conn=conn)

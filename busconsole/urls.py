@@ -1,0 +1,24 @@
+"""Root URLs: login, admin, health, and the console (streams_app.urls)."""
+
+from __future__ import annotations
+
+from django.contrib import admin
+from django.contrib.auth import views as django_auth_views
+from django.contrib.auth.decorators import login_not_required
+from django.urls import include, path
+
+from streams_app.views import auth as auth_views
+from streams_app.views.overview import healthz
+
+urlpatterns = [
+    path("login/", auth_views.login_view, name="login"),
+    path("logout/", django_auth_views.LogoutView.as_view(), name="logout"),
+    path("healthz", login_not_required(healthz), name="healthz"),
+    path("admin/", admin.site.urls),
+    path("", include("streams_app.urls")),
+]
+
+handler400 = "streams_app.views.errors.bad_request"
+handler403 = "streams_app.views.errors.permission_denied"
+handler404 = "streams_app.views.errors.page_not_found"
+handler500 = "streams_app.views.errors.server_error"

@@ -1,0 +1,155 @@
+"""Turn the access layer's dataclasses into what pages and the JSON API show.
+
+One place decides how an entry, a stream or a group looks, so the page, its htmx partial and the
+API agree. Everything here is data: templates escape it, the API serialises it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from streams_app import links
+from streams_app.redis_ops import conventions
+from streams_app.redis_ops.decoding import DecodedField, decode_fields, display_text
+from streams_app.redis_ops.reads import (
+    Entry,
+    GroupInfo,
+    PendingEntry,
+    PendingSummary,
+    StreamInfo,
+    StreamSummary,
+)
+
+#: Fields longer than this are cut in the one-line summary of an entry.
+SUMMARY_CHARS = 160
+
+
+@dataclass(frozen=True, slots=True)
+class EntryView:
+    id: str
+    entry: Entry
+    fields: list[DecodedField]
+    summary: str
+    url: str
+    conn: str
+    key: bytes
+
+
+def entry_view(conn: str, key: bytes, entry: Entry) -> EntryView:
+    fields = decode_fields(list(entry.fields))
+    summary = "  ".join(f"{f.name}={_oneline(f)}" for f in fields[:6])
+    if len(summary) > SUMMARY_CHARS:
+        summary = summary[: SUMMARY_CHARS - 1] + "…"
+    return EntryView(
+        id=entry.id, entry=entry, fields=fields, summary=summary,
+        url=links.entry_url(conn, key, entry.id), conn=conn, key=key,
+    )
+
+
+def _oneline(field: DecodedField) -> str:
+    text = field.decoded.pretty if field.decoded.format != "json" else _compact(field.decoded.value)
+    return " ".join(text.split())[:SUMMARY_CHARS]
+
+
+def _compact(value: object) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def key_text(key: bytes) -> str:
+    return display_text(key)
+
+
+def dlq_convention(key: bytes) -> str | None:
+    kind = conventions.detect_dlq(key)
+    return kind.convention if kind else None
+
+
+# ---------------------------------------------------------------- JSON shapes (SPEC section 4)
+
+
+def entry_json(conn: str, key: bytes, entry: Entry) -> dict:
+    decoded = decode_fields(list(entry.fields))
+    return {
+        "id": entry.id,
+        "fields": {f.name: _field_text(f) for f in decoded},
+        "decoded": [
+            {
+                "name": f.name,
+                "format": f.decoded.format,
+                "value": f.decoded.value,
+                "size": f.decoded.size,
+                "truncated": f.decoded.truncated,
+                **({"raw_url": links.raw_field_url(conn, key, entry.id, f.index)} if f.decoded.truncated else {}),
+            }
+            for f in decoded
+        ],
+    }
+
+
+def _field_text(field: DecodedField) -> str:
+    if field.decoded.format in ("text", "json"):
+        return field.decoded.pretty if field.decoded.format == "text" else _compact(field.decoded.value)
+    return field.decoded.pretty
+
+
+def group_json(group: GroupInfo) -> dict:
+    return {
+        "name": display_text(group.name),
+        "consumers": group.consumers,
+        "pending": group.pending,
+        "last_delivered_id": group.last_delivered_id,
+        "entries_read": group.entries_read,
+        "lag": group.lag,
+    }
+
+
+def stream_summary_json(conn: str, summary: StreamSummary) -> dict:
+    return {
+        "key": display_text(summary.key),
+        "url": links.stream_url(conn, summary.key),
+        "api_url": links.api_stream_url(conn, summary.key),
+        "length": summary.length,
+        "first_id": summary.first_id,
+        "last_id": summary.last_id,
+        "groups": summary.groups,
+        "pending": summary.pending,
+        "is_dlq": conventions.detect_dlq(summary.key) is not None,
+    }
+
+
+def stream_info_json(conn: str, info: StreamInfo) -> dict:
+    return {
+        "key": display_text(info.key),
+        "url": links.stream_url(conn, info.key),
+        "length": info.length,
+        "first_id": info.first_id,
+        "last_id": info.last_id,
+        "last_generated_id": info.last_generated_id,
+        "entries_added": info.entries_added,
+        "max_deleted_entry_id": info.max_deleted_entry_id,
+        "is_dlq": conventions.detect_dlq(info.key) is not None,
+        "groups": [group_json(g) for g in info.groups],
+    }
+
+
+def pending_json(summary: PendingSummary, entries: tuple[PendingEntry, ...], nxt: str | None) -> dict:
+    return {
+        "summary": {
+            "count": summary.count,
+            "min_id": summary.min_id,
+            "max_id": summary.max_id,
+            "consumers": {display_text(name): n for name, n in summary.consumers},
+        },
+        "entries": [
+            {
+                "id": e.id,
+                "consumer": display_text(e.consumer),
+                "idle_ms": e.idle_ms,
+                "deliveries": e.deliveries,
+                "exists": e.exists,
+            }
+            for e in entries
+        ],
+        "next": nxt,
+    }

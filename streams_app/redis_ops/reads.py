@@ -1,0 +1,536 @@
+"""Read-side Redis access: streams, entries, groups, consumers and pending entries.
+
+Every function takes a connection name, talks to that server with a bounded number of round trips
+(pipelines for per-stream facts, COUNT on every range) and returns frozen dataclasses. Nothing here
+runs ``KEYS``, ``XRANGE - +`` or ``XINFO STREAM FULL``: on a big server those block Redis.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.conf import settings
+
+from .client import get_client
+from .errors import InvalidArgument, NotFound, translated
+from .ids import StreamId, id_time, parse_id, parse_position
+
+MAX_PAGE = 1000
+DEFAULT_PAGE = 50
+Fields = tuple[tuple[bytes, bytes], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    id: str
+    fields: Fields
+
+    @property
+    def time(self) -> datetime:
+        return id_time(int(self.id.split("-", 1)[0]))
+
+
+@dataclass(frozen=True, slots=True)
+class GroupInfo:
+    name: bytes
+    consumers: int
+    pending: int
+    last_delivered_id: str
+    entries_read: int | None  # None: Redis < 7 or unknown
+    lag: int | None  # None: Redis cannot tell (see SPEC section 9)
+
+
+@dataclass(frozen=True, slots=True)
+class StreamSummary:
+    """The facts shown in one row of the streams list."""
+
+    key: bytes
+    length: int
+    first_id: str | None
+    last_id: str | None
+    last_generated_id: str | None
+    groups: int
+    pending: int
+
+
+@dataclass(frozen=True, slots=True)
+class StreamInfo:
+    key: bytes
+    length: int
+    first_id: str | None
+    last_id: str | None
+    last_generated_id: str | None
+    entries_added: int | None  # Redis 7+
+    max_deleted_entry_id: str | None  # Redis 7+
+    radix_tree_keys: int | None
+    groups: tuple[GroupInfo, ...]
+
+    @property
+    def pending(self) -> int:
+        return sum(g.pending for g in self.groups)
+
+
+@dataclass(frozen=True, slots=True)
+class StreamPage:
+    streams: tuple[StreamSummary, ...]
+    next_cursor: int  # 0 when the scan is complete
+    scanned: int  # keys SCAN looked at for this page (not only streams)
+
+
+@dataclass(frozen=True, slots=True)
+class EntryPage:
+    entries: tuple[Entry, ...]
+    order: str  # "desc" (newest first) or "asc"
+    next: str | None  # cursor to continue in ``order``: pass as before= (desc) or after= (asc)
+    prev: str | None  # cursor to go the other way: pass as after= (desc) or before= (asc)
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerInfo:
+    name: bytes
+    pending: int
+    idle_ms: int
+    inactive_ms: int | None  # Redis 7.2+ only
+
+
+@dataclass(frozen=True, slots=True)
+class PendingSummary:
+    count: int
+    min_id: str | None
+    max_id: str | None
+    consumers: tuple[tuple[bytes, int], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class PendingEntry:
+    id: str
+    consumer: bytes
+    idle_ms: int
+    deliveries: int
+    exists: bool  # False: the message was deleted from the stream but is still pending
+
+
+@dataclass(frozen=True, slots=True)
+class PendingPage:
+    summary: PendingSummary
+    entries: tuple[PendingEntry, ...]
+    next: str | None
+
+
+# ---------------------------------------------------------------- parsing helpers
+
+
+def _s(value: bytes | str | None) -> str | None:
+    if value is None:
+        return None
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _pairs(flat: Sequence) -> dict[str, object]:
+    """Redis's flat ``[name, value, name, value, ...]`` replies as a dict keyed by text."""
+    return {_s(flat[i]): flat[i + 1] for i in range(0, len(flat) - 1, 2)}
+
+
+def _int(value: object) -> int | None:
+    if value is None:
+        return None
+    return int(value)
+
+
+def _entry(raw: Sequence) -> Entry:
+    entry_id, flat = raw[0], raw[1] or []
+    fields = tuple((flat[i], flat[i + 1]) for i in range(0, len(flat) - 1, 2))
+    return Entry(id=_s(entry_id), fields=fields)
+
+
+def _entry_id(raw: object) -> str | None:
+    if not raw:
+        return None
+    return _s(raw[0])
+
+
+def _group(raw: Sequence) -> GroupInfo:
+    info = _pairs(raw)
+    return GroupInfo(
+        name=info["name"],
+        consumers=int(info["consumers"]),
+        pending=int(info["pending"]),
+        last_delivered_id=_s(info["last-delivered-id"]),
+        entries_read=_int(info.get("entries-read")),
+        lag=_int(info.get("lag")),
+    )
+
+
+def _check_count(count: int) -> int:
+    if count < 1:
+        raise InvalidArgument("count must be at least 1.")
+    return min(count, MAX_PAGE)
+
+
+def _validate_key(key: bytes) -> bytes:
+    if not isinstance(key, bytes) or not key:
+        raise InvalidArgument("A stream key is required.")
+    return key
+
+
+# ---------------------------------------------------------------- streams
+
+
+def streams_scan(
+    conn: str,
+    *,
+    match: bytes = b"*",
+    cursor: int = 0,
+    count: int = DEFAULT_PAGE,
+    budget: int | None = None,
+) -> StreamPage:
+    """One page of the server's streams, found by ``SCAN ... TYPE stream``.
+
+    SCAN looks at no more than ``budget`` keys for one page, so a server with millions of other keys
+    answers in bounded time; the page may then hold fewer than ``count`` streams and a non-zero
+    cursor to continue from. The per-call COUNT grows while calls come back empty-handed.
+    """
+    count = _check_count(count)
+    budget = budget or settings.BUSCONSOLE_SCAN_BUDGET
+    if cursor < 0:
+        raise InvalidArgument("cursor must not be negative.")
+    client = get_client(conn)
+    keys: list[bytes] = []
+    seen: set[bytes] = set()
+    scanned = 0
+    step = max(count * 2, 100)
+    with translated(conn):
+        while True:
+            cursor, batch = client.execute_command(
+                "SCAN", cursor, "MATCH", match, "COUNT", step, "TYPE", "stream"
+            )
+            cursor = int(cursor)
+            scanned += step
+            for key in batch:
+                if key not in seen:  # SCAN may return a key twice across calls
+                    seen.add(key)
+                    keys.append(key)
+            if cursor == 0 or len(keys) >= count or scanned >= budget:
+                break
+            if not batch:
+                step = min(step * 4, 1000)
+        summaries = stream_summaries(conn, keys)
+    return StreamPage(streams=tuple(summaries), next_cursor=cursor, scanned=scanned)
+
+
+def stream_summaries(conn: str, keys: Iterable[bytes]) -> list[StreamSummary]:
+    """Length, ends, groups and pending of each stream in ``keys``, in one pipeline.
+
+    Keys that vanished (or changed type) since they were listed are left out.
+    """
+    keys = list(keys)
+    if not keys:
+        return []
+    client = get_client(conn)
+    with translated(conn):
+        pipe = client.pipeline(transaction=False)
+        for key in keys:
+            pipe.execute_command("XINFO", "STREAM", key)
+            pipe.execute_command("XINFO", "GROUPS", key)
+        replies = pipe.execute(raise_on_error=False)
+    out: list[StreamSummary] = []
+    for i, key in enumerate(keys):
+        info, groups = replies[2 * i], replies[2 * i + 1]
+        if isinstance(info, Exception) or isinstance(groups, Exception):
+            continue
+        facts = _pairs(info)
+        parsed_groups = [_group(g) for g in groups]
+        out.append(
+            StreamSummary(
+                key=key,
+                length=int(facts["length"]),
+                first_id=_entry_id(facts.get("first-entry")),
+                last_id=_entry_id(facts.get("last-entry")),
+                last_generated_id=_s(facts.get("last-generated-id")),
+                groups=len(parsed_groups),
+                pending=sum(g.pending for g in parsed_groups),
+            )
+        )
+    return out
+
+
+def stream_lengths(conn: str, keys: Sequence[bytes], *, chunk: int = 5000) -> dict[bytes, int]:
+    """XLEN of many keys, pipelined in chunks (for sorting a scanned set by length)."""
+    client = get_client(conn)
+    lengths: dict[bytes, int] = {}
+    with translated(conn):
+        for start in range(0, len(keys), chunk):
+            part = keys[start : start + chunk]
+            pipe = client.pipeline(transaction=False)
+            for key in part:
+                pipe.xlen(key)
+            for key, value in zip(part, pipe.execute(raise_on_error=False), strict=True):
+                if not isinstance(value, Exception):
+                    lengths[key] = int(value)
+    return lengths
+
+
+def streams_by_length(
+    conn: str, *, match: bytes = b"*", count: int = DEFAULT_PAGE, offset: int = 0, budget: int | None = None
+) -> tuple[list[StreamSummary], int, bool]:
+    """The longest streams among at most ``budget`` scanned keys: (page, streams seen, scan complete)."""
+    count = _check_count(count)
+    budget = budget or settings.BUSCONSOLE_SCAN_BUDGET
+    client = get_client(conn)
+    keys: set[bytes] = set()
+    cursor, scanned = 0, 0
+    with translated(conn):
+        while True:
+            cursor, batch = client.execute_command("SCAN", cursor, "MATCH", match, "COUNT", 1000, "TYPE", "stream")
+            cursor = int(cursor)
+            scanned += 1000
+            keys.update(batch)
+            if cursor == 0 or scanned >= budget:
+                break
+    lengths = stream_lengths(conn, sorted(keys))
+    ranked = sorted(lengths, key=lambda k: (-lengths[k], k))
+    page = stream_summaries(conn, ranked[offset : offset + count])
+    return page, len(lengths), cursor == 0
+
+
+def stream_info(conn: str, key: bytes) -> StreamInfo:
+    """XINFO STREAM (never FULL) and XINFO GROUPS of one stream, in one round trip."""
+    _validate_key(key)
+    client = get_client(conn)
+    with translated(conn):
+        pipe = client.pipeline(transaction=False)
+        pipe.execute_command("XINFO", "STREAM", key)
+        pipe.execute_command("XINFO", "GROUPS", key)
+        info, groups = pipe.execute()
+    facts = _pairs(info)
+    return StreamInfo(
+        key=key,
+        length=int(facts["length"]),
+        first_id=_entry_id(facts.get("first-entry")),
+        last_id=_entry_id(facts.get("last-entry")),
+        last_generated_id=_s(facts.get("last-generated-id")),
+        entries_added=_int(facts.get("entries-added")),
+        max_deleted_entry_id=_s(facts.get("max-deleted-entry-id")),
+        radix_tree_keys=_int(facts.get("radix-tree-keys")),
+        groups=tuple(_group(g) for g in groups),
+    )
+
+
+# ---------------------------------------------------------------- entries
+
+
+def entries_page(
+    conn: str,
+    key: bytes,
+    *,
+    order: str = "desc",
+    after: str | None = None,
+    before: str | None = None,
+    at: str | None = None,
+    count: int = DEFAULT_PAGE,
+) -> EntryPage:
+    """One page of entries, by exclusive cursors, costing O(log N + count) at any depth.
+
+    - ``before``/``after`` are exclusive entry IDs (the last ID of the previous page);
+    - ``at`` is an ID, a millisecond or an ISO-8601 time: the page starts there, inclusive;
+    - ``order`` is "desc" (newest first, the default) or "asc".
+    With no cursor the page starts at the newest (desc) or oldest (asc) entry.
+    """
+    _validate_key(key)
+    if order not in ("asc", "desc"):
+        raise InvalidArgument("order must be 'asc' or 'desc'.")
+    if sum(x is not None and x != "" for x in (after, before, at)) > 1:
+        raise InvalidArgument("Give at most one of after, before and at.")
+    count = _check_count(count)
+    client = get_client(conn)
+
+    # Decide which way Redis reads (forward = XRANGE) and where it starts.
+    if after:
+        forward, start = True, "(" + str(parse_id(after, what="after"))
+    elif before:
+        forward, start = False, "(" + str(parse_id(before, what="before"))
+    elif at:
+        pos = parse_position(at, what="at")
+        forward = order == "asc"
+        start = str(pos.lowest if forward else pos.highest)
+    else:
+        forward, start = order == "asc", "-" if order == "asc" else "+"
+
+    with translated(conn):
+        pipe = client.pipeline(transaction=False)
+        pipe.type(key)
+        if forward:
+            pipe.execute_command("XRANGE", key, start, "+", "COUNT", count + 1)
+        else:
+            pipe.execute_command("XREVRANGE", key, start, "-", "COUNT", count + 1)
+        key_type, raw = pipe.execute(raise_on_error=False)
+    _require_stream(conn, key_type)
+    if isinstance(raw, Exception):
+        with translated(conn):
+            raise raw
+
+    entries = [_entry(e) for e in raw[:count]]
+    more_in_read_direction = len(raw) > count
+    if not entries:
+        return EntryPage(entries=(), order=order, next=None, prev=None)
+
+    # ``read_first``/``read_last`` follow Redis's read direction; the page shows ``order``.
+    read_last, read_first = entries[-1].id, entries[0].id
+    came_from_cursor = bool(after or before or at)
+    if forward == (order == "asc"):
+        nxt = read_last if more_in_read_direction else None
+        prev = read_first if came_from_cursor else None
+    else:
+        entries.reverse()
+        nxt = read_first if came_from_cursor else None
+        prev = read_last if more_in_read_direction else None
+    return EntryPage(entries=tuple(entries), order=order, next=nxt, prev=prev)
+
+
+def entry_get(conn: str, key: bytes, entry_id: str) -> Entry:
+    """One entry by its exact ID."""
+    _validate_key(key)
+    sid = parse_id(entry_id, allow_bare=False, what="entry ID")
+    client = get_client(conn)
+    with translated(conn):
+        raw = client.execute_command("XRANGE", key, str(sid), str(sid), "COUNT", 1)
+    if not raw:
+        raise NotFound(f"No entry {sid} in this stream.", conn=conn)
+    return _entry(raw[0])
+
+
+# ---------------------------------------------------------------- groups, consumers, pending
+
+
+def groups(conn: str, key: bytes) -> tuple[GroupInfo, ...]:
+    _validate_key(key)
+    with translated(conn):
+        raw = get_client(conn).execute_command("XINFO", "GROUPS", key)
+    return tuple(_group(g) for g in raw)
+
+
+def group_info(conn: str, key: bytes, group: bytes) -> GroupInfo:
+    for g in groups(conn, key):
+        if g.name == group:
+            return g
+    raise NotFound("No such consumer group on this stream.", conn=conn)
+
+
+def consumers(conn: str, key: bytes, group: bytes) -> tuple[ConsumerInfo, ...]:
+    _validate_key(key)
+    with translated(conn):
+        raw = get_client(conn).execute_command("XINFO", "CONSUMERS", key, group)
+    out = []
+    for item in raw:
+        info = _pairs(item)
+        out.append(
+            ConsumerInfo(
+                name=info["name"],
+                pending=int(info["pending"]),
+                idle_ms=int(info["idle"]),
+                inactive_ms=_int(info.get("inactive")) if info.get("inactive", -1) != -1 else None,
+            )
+        )
+    return tuple(out)
+
+
+def pending_page(
+    conn: str,
+    key: bytes,
+    group: bytes,
+    *,
+    consumer: bytes | None = None,
+    min_idle_ms: int | None = None,
+    after: str | None = None,
+    count: int = DEFAULT_PAGE,
+) -> PendingPage:
+    """XPENDING's summary and one page of its extended form, each entry marked if it still exists.
+
+    Pending entries whose message was XDELed (or trimmed away) stay in the PEL until acked or
+    claimed; they are marked ``exists=False`` so an operator can ack them away.
+    """
+    _validate_key(key)
+    count = _check_count(count)
+    if min_idle_ms is not None and min_idle_ms < 0:
+        raise InvalidArgument("min_idle_ms must not be negative.")
+    start = "(" + str(parse_id(after, what="after")) if after else "-"
+    args: list[object] = ["XPENDING", key, group]
+    if min_idle_ms:
+        args += ["IDLE", min_idle_ms]
+    args += [start, "+", count + 1]
+    if consumer:
+        args.append(consumer)
+    client = get_client(conn)
+    with translated(conn):
+        pipe = client.pipeline(transaction=False)
+        pipe.execute_command("XPENDING", key, group)
+        pipe.execute_command(*args)
+        summary_raw, rows = pipe.execute()
+        more = len(rows) > count
+        rows = rows[:count]
+        pipe = client.pipeline(transaction=False)
+        for row in rows:
+            pipe.execute_command("XRANGE", key, row[0], row[0], "COUNT", 1)
+        found = pipe.execute() if rows else []
+    total, min_id, max_id, per_consumer = summary_raw
+    summary = PendingSummary(
+        count=int(total),
+        min_id=_s(min_id),
+        max_id=_s(max_id),
+        consumers=tuple((name, int(n)) for name, n in (per_consumer or [])),
+    )
+    entries = tuple(
+        PendingEntry(id=_s(row[0]), consumer=row[1], idle_ms=int(row[2]), deliveries=int(row[3]), exists=bool(hit))
+        for row, hit in zip(rows, found, strict=True)
+    )
+    return PendingPage(summary=summary, entries=entries, next=entries[-1].id if more else None)
+
+
+def _require_stream(conn: str, key_type: object) -> None:
+    if isinstance(key_type, Exception):
+        with translated(conn):
+            raise key_type
+    if key_type in (b"none", "none"):
+        raise NotFound("No such stream.", conn=conn)
+    if key_type not in (b"stream", "stream"):
+        raise NotFound("That key holds another type, not a stream.", conn=conn)
+
+
+def server_overview(conn: str) -> dict[str, object]:
+    """A few INFO facts for the overview page (one INFO call)."""
+    with translated(conn):
+        client = get_client(conn)
+        pipe = client.pipeline(transaction=False)
+        pipe.info()
+        pipe.dbsize()
+        info, dbsize = pipe.execute()
+    return {
+        "redis_version": info.get("redis_version"),
+        "used_memory_human": info.get("used_memory_human"),
+        "connected_clients": info.get("connected_clients"),
+        "uptime_in_seconds": info.get("uptime_in_seconds"),
+        "dbsize": int(dbsize),
+    }
+
+
+__all__ = [
+    "ConsumerInfo",
+    "Entry",
+    "EntryPage",
+    "GroupInfo",
+    "PendingEntry",
+    "PendingPage",
+    "PendingSummary",
+    "StreamId",
+    "StreamInfo",
+    "StreamPage",
+    "StreamSummary",
+]
+
+
+def is_stream(conn: str, key: bytes) -> bool:
+    """Whether ``key`` exists and holds a stream (one TYPE call)."""
+    with translated(conn):
+        return get_client(conn).type(key) in (b"stream", "stream")

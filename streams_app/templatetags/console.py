@@ -1,0 +1,86 @@
+"""Template filters and tags for stream IDs, durations, byte strings and console URLs."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django import template
+
+from streams_app import links
+from streams_app.redis_ops.decoding import display_text
+from streams_app.redis_ops.ids import id_time
+
+register = template.Library()
+
+
+@register.filter
+def idtime(entry_id: str | None) -> datetime | None:
+    """The time an entry ID was generated (its millisecond part)."""
+    if not entry_id:
+        return None
+    try:
+        return id_time(int(str(entry_id).split("-", 1)[0]))
+    except ValueError:
+        return None
+
+
+@register.filter
+def duration_ms(ms: int | None) -> str:
+    """``93784000`` -> ``1d 2h``: idle times at a glance (two largest units)."""
+    if ms is None:
+        return "unknown"
+    ms = int(ms)
+    if ms < 1000:
+        return f"{ms} ms"
+    seconds = ms // 1000
+    parts = []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        if seconds >= size:
+            parts.append(f"{seconds // size}{unit}")
+            seconds %= size
+    return " ".join(parts[:2])
+
+
+@register.filter
+def text(value: bytes | str | None) -> str:
+    """Bytes as text: UTF-8, other bytes as \\xNN. Still autoescaped by the template."""
+    if value is None:
+        return ""
+    return display_text(value) if isinstance(value, bytes) else str(value)
+
+
+@register.filter
+def seg(value: bytes | str) -> str:
+    return links.segment(value)
+
+
+@register.simple_tag
+def stream_url(conn: str, key: bytes) -> str:
+    return links.stream_url(conn, key)
+
+
+@register.simple_tag
+def group_url(conn: str, key: bytes, group: bytes) -> str:
+    return links.group_url(conn, key, group)
+
+
+@register.simple_tag
+def entry_url(conn: str, key: bytes, entry_id: str) -> str:
+    return links.entry_url(conn, key, entry_id)
+
+
+@register.simple_tag
+def raw_field_url(conn: str, key: bytes, entry_id: str, index: int) -> str:
+    return links.raw_field_url(conn, key, entry_id, index)
+
+
+@register.simple_tag(takes_context=True)
+def query(context, **changes) -> str:
+    """The current query string with some parameters changed (None removes one)."""
+    params = context["request"].GET.copy()
+    for name, value in changes.items():
+        params.pop(name, None)
+        if value not in (None, ""):
+            params[name] = value
+    encoded = params.urlencode()
+    return f"?{encoded}" if encoded else "?"

@@ -1,0 +1,30 @@
+"""The overview: every configured Redis server, its health and a few facts."""
+
+from __future__ import annotations
+
+from django.http import HttpRequest, HttpResponse
+from django.views.decorators.http import require_GET
+
+from streams_app.redis_ops import client, reads
+from streams_app.redis_ops.errors import OpsError
+from streams_app.views.common import render_screen
+
+
+@require_GET
+def overview(request: HttpRequest) -> HttpResponse:
+    servers = []
+    for connection in client.connections():
+        health = client.health(connection.name)
+        facts: dict[str, object] = {}
+        if health.ok:
+            try:
+                facts = reads.server_overview(connection.name)
+            except OpsError as exc:
+                health = client.Health(name=connection.name, ok=False, redis_version=None, error=exc.message)
+        servers.append({"connection": connection, "health": health, "facts": facts})
+    return render_screen(request, "streams_app/overview.html", {"servers": servers}, partial="servers")
+
+
+def healthz(request: HttpRequest) -> HttpResponse:
+    """Liveness for the container healthcheck: the process answers; Redis is not consulted."""
+    return HttpResponse("ok", content_type="text/plain")

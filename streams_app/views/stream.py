@@ -1,0 +1,66 @@
+"""One stream: its facts, groups and entries (newest first, paged by exclusive cursors)."""
+
+from __future__ import annotations
+
+from django.http import HttpRequest, HttpResponse
+from django.views.decorators.http import require_GET
+
+from streams_app import links
+from streams_app.forms import EntriesForm, validated
+from streams_app.presenters import dlq_convention, entry_view
+from streams_app.redis_ops import reads
+from streams_app.redis_ops.decoding import decode_value, display_text
+from streams_app.redis_ops.errors import InvalidArgument
+from streams_app.views.common import connection_context, render_screen
+
+
+@require_GET
+def stream_detail(request: HttpRequest, conn: str, key: bytes) -> HttpResponse:
+    context = connection_context(request, conn)
+    params = validated(EntriesForm, request.GET)
+    info = reads.stream_info(conn, key)
+    page = reads.entries_page(
+        conn, key, order=params["order"], after=params["after"], before=params["before"],
+        at=params["at"], count=params["count"],
+    )
+    dlq_key = key + b":dlq"
+    context.update(
+        key=key,
+        key_text=display_text(key),
+        info=info,
+        params=params,
+        page=page,
+        entries=[entry_view(conn, key, e) for e in page.entries],
+        dlq=dlq_convention(key),
+        dlq_url=links.stream_url(conn, dlq_key) if reads.is_stream(conn, dlq_key) else None,
+        api_url=links.api_stream_url(conn, key),
+    )
+    return render_screen(request, "streams_app/stream.html", context, partial="entries")
+
+
+@require_GET
+def entry_detail(request: HttpRequest, conn: str, key: bytes, entry_id: str) -> HttpResponse:
+    context = connection_context(request, conn)
+    entry = reads.entry_get(conn, key, entry_id)
+    context.update(key=key, key_text=display_text(key), e=entry_view(conn, key, entry))
+    return render_screen(request, "streams_app/entry.html", context)
+
+
+@require_GET
+def entry_raw(request: HttpRequest, conn: str, key: bytes, entry_id: str) -> HttpResponse:
+    """One field's value as it is stored, as a download (big values are only previewed on pages)."""
+    connection_context(request, conn)
+    try:
+        index = int(request.GET.get("field", ""))
+    except ValueError:
+        raise InvalidArgument("field must be the index of a field of the entry.") from None
+    entry = reads.entry_get(conn, key, entry_id)
+    if not 0 <= index < len(entry.fields):
+        raise InvalidArgument(f"This entry has {len(entry.fields)} fields; there is no field {index}.")
+    name, value = entry.fields[index]
+    response = HttpResponse(value, content_type="application/octet-stream")
+    filename = f"{entry_id}-{index}.bin"
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    response["X-Content-Type-Options"] = "nosniff"
+    response["X-Field-Format"] = decode_value(value[:4096]).format
+    return response
