@@ -1,0 +1,321 @@
+"""Turn stream field values (arbitrary bytes) into something a person can read.
+
+Redis stores field names and values as bytes, and the buses we monitor put anything in them: JSON,
+msgpack, FastStream's binary envelope, plain text, images. :func:`decode_value` tries, in the order of
+SPEC section 6, JSON, msgpack, the FastStream envelope, UTF-8 text and finally hex, and always returns a
+:class:`Decoded` whose ``value`` is JSON-able (for the API) and whose ``pretty`` is plain text (for the
+page, which escapes it). Nothing here produces HTML and nothing here raises: the input is untrusted and a
+page must render whatever a producer wrote.
+
+Heuristics, chosen to avoid calling text "JSON" or "msgpack" by accident:
+
+* JSON only when the bytes are strict UTF-8 and the top level is an object or an array. ``hello``, ``42``,
+  ``true`` or ``"quoted"`` are valid JSON documents too, but showing them as JSON adds nothing, and a field
+  holding ``42`` is better shown as the text it is.
+* msgpack only when the whole buffer unpacks (no trailing bytes) and the top level is a map or an array.
+  ASCII text is a run of msgpack positive fixints, so it never unpacks as a whole; short binary values
+  rarely form a complete map or array by chance.
+* The FastStream envelope is recognised by its 8-byte magic before msgpack is tried: the magic's first
+  byte, 0x89, is also a msgpack fixmap, and the magic is the stronger signal.
+* Text only when the bytes are strict UTF-8 without C0 control characters other than tab, LF and CR, so
+  that a packed struct that happens to be valid UTF-8 is shown as hex rather than as invisible characters.
+
+Values larger than ``limit`` bytes are never parsed: only their prefix is shown, as text or hex, because a
+cut JSON or msgpack document does not parse anyway and parsing a 50 MB value on a page view is the kind
+of unbounded work SPEC rule 6 forbids.
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+import math
+import re
+import struct
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import date, datetime, time
+
+import msgpack
+
+PREVIEW_LIMIT = 64 * 1024
+"""Bytes of a value that are decoded; the rest is left for the raw download."""
+
+HEX_LINE = 16
+"""Bytes per line in the spaced-hex rendering."""
+
+FASTSTREAM_MAGIC = b"\x89BIN\r\n\x1a\n"
+"""First 8 bytes of FastStream's ``BinaryMessageFormatV1`` (the Redis default since FastStream 0.6)."""
+
+_FASTSTREAM_V1 = 1
+_FASTSTREAM_FIXED = struct.Struct(">HII")  # version, headers_start, data_start
+_FASTSTREAM_MIN_HEADERS_START = len(FASTSTREAM_MAGIC) + _FASTSTREAM_FIXED.size  # 18
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+@dataclass(frozen=True, slots=True)
+class Decoded:
+    """One value, decoded for display.
+
+    ``format`` is one of ``json``, ``msgpack``, ``faststream``, ``text`` and ``hex``. ``value`` is what the
+    JSON API returns (for ``hex`` the unspaced hex string; for ``faststream`` a dict
+    ``{"headers": {...}, "data": <value>, "data_format": <format of data>}``). ``pretty`` is what the page
+    shows. ``size`` is the byte length of the whole original value, ``truncated`` whether only a prefix
+    of it was decoded.
+    """
+
+    format: str
+    value: object
+    pretty: str
+    size: int
+    truncated: bool
+
+
+@dataclass(frozen=True, slots=True)
+class DecodedField:
+    """One field of a stream entry: its name as text and raw bytes, its position, its decoded value.
+
+    ``index`` is the field's position in the entry: Redis allows a name to repeat within an entry, so the
+    name alone does not identify a field.
+    """
+
+    name: str
+    name_raw: bytes
+    index: int
+    decoded: Decoded
+
+
+def display_text(raw: bytes) -> str:
+    """Bytes as text for display: UTF-8, any byte that is not part of valid UTF-8 as ``\\xNN``."""
+    return as_bytes(raw).decode("utf-8", "backslashreplace")
+
+
+def decode_value(raw: bytes, *, limit: int = PREVIEW_LIMIT) -> Decoded:
+    """Decode one field value (see the module docstring for the order and the heuristics)."""
+    try:
+        data = as_bytes(raw)
+        size = len(data)
+        limit = max(0, int(limit))
+        if size > limit:
+            return _decode_prefix(data[:limit], size)
+        for attempt in (_try_json, _try_faststream, _try_msgpack):
+            found = attempt(data)
+            if found is not None:
+                return found
+        return _text_or_hex(data, size=size, truncated=False)
+    except Exception:  # a last resort: this function must render anything, whatever the bug
+        data = raw if isinstance(raw, bytes | bytearray | memoryview) else repr(raw).encode()
+        prefix = bytes(data[: max(0, limit)]) if isinstance(limit, int) else bytes(data[:PREVIEW_LIMIT])
+        return _hex(prefix, size=len(data), truncated=len(prefix) < len(data))
+
+
+def decode_fields(
+    fields: Iterable[tuple[bytes, bytes]] | Mapping[bytes, bytes], *, limit: int = PREVIEW_LIMIT
+) -> list[DecodedField]:
+    """Decode every field of an entry, keeping the order Redis returned them in.
+
+    Accepts the pairs of a raw reply or the dict redis-py builds for XRANGE entries.
+    """
+    pairs = fields.items() if isinstance(fields, Mapping) else fields
+    result: list[DecodedField] = []
+    for index, (name, value) in enumerate(pairs):
+        name_raw = as_bytes(name)
+        result.append(DecodedField(display_text(name_raw), name_raw, index, decode_value(value, limit=limit)))
+    return result
+
+
+# --- the formats, each returning None when the value is not in that format --------------------------------
+
+
+def _try_json(data: bytes, *, any_top_level: bool = False) -> Decoded | None:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    stripped = text.lstrip(" \t\r\n")
+    if not any_top_level and not stripped.startswith(("{", "[")):
+        return None
+    try:
+        # NaN and Infinity are not JSON: keep them as the strings they were written as so that the API
+        # can serialise the value again.
+        value = json.loads(text, parse_constant=str)
+        pretty = json.dumps(value, indent=2, ensure_ascii=False)
+    except (ValueError, RecursionError):
+        return None
+    return Decoded("json", value, pretty, len(data), False)
+
+
+class _MsgpackMap(list):
+    """A msgpack map as its key/value pairs: keys may be unhashable (arrays) or repeat."""
+
+
+def _try_msgpack(data: bytes) -> Decoded | None:
+    if not data or data[0] not in _MSGPACK_CONTAINER_LEADS:
+        return None
+    try:
+        unpacked = msgpack.unpackb(
+            data,
+            raw=False,
+            unicode_errors="backslashreplace",
+            strict_map_key=False,
+            object_pairs_hook=_MsgpackMap,
+        )
+        value = _jsonable(unpacked)
+        pretty = json.dumps(value, indent=2, ensure_ascii=False)
+    except Exception:  # ExtraData, FormatError, StackError, ValueError, RecursionError...
+        return None
+    return Decoded("msgpack", value, pretty, len(data), False)
+
+
+# fixmap, fixarray, array 16/32, map 16/32: the only first bytes of a map or an array
+_MSGPACK_CONTAINER_LEADS = frozenset([*range(0x80, 0xA0), 0xDC, 0xDD, 0xDE, 0xDF])
+
+
+def _try_faststream(data: bytes) -> Decoded | None:
+    """FastStream's ``BinaryMessageFormatV1`` (``faststream/redis/parser/binary.py``, FastStream 0.6).
+
+    Layout, integers big-endian::
+
+        0   8 bytes  magic b"\\x89BIN\\r\\n\\x1a\\n"
+        8   u16      version (1)
+        10  u32      headers_start (18 as written by FastStream)
+        14  u32      data_start
+        headers_start:
+            u16      header count, then per header: u16 length + key, u16 length + value
+        data_start:  the body, to the end of the buffer
+
+    FastStream writes ``len(str)`` as a header's length, which is a character count, not a byte count, so
+    a non-ASCII header is cut short and FastStream's own parser gives up on the whole message. We locate
+    the body by ``data_start``, which FastStream computes from the real byte length, and show whatever the
+    headers read as (a cut UTF-8 sequence appears as ``\\xNN``).
+    """
+    if not data.startswith(FASTSTREAM_MAGIC) or len(data) < _FASTSTREAM_MIN_HEADERS_START:
+        return None
+    version, headers_start, data_start = _FASTSTREAM_FIXED.unpack_from(data, len(FASTSTREAM_MAGIC))
+    if version != _FASTSTREAM_V1 or not (
+        headers_start >= _FASTSTREAM_MIN_HEADERS_START and headers_start + 2 <= data_start <= len(data)
+    ):
+        return None
+    headers: dict[str, str] = {}
+    offset = headers_start
+    (count,) = struct.unpack_from(">H", data, offset)
+    offset += 2
+    for _ in range(count):
+        key, offset = _faststream_string(data, offset, data_start)
+        value, offset = _faststream_string(data, offset, data_start)
+        if key is None or value is None:
+            return None
+        headers[key] = value
+    body = data[data_start:]
+    content_type = headers.get("content-type", "").split(";")[0].strip().lower()
+    inner: Decoded | None = None
+    if content_type == "application/json":
+        inner = _try_json(body, any_top_level=True)
+    elif content_type == "text/plain":
+        inner = _text_or_hex(body, size=len(body), truncated=False)
+    if inner is None:
+        inner = _try_json(body) or _try_msgpack(body) or _text_or_hex(body, size=len(body), truncated=False)
+    value = {"headers": headers, "data": inner.value, "data_format": inner.format}
+    header_lines = "".join(f"{key}: {text}\n" for key, text in headers.items())
+    return Decoded("faststream", value, f"{header_lines}\n{inner.pretty}", len(data), False)
+
+
+def _faststream_string(data: bytes, offset: int, end: int) -> tuple[str | None, int]:
+    if offset + 2 > end:
+        return None, offset
+    (length,) = struct.unpack_from(">H", data, offset)
+    offset += 2
+    if offset + length > end:
+        return None, offset
+    return display_text(data[offset : offset + length]), offset + length
+
+
+def _text_or_hex(data: bytes, *, size: int, truncated: bool) -> Decoded:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return _hex(data, size=size, truncated=truncated)
+    return _text(text, data, size=size, truncated=truncated)
+
+
+def _text(text: str, data: bytes, *, size: int, truncated: bool) -> Decoded:
+    if _CONTROL.search(text):
+        return _hex(data, size=size, truncated=truncated)
+    return Decoded("text", text, text, size, truncated)
+
+
+def _decode_prefix(prefix: bytes, size: int) -> Decoded:
+    """Text or hex of the first ``limit`` bytes of a long value.
+
+    The cut may fall inside a multi-byte character: an incremental decoder drops those trailing bytes
+    instead of calling the whole value binary.
+    """
+    try:
+        text = codecs.getincrementaldecoder("utf-8")().decode(prefix, final=False)
+    except UnicodeDecodeError:
+        return _hex(prefix, size=size, truncated=True)
+    return _text(text, prefix, size=size, truncated=True)
+
+
+def _hex(data: bytes, *, size: int, truncated: bool) -> Decoded:
+    lines = (data[i : i + HEX_LINE].hex(" ") for i in range(0, len(data), HEX_LINE))
+    return Decoded("hex", data.hex(), "\n".join(lines), size, truncated)
+
+
+# --- making msgpack values JSON-able ---------------------------------------------------------------------
+
+
+def _jsonable(value: object) -> object:
+    """A JSON-able copy of an unpacked msgpack value.
+
+    bytes become display text (control characters escaped too), extension types
+    ``{"ext": code, "hex": ...}``, timestamps and other objects their ISO or ``str`` form, non-finite
+    floats their name, map keys strings.
+    """
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, bytes | bytearray | memoryview):
+        return _bin_text(bytes(value))
+    if isinstance(value, msgpack.ExtType):  # a namedtuple: before the tuple case
+        return {"ext": value.code, "hex": bytes(value.data).hex()}
+    if isinstance(value, _MsgpackMap):
+        return {_key(k): _jsonable(v) for k, v in value}
+    if isinstance(value, list | tuple):
+        return [_jsonable(item) for item in value]
+    if isinstance(value, dict):
+        return {_key(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, msgpack.Timestamp):
+        try:
+            return value.to_datetime().isoformat()
+        except (OverflowError, ValueError, OSError):
+            return f"Timestamp(seconds={value.seconds}, nanoseconds={value.nanoseconds})"
+    if isinstance(value, datetime | date | time):
+        return value.isoformat()
+    return str(value)
+
+
+def _bin_text(data: bytes) -> str:
+    """A msgpack ``bin`` as text: ``\\xNN`` for bytes that are not UTF-8 and for control characters."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", display_text(data))
+
+
+def _key(key: object) -> str:
+    if isinstance(key, str):
+        return key
+    if isinstance(key, bytes | bytearray):
+        return _bin_text(bytes(key))
+    return json.dumps(_jsonable(key), ensure_ascii=False, separators=(",", ":"))
+
+
+def as_bytes(value: object) -> bytes:
+    """Bytes as given; ``str`` (a client with ``decode_responses``) as UTF-8; anything else as its str."""
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, bytearray | memoryview):
+        return bytes(value)
+    if isinstance(value, str):
+        return value.encode("utf-8", "surrogateescape")
+    return str(value).encode("utf-8", "backslashreplace")
