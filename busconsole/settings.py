@@ -152,6 +152,10 @@ STORAGES = {
     },
 }
 
+# Development serves static files straight from static/ (no collectstatic needed for `make run`).
+WHITENOISE_USE_FINDERS = DEBUG
+WHITENOISE_AUTOREFRESH = DEBUG
+
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = "Lax"
 CSRF_COOKIE_SAMESITE = "Lax"
