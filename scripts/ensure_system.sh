@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# Makes sure the system packages busconsole needs are present; called by `make setup`.
+#
+#   python3 >= 3.11 with venv   required (Debian: python3-venv)
+#   redis-server >= 7.0         required for `make run` and `make test` (Debian: redis-server)
+#   /usr/bin/chromium           browser tests (Debian: chromium)
+#   java >= 17                  PySpark, for the pipeline and its tests (Debian: openjdk-17-jre-headless)
+#
+# A missing package is installed with apt-get only when running as root; otherwise this prints what to
+# install and fails for the required ones, warns for the others. When nothing is missing it installs
+# nothing and touches no package index, so repeated runs take a fraction of a second.
+set -euo pipefail
+
+PYTHON=${PYTHON:-python3}
+missing=()   # Debian packages to install
+failed=0
+
+say() { printf 'ensure_system: %s\n' "$*" >&2; }
+
+version_at_least() {  # version_at_least HAVE WANT  (dotted versions)
+    [ "$(printf '%s\n%s\n' "$2" "$1" | sort -V | head -n1)" = "$2" ]
+}
+
+redis_version() {
+    redis-server --version 2>/dev/null | sed -n 's/.* v=\([0-9][0-9.]*\).*/\1/p'
+}
+
+java_major() {  # "17.0.15" -> 17, "1.8.0_392" -> 8
+    local v
+    v=$(java -version 2>&1 | sed -n 's/.* version "\([^"]*\)".*/\1/p' | head -n1)
+    case "$v" in
+        1.*) v=${v#1.}; echo "${v%%.*}" ;;
+        *) v=${v%%.*}; echo "${v%%[!0-9]*}" ;;
+    esac
+}
+
+python_ok() { "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; }
+venv_ok() { "$PYTHON" -c 'import ensurepip, venv' 2>/dev/null; }
+redis_ok() { command -v redis-server >/dev/null && version_at_least "$(redis_version)" 7.0; }
+chromium_ok() { [ -x /usr/bin/chromium ]; }
+java_ok() { command -v java >/dev/null && [ "$(java_major)" -ge 17 ] 2>/dev/null; }
+
+java_package() {  # Debian 13 has no openjdk-17; fall back to its default JRE (21)
+    if apt-cache show openjdk-17-jre-headless >/dev/null 2>&1; then
+        echo openjdk-17-jre-headless
+    else
+        echo default-jre-headless
+    fi
+}
+
+check_all() {
+    missing=()
+    if ! python_ok; then
+        say "ERROR: $PYTHON must be Python 3.11 or newer (found: $("$PYTHON" --version 2>/dev/null || echo none))."
+        say "       Install Python 3.11+ or run with PYTHON=/path/to/python3.11 make ..."
+        exit 1
+    fi
+    venv_ok || missing+=(python3-venv)
+    redis_ok || missing+=(redis-server)
+    chromium_ok || missing+=(chromium)
+    java_ok || missing+=(java)
+}
+
+check_all
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
+    export DEBIAN_FRONTEND=noninteractive
+    say "installing missing system packages: ${missing[*]}"
+    apt-get update -qq >/dev/null
+    packages=()
+    for name in "${missing[@]}"; do
+        case "$name" in
+            java) packages+=("$(java_package)") ;;
+            chromium) packages+=(chromium fonts-liberation) ;;
+            *) packages+=("$name") ;;
+        esac
+    done
+    apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null
+    check_all
+    [ ${#missing[@]} -eq 0 ] && exit 0
+fi
+
+for name in "${missing[@]}"; do
+    case "$name" in
+        python3-venv)
+            say "ERROR: $PYTHON cannot create virtual environments: install python3-venv (apt-get install python3-venv)."
+            failed=1 ;;
+        redis-server)
+            if command -v redis-server >/dev/null; then
+                say "ERROR: redis-server $(redis_version) is too old: busconsole needs Redis 7.0 or newer."
+            else
+                say "ERROR: redis-server is not on PATH: install Redis 7.0+ (apt-get install redis-server)."
+            fi
+            failed=1 ;;
+        chromium)
+            say "WARNING: /usr/bin/chromium is missing: browser tests will fail (apt-get install chromium)." ;;
+        java)
+            say "WARNING: no Java 17+ runtime: the Spark pipeline and its tests will fail (apt-get install openjdk-17-jre-headless)." ;;
+    esac
+done
+exit "$failed"
