@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.console.conftest import *  # noqa: F403 - the standing users and their clients
+from tests.console.conftest import _clean_login_throttle, _fast_password_hashing  # noqa: F401 - autouse
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
