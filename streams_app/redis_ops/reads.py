@@ -200,7 +200,7 @@ def streams_scan(
     keys: list[bytes] = []
     seen: set[bytes] = set()
     scanned = 0
-    step = max(count * 2, 100)
+    step = count
     with translated(conn):
         while True:
             cursor, batch = client.execute_command(
