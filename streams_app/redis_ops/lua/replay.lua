@@ -1,0 +1,87 @@
+-- Re-publish one batch of a stream range as copies, and record how far the job got, atomically.
+--
+-- The copies and the cursor move together: a job killed at any point either did a whole batch
+-- (and its cursor says so) or none of it. Resuming always starts after the furthest of the
+-- Redis-side cursor and the caller's own, so a caller that lost its last save cannot copy a
+-- batch twice.
+--
+-- Copies get new IDs ('*'), the original's fields except an earlier _replayed_from, and
+-- _replayed_from=<original ID>. The range end is a concrete ID fixed when the job started: when
+-- the target is the source, copies land after it and are never replayed themselves.
+--
+-- KEYS[1] source stream, KEYS[2] target stream, KEYS[3] (optional) cursor key (a string)
+-- ARGV[1] first ID (inclusive), ARGV[2] caller's cursor ('' for none; exclusive),
+-- ARGV[3] last ID (inclusive), ARGV[4] COUNT, ARGV[5] cursor TTL in ms,
+-- ARGV[6..] field/value pairs an entry must all hold to be copied
+-- Returns {copied, entries read, ID of the last entry read or false, 1 if the range is done else 0}.
+local source, target, cursor_key = KEYS[1], KEYS[2], KEYS[3]
+local first, after, last_id, count, ttl = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+
+-- IDs are "ms-seq" of unsigned 64-bit decimals without leading zeros: compare as text by length.
+local function less(a, b)
+  local am, as = string.match(a, '^(%d+)-(%d+)$')
+  local bm, bs = string.match(b, '^(%d+)-(%d+)$')
+  if #am ~= #bm then return #am < #bm end
+  if am ~= bm then return am < bm end
+  if #as ~= #bs then return #as < #bs end
+  return as < bs
+end
+
+if cursor_key then
+  local stored = redis.call('GET', cursor_key)
+  if stored and (after == '' or less(after, stored)) then
+    after = stored
+  end
+end
+if after ~= '' and not less(after, last_id) then
+  return {0, 0, after, 1}
+end
+
+local from = first
+if after ~= '' and less(first, after) or after == first then
+  from = '(' .. after
+end
+local entries = redis.call('XRANGE', source, from, last_id, 'COUNT', count)
+local copied = 0
+for e = 1, #entries do
+  local id, fields = entries[e][1], entries[e][2]
+  local ok = true
+  for m = 6, #ARGV, 2 do
+    local found = false
+    for f = 1, #fields, 2 do
+      if fields[f] == ARGV[m] and fields[f + 1] == ARGV[m + 1] then
+        found = true
+        break
+      end
+    end
+    if not found then
+      ok = false
+      break
+    end
+  end
+  if ok then
+    local args = {'XADD', target, '*'}
+    for f = 1, #fields, 2 do
+      if fields[f] ~= '_replayed_from' then
+        args[#args + 1] = fields[f]
+        args[#args + 1] = fields[f + 1]
+      end
+    end
+    args[#args + 1] = '_replayed_from'
+    args[#args + 1] = id
+    redis.call(unpack(args))
+    copied = copied + 1
+  end
+end
+
+local done = #entries < tonumber(count)
+local reached = after
+if #entries > 0 then
+  reached = entries[#entries][1]
+  if reached == last_id then done = true end
+end
+if done then reached = last_id end
+if cursor_key then
+  redis.call('SET', cursor_key, reached, 'PX', ttl)
+end
+return {copied, #entries, reached, done and 1 or 0}
