@@ -1,0 +1,238 @@
+"""Publishing events, and request/reply, on a synchronous or an asyncio client.
+
+The two producers share everything but the I/O: argument building lives in module functions so
+the sync and async classes stay thin mirrors of each other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+import redis.asyncio
+
+from . import keys
+from .codec import dumps, encode_event, loads, new_event_id
+from .errors import DuplicateEvent, RequestFailed, RequestTimeout
+from .scripts import Scripts
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One event of a batch given to ``publish_many``."""
+
+    type: str
+    data: Any = None
+    correlation_id: str | None = None
+    reply_to: str | None = None
+    unique_key: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PublishOptions:
+    #: MAXLEN ~ applied on every XADD (``None``: never trim)
+    maxlen: int | None = 100_000
+    #: seconds a uniqueness key refuses duplicates
+    unique_ttl: float = 86_400.0
+
+
+def _as_message(item: Message | tuple[str, Any]) -> Message:
+    if isinstance(item, Message):
+        return item
+    type_, data = item
+    return Message(type_, data)
+
+
+def _flat(fields: dict[str, str]) -> list[str]:
+    flat: list[str] = []
+    for pair in fields.items():
+        flat += pair
+    return flat
+
+
+def _xadd_args(stream: str, fields: dict[str, str], maxlen: int | None) -> list[Any]:
+    trim = ["MAXLEN", "~", maxlen] if maxlen is not None else []
+    return ["XADD", stream, *trim, "*", *_flat(fields)]
+
+
+def _unique_args(
+    stream: str, fields: dict[str, str], unique_key: str, options: PublishOptions, maxlen: int | None
+) -> tuple[list[str], list[Any]]:
+    script_keys = [stream, keys.unique_key(stream)]
+    args = [unique_key, int(options.unique_ttl * 1000), "" if maxlen is None else maxlen, *_flat(fields)]
+    return script_keys, args
+
+
+def _message_fields(message: Message) -> dict[str, str]:
+    return encode_event(
+        message.type,
+        message.data,
+        correlation_id=message.correlation_id,
+        reply_to=message.reply_to,
+        unique_key=message.unique_key,
+    )
+
+
+def _entry_id(raw: bytes | str | None) -> str | None:
+    if raw is None:
+        return None
+    return raw.decode() if isinstance(raw, bytes) else raw
+
+
+def reply_payload(result: Any) -> str:
+    return dumps({"ok": True, "result": result})
+
+
+def error_reply_payload(error: str) -> str:
+    return dumps({"ok": False, "error": error})
+
+
+def _reply_result(correlation_id: str, raw: bytes) -> Any:
+    payload = loads(raw)
+    if payload.get("ok"):
+        return payload.get("result")
+    raise RequestFailed(correlation_id, str(payload.get("error")))
+
+
+_UNSET: Any = object()
+
+
+class Producer:
+    """Publishes on a synchronous client: safe to share between threads."""
+
+    def __init__(self, client: redis.Redis, scripts: Scripts, options: PublishOptions) -> None:
+        self.client = client
+        self.scripts = scripts
+        self.options = options
+
+    def publish(
+        self,
+        stream: str,
+        type: str,
+        data: Any = None,
+        *,
+        correlation_id: str | None = None,
+        reply_to: str | None = None,
+        unique_key: str | None = None,
+        maxlen: int | None = _UNSET,
+    ) -> str:
+        """XADD one event; return its entry ID. Raise :class:`DuplicateEvent` if ``unique_key`` is held."""
+        maxlen = self.options.maxlen if maxlen is _UNSET else maxlen
+        message = Message(type, data, correlation_id, reply_to, unique_key)
+        fields = _message_fields(message)
+        if unique_key is None:
+            return _entry_id(self.client.execute_command(*_xadd_args(stream, fields, maxlen)))  # type: ignore[return-value]
+        script_keys, args = _unique_args(stream, fields, unique_key, self.options, maxlen)
+        entry_id = _entry_id(self.scripts.publish_unique(keys=script_keys, args=args, client=self.client))
+        if entry_id is None:
+            raise DuplicateEvent(stream, unique_key)
+        return entry_id
+
+    def publish_many(
+        self,
+        stream: str,
+        messages: Iterable[Message | tuple[str, Any]],
+        *,
+        maxlen: int | None = _UNSET,
+        chunk: int = 1_000,
+    ) -> list[str | None]:
+        """XADD many events in pipelines of ``chunk``; ``None`` marks a refused duplicate.
+
+        Not a transaction: after a connection error some of the batch may be published. Give
+        each message a ``unique_key`` to make a retried batch safe.
+        """
+        maxlen = self.options.maxlen if maxlen is _UNSET else maxlen
+        ids: list[str | None] = []
+        batch = [_as_message(m) for m in messages]
+        for start in range(0, len(batch), chunk):
+            pipe = self.client.pipeline(transaction=False)
+            for message in batch[start : start + chunk]:
+                fields = _message_fields(message)
+                if message.unique_key is None:
+                    pipe.execute_command(*_xadd_args(stream, fields, maxlen))
+                else:
+                    script_keys, args = _unique_args(stream, fields, message.unique_key, self.options, maxlen)
+                    self.scripts.publish_unique(keys=script_keys, args=args, client=pipe)
+            ids += (_entry_id(raw) for raw in pipe.execute())
+        return ids
+
+    def request(self, stream: str, type: str, data: Any = None, *, timeout: float = 5.0) -> Any:
+        """Publish an event that asks for a reply and wait for it on ``reply:{correlation_id}``.
+
+        Raise :class:`RequestTimeout` when no reply arrives in ``timeout`` seconds, and
+        :class:`RequestFailed` when the handler gave up on it (the event was dead-lettered).
+        """
+        correlation_id = new_event_id()
+        reply_to = keys.reply_key(correlation_id)
+        self.publish(stream, type, data, correlation_id=correlation_id, reply_to=reply_to)
+        got = self.client.blpop([reply_to], timeout=timeout)
+        if got is None:
+            raise RequestTimeout(stream, type, correlation_id, timeout)
+        return _reply_result(correlation_id, got[1])
+
+
+class AsyncProducer:
+    """The asyncio twin of :class:`Producer`, for handlers and services running in an event loop."""
+
+    def __init__(self, client: redis.asyncio.Redis, scripts: Scripts, options: PublishOptions) -> None:
+        self.client = client
+        self.scripts = scripts
+        self.options = options
+
+    async def publish(
+        self,
+        stream: str,
+        type: str,
+        data: Any = None,
+        *,
+        correlation_id: str | None = None,
+        reply_to: str | None = None,
+        unique_key: str | None = None,
+        maxlen: int | None = _UNSET,
+    ) -> str:
+        maxlen = self.options.maxlen if maxlen is _UNSET else maxlen
+        fields = _message_fields(Message(type, data, correlation_id, reply_to, unique_key))
+        if unique_key is None:
+            return _entry_id(await self.client.execute_command(*_xadd_args(stream, fields, maxlen)))  # type: ignore[return-value]
+        script_keys, args = _unique_args(stream, fields, unique_key, self.options, maxlen)
+        entry_id = _entry_id(
+            await self.scripts.publish_unique(keys=script_keys, args=args, client=self.client)
+        )
+        if entry_id is None:
+            raise DuplicateEvent(stream, unique_key)
+        return entry_id
+
+    async def publish_many(
+        self,
+        stream: str,
+        messages: Iterable[Message | tuple[str, Any]],
+        *,
+        maxlen: int | None = _UNSET,
+        chunk: int = 1_000,
+    ) -> list[str | None]:
+        maxlen = self.options.maxlen if maxlen is _UNSET else maxlen
+        ids: list[str | None] = []
+        batch: Sequence[Message] = [_as_message(m) for m in messages]
+        for start in range(0, len(batch), chunk):
+            pipe = self.client.pipeline(transaction=False)
+            for message in batch[start : start + chunk]:
+                fields = _message_fields(message)
+                if message.unique_key is None:
+                    pipe.execute_command(*_xadd_args(stream, fields, maxlen))
+                else:
+                    script_keys, args = _unique_args(stream, fields, message.unique_key, self.options, maxlen)
+                    # On a pipeline, awaiting the script only queues its EVALSHA (in order).
+                    await self.scripts.publish_unique(keys=script_keys, args=args, client=pipe)
+            ids += (_entry_id(raw) for raw in await pipe.execute())
+        return ids
+
+    async def request(self, stream: str, type: str, data: Any = None, *, timeout: float = 5.0) -> Any:
+        correlation_id = new_event_id()
+        reply_to = keys.reply_key(correlation_id)
+        await self.publish(stream, type, data, correlation_id=correlation_id, reply_to=reply_to)
+        got = await self.client.blpop([reply_to], timeout=timeout)
+        if got is None:
+            raise RequestTimeout(stream, type, correlation_id, timeout)
+        return _reply_result(correlation_id, got[1])

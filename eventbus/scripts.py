@@ -1,0 +1,40 @@
+"""The Lua scripts in ``lua/``, registered on a client.
+
+Each script documents its own contract. They exist where a step must be atomic for crash safety
+(ack + schedule a retry, ack + dead-letter, re-add + remove a due retry) or must check ownership
+before acting (heartbeats, releases). redis-py's ``Script`` objects send EVALSHA and fall back to
+loading the source after a NOSCRIPT (a restarted or failed-over server).
+
+Lua sees all its keys on one server: on Redis Cluster the stream, its ``:retry``, ``:dlq`` and
+``:unique`` keys must share a hash slot (name the stream ``{orders}`` to make them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any
+
+NAMES = ("schedule_retry", "pump_retries", "dead_letter", "touch", "delete_consumer", "publish_unique")
+
+
+@cache
+def source(name: str) -> str:
+    return resources.files(__package__).joinpath("lua", f"{name}.lua").read_text()
+
+
+@dataclass(frozen=True, slots=True)
+class Scripts:
+    """Script handles bound to one client (sync or asyncio: both have ``register_script``)."""
+
+    schedule_retry: Any
+    pump_retries: Any
+    dead_letter: Any
+    touch: Any
+    delete_consumer: Any
+    publish_unique: Any
+
+    @classmethod
+    def register(cls, client: Any) -> Scripts:
+        return cls(**{name: client.register_script(source(name)) for name in NAMES})

@@ -1,0 +1,149 @@
+"""Publishing: the entry format, JSON-safe data, trimming, batches, uniqueness."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from datetime import UTC, date, datetime
+from decimal import Decimal
+from enum import Enum
+
+import pytest
+import redis
+
+from eventbus import Bus, DuplicateEvent, Message
+from tests.eventbus.conftest import server_ms, wait_until
+
+
+class Colour(Enum):
+    RED = "red"
+
+
+def test_entry_fields(bus: Bus, r: redis.Redis) -> None:
+    before = server_ms(r)
+    entry_id = bus.publish("orders", "order.created", {"order_id": 7})
+    after = server_ms(r)
+
+    [(stored_id, fields)] = r.xrange("orders")
+    assert stored_id.decode() == entry_id
+    assert fields[b"type"] == b"order.created"
+    assert json.loads(fields[b"data"]) == {"order_id": 7}
+    assert len(fields[b"id"]) == 32 and int(fields[b"id"], 16) >= 0
+    assert before <= int(fields[b"ts"]) <= after
+    assert set(fields) == {b"type", b"data", b"id", b"ts"}
+
+
+def test_json_safe_data(bus: Bus, r: redis.Redis) -> None:
+    when = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+    ident = uuid.UUID("12345678-1234-5678-1234-567812345678")
+    bus.publish(
+        "orders",
+        "order.created",
+        {
+            "at": when,
+            "day": date(2026, 1, 2),
+            "total": Decimal("12.50"),
+            "ref": ident,
+            "blob": b"\x00\xffhi",
+            "tags": ("a", "b"),
+            "colour": Colour.RED,
+        },
+    )
+    [(_, fields)] = r.xrange("orders")
+    assert json.loads(fields[b"data"]) == {
+        "at": "2026-01-02T03:04:05+00:00",
+        "day": "2026-01-02",
+        "total": "12.50",
+        "ref": "12345678-1234-5678-1234-567812345678",
+        "blob": "AP9oaQ==",
+        "tags": ["a", "b"],
+        "colour": "red",
+    }
+
+
+def test_unserializable_data_is_refused_before_anything_is_written(bus: Bus, r: redis.Redis) -> None:
+    with pytest.raises(TypeError):
+        bus.publish("orders", "order.created", {"x": object()})
+    assert r.exists("orders") == 0
+
+
+def test_maxlen_trims_approximately(url: str, r: redis.Redis) -> None:
+    bus = Bus.from_url(url, maxlen=100)
+    bus.publish_many("orders", [("tick", {"n": n}) for n in range(2_000)])
+    length = r.xlen("orders")
+    # "~" trims whole radix-tree nodes: at least maxlen stay, far fewer than were written.
+    assert 100 <= length < 1_000
+    bus.close()
+
+
+def test_publish_many_returns_ids_in_order(bus: Bus, r: redis.Redis) -> None:
+    ids = bus.publish_many("orders", [("a", 1), Message("b", 2, correlation_id="c-1"), ("c", 3)])
+    stored = r.xrange("orders")
+    assert ids == [entry_id.decode() for entry_id, _ in stored]
+    assert [fields[b"type"] for _, fields in stored] == [b"a", b"b", b"c"]
+    assert stored[1][1][b"correlation_id"] == b"c-1"
+
+
+def test_unique_key_refuses_a_duplicate(bus: Bus, r: redis.Redis) -> None:
+    first = bus.publish("orders", "order.created", {"n": 1}, unique_key="order-7")
+    with pytest.raises(DuplicateEvent):
+        bus.publish("orders", "order.created", {"n": 2}, unique_key="order-7")
+    other = bus.publish("orders", "order.created", {"n": 3}, unique_key="order-8")
+
+    stored = r.xrange("orders")
+    assert [entry_id.decode() for entry_id, _ in stored] == [first, other]
+    assert stored[0][1][b"_unique"] == b"order-7"
+
+    assert bus.forget_unique("orders", "order-7") is True
+    bus.publish("orders", "order.created", {"n": 4}, unique_key="order-7")
+    assert r.xlen("orders") == 3
+
+
+def test_unique_keys_in_a_batch(bus: Bus, r: redis.Redis) -> None:
+    ids = bus.publish_many(
+        "orders",
+        [
+            Message("a", unique_key="k1"),
+            Message("b", unique_key="k1"),
+            Message("c"),
+            Message("d", unique_key="k2"),
+        ],
+    )
+    assert ids[1] is None
+    assert [i for i in ids if i is not None] == [entry_id.decode() for entry_id, _ in r.xrange("orders")]
+
+
+def test_unique_key_expires_after_its_window(url: str, r: redis.Redis) -> None:
+    bus = Bus.from_url(url, unique_ttl=0.2)
+    bus.publish("orders", "a", unique_key="k")
+
+    def accepted() -> bool:
+        try:
+            bus.publish("orders", "a", unique_key="k")
+        except DuplicateEvent:
+            return False
+        return True
+
+    assert wait_until(accepted, timeout=5)
+    assert r.xlen("orders") == 2
+    # Expired keys are pruned, so the set only holds the live one.
+    assert r.zcard("orders:unique") == 1
+    bus.close()
+
+
+def test_async_publish(bus: Bus, r: redis.Redis) -> None:
+    async def publish() -> tuple[str, list[str | None]]:
+        entry_id = await bus.apublish("orders", "order.created", {"n": 1})
+        ids = await bus.apublish_many(
+            "orders", [("a", 1), Message("b", unique_key="u"), Message("c", unique_key="u")]
+        )
+        with pytest.raises(DuplicateEvent):
+            await bus.apublish("orders", "x", unique_key="u")
+        await bus.aclient.aclose()
+        return entry_id, ids
+
+    entry_id, ids = asyncio.run(publish())
+    stored = [stored_id.decode() for stored_id, _ in r.xrange("orders")]
+    assert stored == [entry_id, ids[0], ids[1]]
+    assert ids[2] is None
