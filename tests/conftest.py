@@ -79,3 +79,9 @@ def session_cookie(user) -> dict[str, str]:
     client = Client()
     client.force_login(user)
     return {settings.SESSION_COOKIE_NAME: client.cookies[settings.SESSION_COOKIE_NAME].value}
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """Browser tests run last: Playwright's sync API keeps an event loop running in the main thread
+    for as long as the browser lives, and async_to_sync (used by other tests) refuses to run there."""
+    items.sort(key=lambda item: item.get_closest_marker("browser") is not None)

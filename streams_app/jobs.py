@@ -1,0 +1,427 @@
+"""Background jobs: bulk DLQ requeue and history replay, run by Celery in resumable batches.
+
+Why the care: Celery's Redis broker delivers a task again when its worker dies before acking it
+(``acks_late``), the beat task :func:`jobs_resume_stalled` re-enqueues jobs whose worker vanished,
+and an operator may press "Resume". So :func:`job_run` may be called several times for one job, even
+concurrently, and must behave as if it ran once:
+
+* a finished job (done, failed, cancelled) is never run again;
+* a per-job lock on the console's Redis keeps two workers off one job; it expires
+  ``BUSCONSOLE_JOB_LOCK_S`` after its holder stopped renewing it (it renews after every batch);
+* each batch continues from a cursor, and the work itself is idempotent on the Redis side, which is
+  what makes "exactly once" hold even when a worker dies between a batch and the save of its cursor:
+  - requeue: one Lua call per entry moves it (XADD to its stream + XDEL from the DLQ) only if it is
+    still in the DLQ, so a batch replayed from an older cursor finds its entries gone;
+  - replay: the access layer keeps the cursor in the monitored Redis (``job_key``), advanced by the
+    same script that writes the copies, and a resumed run starts from that cursor.
+
+``done`` counts what this job changed as far as it could save; after a worker was killed it may be
+short by the one batch whose result was never saved (the Redis state is exact; the number is not).
+Progress goes to the channel layer group ``job-<id>`` as small events for live pages; a failure to
+broadcast never fails the job.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+import redis
+from asgiref.sync import async_to_sync
+from celery.exceptions import SoftTimeLimitExceeded
+from channels.layers import get_channel_layer
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from streams_app.models import AuditEvent, Job
+from streams_app.redis_ops import actions, reads
+from streams_app.redis_ops.decoding import display_text
+from streams_app.redis_ops.errors import InvalidArgument, OpsError, Unreachable
+from streams_app.redis_ops.ids import parse_id
+
+if TYPE_CHECKING:
+    from streams_app.auth import UserLike
+
+log = logging.getLogger(__name__)
+
+KIND_REQUEUE_ALL = "dlq.requeue_all"
+KIND_REPLAY = "replay"
+KINDS = (KIND_REQUEUE_ALL, KIND_REPLAY)
+
+DEFAULT_BATCH = 1000
+#: Progress (counters, cursor, lock renewal, broadcast, cancel check) is saved at most this often.
+#: The Redis side is exact either way; after a crash only ``done`` may lag by this much work.
+SAVE_EVERY_S = 0.25
+MAX_BATCH = 5000
+#: Broadcasts are at most this often (plus one at every state change): a page needs no more.
+BROADCAST_EVERY_S = 0.25
+
+
+class JobBusy(Exception):
+    """Another worker holds this job's lock: try again later (it may have died; the lock expires)."""
+
+
+class JobCancelled(Exception):
+    """The job was cancelled while it ran; it stops after the batch in hand."""
+
+
+# ------------------------------------------------------------------------------------ creating
+
+
+def job_create(
+    *, kind: str, conn: str, user: UserLike | None, key: bytes, parameters: dict[str, Any]
+) -> Job:
+    """Record a job and enqueue it once the surrounding transaction commits.
+
+    Keys are bytes, so parameters hold them as hex (``key``) next to their display text.
+    A replay gets a ``job_key``: the name of its Redis-side cursor, unique per job (two consoles, or a
+    reset database, must not share one).
+    """
+    if kind not in KINDS:
+        raise InvalidArgument(f"Unknown job kind {kind!r}.")
+    params = {"key": key.hex(), "key_text": display_text(key), **parameters}
+    if kind == KIND_REPLAY:
+        params["job_key"] = f"busconsole:replay-cursor:{uuid.uuid4().hex}"
+    authenticated = user is not None and user.is_authenticated
+    job = Job.objects.create(
+        kind=kind, connection=conn, parameters=params, created_by=user if authenticated else None
+    )
+    job_enqueue(job_id=job.pk)
+    return job
+
+
+def job_enqueue(*, job_id: int) -> None:
+    """Send the job to a worker after commit, so the worker finds the row.
+
+    ``robust``: a broker that is down at that moment is logged, not raised into the request; the
+    job stays queued and :func:`jobs_resume_stalled` enqueues it later.
+    """
+    from streams_app import tasks  # tasks imports this module
+
+    transaction.on_commit(lambda: tasks.run_job.delay(job_id), robust=True)
+
+
+def job_cancel(*, job_id: int) -> bool:
+    """Mark a queued or running job cancelled; a running one stops after its current batch."""
+    changed = Job.objects.filter(pk=job_id, state__in=[Job.State.QUEUED, Job.State.RUNNING]).update(
+        state=Job.State.CANCELLED, finished_at=timezone.now(), updated_at=timezone.now()
+    )
+    if changed:
+        job_broadcast(Job.objects.get(pk=job_id), force=True)
+    return bool(changed)
+
+
+def job_resume(*, job_id: int) -> Job:
+    """Queue a job that failed, was cancelled or seems stuck again; it continues from its cursor."""
+    job = Job.objects.get(pk=job_id)
+    if job.state == Job.State.DONE:
+        raise InvalidArgument(f"Job {job_id} is done; there is nothing left to resume.")
+    Job.objects.filter(pk=job_id).update(
+        state=Job.State.QUEUED if job.state != Job.State.RUNNING else job.state,
+        finished_at=None,
+        error="",
+        updated_at=timezone.now(),
+    )
+    job_enqueue(job_id=job_id)
+    job.refresh_from_db()
+    return job
+
+
+def jobs_resume_stalled(*, stalled_after_s: float | None = None) -> list[int]:
+    """Enqueue again the jobs left queued or running with no progress saved for a while.
+
+    A running job saves progress after every batch (a second or less), so silence for
+    ``BUSCONSOLE_JOB_STALLED_S`` means its worker died (killed, OOM, machine lost) or its task
+    message was lost. Marking them as touched keeps the next beat from enqueueing them again
+    while the first re-run waits in the queue.
+    """
+    limit = settings.BUSCONSOLE_JOB_STALLED_S if stalled_after_s is None else stalled_after_s
+    now = timezone.now()
+    stalled = list(
+        Job.objects.filter(
+            state__in=[Job.State.QUEUED, Job.State.RUNNING], updated_at__lte=now - timedelta(seconds=limit)
+        ).values_list("pk", flat=True)
+    )
+    for job_id in stalled:
+        Job.objects.filter(pk=job_id).update(updated_at=now)
+        log.warning("job %s made no progress for %ss: enqueued again", job_id, limit)
+        job_enqueue(job_id=job_id)
+    return stalled
+
+
+# ------------------------------------------------------------------------------------- running
+
+
+def job_run(job_id: int) -> Job | None:
+    """Run (or continue) job ``job_id`` to its end; see the module docstring for the guarantees.
+
+    Raises :class:`JobBusy` when another worker holds the job, and :class:`Unreachable` when the
+    monitored Redis cannot be reached (the job stays running; the task retries). Any other failure
+    marks the job failed with the reason.
+    """
+    job = Job.objects.filter(pk=job_id).first()
+    if job is None:
+        log.warning("job %s does not exist (deleted?): nothing to run", job_id)
+        return None
+    if job.is_finished:
+        return job
+    lock = _job_lock(job_id)
+    if not lock.acquire(blocking=False):
+        raise JobBusy(f"job {job_id} is being run by another worker")
+    try:
+        return _run_locked(job_id, lock)
+    finally:
+        with contextlib.suppress(redis.exceptions.LockError):  # expired meanwhile: nothing to release
+            lock.release()
+
+
+def _run_locked(job_id: int, lock: redis.lock.Lock) -> Job:
+    job = Job.objects.get(pk=job_id)
+    if job.is_finished:  # finished between the first look and the lock
+        return job
+    runner = _RUNNERS.get(job.kind)
+    now = timezone.now()
+    Job.objects.filter(pk=job_id).update(
+        state=Job.State.RUNNING, started_at=job.started_at or now, error="", updated_at=now
+    )
+    job.refresh_from_db()
+    job_broadcast(job, force=True)
+    started = time.monotonic()
+    progress = _Progress(job, lock)
+    try:
+        if runner is None:
+            raise InvalidArgument(f"Unknown job kind {job.kind!r}.")
+        runner(job, progress)
+    except JobCancelled:
+        job.refresh_from_db()
+        _finished_audit(job, started)
+        return job
+    except (JobBusy, SoftTimeLimitExceeded):
+        raise  # the task tries again later / continues in a fresh task: the job goes on
+    except Unreachable as exc:
+        Job.objects.filter(pk=job_id).update(error=f"Waiting to retry: {exc.message}", updated_at=timezone.now())
+        raise
+    except OpsError as exc:
+        _finish(job, Job.State.FAILED, error=exc.message)
+    except Exception as exc:
+        log.exception("job %s failed", job_id)
+        _finish(job, Job.State.FAILED, error=f"{type(exc).__name__}: {exc}")
+    else:
+        _finish(job, Job.State.DONE, error=" ".join(progress.notes))
+    _finished_audit(job, started)
+    return job
+
+
+def _finish(job: Job, state: str, *, error: str = "") -> None:
+    now = timezone.now()
+    # Only a job still running is finished here: a cancel that came in meanwhile wins.
+    Job.objects.filter(pk=job.pk, state=Job.State.RUNNING).update(
+        state=state, error=error[:4000], finished_at=now, updated_at=now
+    )
+    job.refresh_from_db()
+    job_broadcast(job, force=True)
+
+
+def _finished_audit(job: Job, started: float) -> None:
+    """One audit row saying what the job changed in the end (its start was audited when requested)."""
+    from streams_app import services  # services imports this module
+
+    key = bytes.fromhex(job.parameters.get("key", ""))
+    outcome = AuditEvent.Outcome.ERROR if job.state == Job.State.FAILED else AuditEvent.Outcome.OK
+    try:
+        services.audit_write_system(
+            user=job.created_by,
+            conn=job.connection,
+            action=f"{job.kind}.finished",
+            stream=key or None,
+            params={"job": job.pk, "state": job.state, "total": job.total},
+            outcome=outcome,
+            error=job.error,
+            affected=job.done,
+            duration_ms=round((time.monotonic() - started) * 1000),
+        )
+    except Exception:  # the job's own record is what matters; never fail it over the trail
+        log.exception("could not write the audit row of job %s", job.pk)
+
+
+class _Progress:
+    """Saves a job's counters and cursor after each batch, renews its lock, broadcasts, checks cancel."""
+
+    def __init__(self, job: Job, lock: redis.lock.Lock) -> None:
+        self.job = job
+        self.lock = lock
+        self.notes: list[str] = []
+        self._saved_at = 0.0
+
+    def save(self, *, done: int, total: int | None, progress: dict[str, Any], force: bool = False) -> None:
+        """Record progress; between forced saves, at most every SAVE_EVERY_S (a DB write costs ~2 ms)."""
+        if not force and time.monotonic() - self._saved_at < SAVE_EVERY_S:
+            return
+        self._saved_at = time.monotonic()
+        now = timezone.now()
+        values = {"done": done, "total": total, "progress": progress, "updated_at": now}
+        saved = Job.objects.filter(pk=self.job.pk, state=Job.State.RUNNING).update(**values)
+        self.job.done, self.job.total, self.job.progress = done, total, progress
+        if not saved:  # cancelled meanwhile: keep the numbers, leave the state alone
+            Job.objects.filter(pk=self.job.pk).update(**values)
+            raise JobCancelled
+        try:
+            self.lock.reacquire()
+        except redis.exceptions.LockError as exc:
+            # The lock expired and may be someone else's now: stop rather than run twice.
+            raise JobBusy(f"job {self.job.pk} lost its lock") from exc
+        job_broadcast(self.job)
+
+    def note(self, text: str) -> None:
+        """A remark on a job that otherwise succeeded (shown as its ``error``)."""
+        self.notes.append(text)
+
+
+def _batch(job: Job) -> int:
+    try:
+        value = int(job.parameters.get("batch") or DEFAULT_BATCH)
+    except (TypeError, ValueError):
+        value = DEFAULT_BATCH
+    return max(1, min(value, MAX_BATCH))
+
+
+def _run_requeue_all(job: Job, progress: _Progress) -> None:
+    """Requeue DLQ entries up to ``up_to`` in batches (each entry: one Lua call, exactly once)."""
+    conn = job.connection
+    key = bytes.fromhex(job.parameters["key"])
+    up_to = job.parameters["up_to"]
+    state = dict(job.progress or {})
+    cursor: str | None = state.get("cursor")
+    missing = int(state.get("missing", 0))
+    failed = int(state.get("failed", 0))
+    reasons: list[str] = list(state.get("reasons", []))
+    done, total = job.done, job.total
+    if total is None:
+        total = _count_up_to(conn, key, up_to)
+        progress.save(done=done, total=total, progress=state, force=True)
+    batch = _batch(job)
+    while True:
+        step = actions.requeue_range(conn, key, up_to=up_to, after=cursor, batch=batch)
+        done += len(step.result.requeued)
+        missing += len(step.result.missing)
+        failed += len(step.result.failed)
+        for failure in step.result.failed:
+            if len(reasons) < 5 and failure.reason not in reasons:
+                reasons.append(failure.reason)
+        cursor = step.cursor
+        state = {"cursor": cursor, "missing": missing, "failed": failed, "reasons": reasons}
+        progress.save(done=done, total=total, progress=state, force=cursor is None)
+        if cursor is None:
+            break
+    if failed:
+        # Done, but not everything moved: say so where the page and the API show errors.
+        progress.note(
+            f"{failed} entr{'y' if failed == 1 else 'ies'} could not be requeued and stay in the DLQ: "
+            + "; ".join(reasons)
+        )
+
+
+def _count_up_to(conn: str, key: bytes, up_to: str) -> int | None:
+    """How many DLQ entries a requeue-all will move: XLEN when ``up_to`` is the newest, else a count."""
+    info = reads.stream_info(conn, key)
+    if info.last_id is None:
+        return 0
+    if parse_id(info.last_id) <= parse_id(up_to):
+        return info.length
+    if info.first_id is None or parse_id(info.first_id) > parse_id(up_to):
+        return 0
+    return actions.replay_count(conn, key, start=info.first_id, end=str(parse_id(up_to)))
+
+
+def _run_replay(job: Job, progress: _Progress) -> None:
+    """Copy a range in batches; the cursor lives in Redis next to the copies, so none is made twice."""
+    conn = job.connection
+    params = job.parameters
+    key = bytes.fromhex(params["key"])
+    target = bytes.fromhex(params["target"])
+    match = {bytes.fromhex(name): bytes.fromhex(value) for name, value in params.get("match", [])} or None
+    job_key = params["job_key"].encode()
+    start, end = params["start"], params["end"]
+    done, total = job.done, job.total
+    if total is None:
+        total = actions.replay_count(conn, key, start=start, end=end, match=match)
+        progress.save(done=done, total=total, progress=dict(job.progress or {}), force=True)
+    batch = _batch(job)
+    cursor = actions.replay_cursor(conn, job_key) or (job.progress or {}).get("cursor")
+    scanned = int((job.progress or {}).get("scanned", 0))
+    while True:
+        step = actions.replay_range(
+            conn, key, start=start, end=end, target=target, match=match, after=cursor, batch=batch, job_key=job_key
+        )
+        done += step.copied
+        scanned += step.scanned
+        cursor = step.cursor
+        progress.save(done=done, total=total, progress={"cursor": cursor, "scanned": scanned}, force=cursor is None)
+        if cursor is None:
+            return
+
+
+_RUNNERS: dict[str, Callable[[Job, _Progress], None]] = {
+    KIND_REQUEUE_ALL: _run_requeue_all,
+    KIND_REPLAY: _run_replay,
+}
+
+
+# ------------------------------------------------------------------------------ locks, broadcast
+
+_console_redis: redis.Redis | None = None
+_console_redis_lock = threading.Lock()
+
+
+def _console_client() -> redis.Redis:
+    """The console's own Redis (REDIS_URL): broker, cache, channel layer, and these locks."""
+    global _console_redis
+    if _console_redis is None:
+        with _console_redis_lock:
+            if _console_redis is None:
+                _console_redis = redis.Redis.from_url(
+                    settings.REDIS_URL, socket_timeout=5, socket_connect_timeout=2
+                )
+    return _console_redis
+
+
+def _job_lock(job_id: int) -> redis.lock.Lock:
+    return _console_client().lock(
+        f"busconsole:job-lock:{job_id}", timeout=settings.BUSCONSOLE_JOB_LOCK_S, blocking=False,
+        thread_local=False,
+    )
+
+
+def job_group(job_id: int) -> str:
+    """The channel-layer group of a job's progress events (letters, digits and '-' only)."""
+    return f"job-{int(job_id)}"
+
+
+_last_broadcast: dict[int, float] = {}
+
+
+def job_broadcast(job: Job, *, force: bool = False) -> None:
+    """Tell live pages about ``job`` (``{"type": "job.progress", ...}``): best effort, throttled.
+
+    The event is small (the API's job shape), as the channel layer should only carry control
+    events; a page that misses one catches up from the next or by polling the job.
+    """
+    now = time.monotonic()
+    if not force and now - _last_broadcast.get(job.pk, 0.0) < BROADCAST_EVERY_S:
+        return
+    _last_broadcast[job.pk] = now
+    if job.is_finished:
+        _last_broadcast.pop(job.pk, None)
+    try:
+        layer = get_channel_layer()
+        if layer is not None:
+            async_to_sync(layer.group_send)(job_group(job.pk), {"type": "job.progress", **job.to_api()})
+    except Exception:  # broadcasting is a courtesy: never fail the job over it
+        log.warning("could not broadcast the progress of job %s", job.pk, exc_info=True)

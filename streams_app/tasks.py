@@ -1,0 +1,110 @@
+"""Celery tasks: thin interfaces that fetch an id and call :mod:`streams_app.jobs`.
+
+Enqueue a job with :func:`streams_app.jobs.job_enqueue` (``transaction.on_commit``), never by calling
+``run_job.delay`` inside a transaction: the worker must find the committed row.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from celery import shared_task
+from celery.exceptions import SoftTimeLimitExceeded
+from django.conf import settings
+from django.core.cache import cache
+from django.utils import timezone
+
+from streams_app import jobs, snapshots
+from streams_app.redis_ops.errors import Unreachable
+
+log = logging.getLogger(__name__)
+
+_RESUME_LOCK = "busconsole:resume-stalled-jobs"
+
+
+@shared_task(
+    bind=True,
+    acks_late=True,
+    ignore_result=True,
+    max_retries=60,
+    time_limit=settings.CELERY_TASK_TIME_LIMIT,
+    soft_time_limit=settings.CELERY_TASK_SOFT_TIME_LIMIT,
+)
+def run_job(self, job_id: int) -> None:
+    """Run a background job to its end (or until the time limit, when it continues in a new task).
+
+    The job may be running elsewhere (a redelivered message, a resume): :func:`jobs.job_run` then
+    raises JobBusy and this task tries again once the other holder's lock could have expired, by
+    which time the job is usually finished and the retry does nothing.
+    """
+    try:
+        jobs.job_run(job_id)
+    except jobs.JobBusy as exc:
+        raise self.retry(exc=exc, countdown=max(1, settings.BUSCONSOLE_JOB_LOCK_S // 2)) from exc
+    except Unreachable as exc:
+        raise self.retry(exc=exc, countdown=min(300, 5 * 2 ** min(self.request.retries, 6))) from exc
+    except SoftTimeLimitExceeded:
+        log.info("job %s reached the task time limit: continuing in a new task", job_id)
+        run_job.apply_async((job_id,), countdown=1)
+
+
+@shared_task(ignore_result=True, time_limit=50)
+def resume_stalled_jobs(stalled_after_s: float | None = None) -> list[int]:
+    """Beat task: enqueue again the jobs whose worker died (see :func:`jobs.jobs_resume_stalled`).
+
+    A lock shorter than the beat interval keeps two overlapping runs (a slow one, a second beat by
+    mistake) from enqueueing the same jobs twice.
+    """
+    if not cache.add(_RESUME_LOCK, "1", timeout=45):
+        return []
+    try:
+        return jobs.jobs_resume_stalled(stalled_after_s=stalled_after_s)
+    finally:
+        cache.delete(_RESUME_LOCK)
+
+
+# alerts (issue 6)
+@shared_task(bind=True, acks_late=True, ignore_result=True, max_retries=None, time_limit=60)
+def alert_notify(self, alert_id: int) -> None:
+    """POST an alert's open/resolved transition to its rule's webhook, retrying with backoff.
+
+    :func:`streams_app.alert_webhooks.alert_deliver` is idempotent (it records the state it delivered), so a
+    redelivered or duplicate task sends nothing twice. After ``WEBHOOK_MAX_ATTEMPTS`` tries in all
+    the alert keeps its last ``notify_error`` for the alerts page and the task gives up.
+    """
+    from streams_app import alert_webhooks as webhooks
+
+    if webhooks.alert_deliver(alert_id=alert_id) != "failed":
+        return
+    if self.request.retries + 1 >= webhooks.WEBHOOK_MAX_ATTEMPTS:
+        log.warning("alert %s: webhook still failing after %d attempts, giving up", alert_id, self.request.retries + 1)
+        return
+    raise self.retry(countdown=webhooks.notify_backoff(self.request.retries))
+
+
+# ------------------------------------------------------------------------------ metrics (issue 6)
+# Beat tasks (busconsole/settings.py CELERY_BEAT_SCHEDULE): each takes a Redis lock shorter than its
+# interval inside the service, so an overlapping run (a slow one, a second beat) returns at once.
+
+
+@shared_task(ignore_result=True, soft_time_limit=120, time_limit=150)
+def snapshot_tick() -> int | None:
+    """Record the snapshot of the current tick; returns the SnapshotRun id (None: another run held the lock)."""
+    run = snapshots.snapshot_take_guarded(now=timezone.now())
+    return run.pk if run else None
+
+
+@shared_task(ignore_result=True, soft_time_limit=240, time_limit=300)
+def mirror_sync_all() -> dict[str, int | str] | None:
+    """Sync the mirror of every connection; returns streams seen (or the error) per connection."""
+    results = snapshots.mirror_sync_guarded()
+    if results is None:
+        return None
+    return {conn: r if isinstance(r, str) else r.streams for conn, r in results.items()}
+
+
+@shared_task(ignore_result=True, soft_time_limit=240, time_limit=300)
+def samples_retention() -> dict[str, object]:
+    """Roll samples up (1 m, 1 h) and apply retention."""
+    now = timezone.now()
+    return {"rollups": snapshots.samples_downsample(now=now), "deleted": snapshots.samples_prune(now=now)}

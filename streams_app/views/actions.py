@@ -1,0 +1,256 @@
+"""The operator buttons of the HTML pages: POST in, a redirect back with a message out.
+
+Every view here is ``@require_POST`` and CSRF-protected; who may press what, read-only mode and the
+audit row are the action layer's job (:mod:`streams_app.services`), so these stay HTTP in and out. A
+refusal is a 403 page; an error Redis or the input caused comes back as a message on the page the
+operator came from, which still shows the current state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import wraps
+from typing import Any
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import render
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_POST
+
+from streams_app import action_forms as af
+from streams_app import links, services
+from streams_app.redis_ops import client
+from streams_app.redis_ops.decoding import display_text
+from streams_app.redis_ops.errors import OpsError
+
+
+def _back(request: HttpRequest, fallback: str) -> str:
+    """Where to go after the action: the form's ``next`` when it is a local URL, else ``fallback``."""
+    target = request.POST.get("next", "")
+    if target and url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}) and target.startswith("/"):
+        return target
+    return fallback
+
+
+def _plural(n: int, word: str, plural: str | None = None) -> str:
+    return f"{n} {word if n == 1 else (plural or word + 's')}"
+
+
+def _ids_text(ids: tuple[str, ...] | list[str], limit: int = 5) -> str:
+    shown = ", ".join(ids[:limit])
+    return shown + (f" and {len(ids) - limit} more" if len(ids) > limit else "")
+
+
+def action_view(fallback: Callable[..., str]) -> Callable:
+    """POST only; the connection must exist; OpsError becomes an error message and a redirect back.
+
+    ``fallback(conn, key, ...)`` is the page to return to when the form names none.
+    """
+
+    def decorator(view: Callable[..., str | HttpResponse]) -> Callable[..., HttpResponse]:
+        @require_POST
+        @wraps(view)
+        def wrapper(request: HttpRequest, conn: str, *args: Any, **kwargs: Any) -> HttpResponse:
+            request.console_conn = conn
+            client.connection(conn)
+            back = _back(request, fallback(conn, *args, **kwargs))
+            try:
+                outcome = view(request, conn, *args, **kwargs)
+            except OpsError as exc:
+                messages.error(request, exc.message)
+                return HttpResponseRedirect(back)
+            if isinstance(outcome, HttpResponse):
+                return outcome
+            messages.success(request, outcome)
+            return HttpResponseRedirect(back)
+
+        return wrapper
+
+    return decorator
+
+
+def _group_page(conn: str, key: bytes, group: bytes) -> str:
+    return links.group_url(conn, key, group)
+
+
+def _stream_page(conn: str, key: bytes) -> str:
+    return links.stream_url(conn, key)
+
+
+def _dlq_page(conn: str, key: bytes) -> str:
+    return links.dlq_url(conn, key)
+
+
+# ------------------------------------------------------------------------------ pending entries
+
+
+@action_view(_group_page)
+def claim(request: HttpRequest, conn: str, key: bytes, group: bytes) -> str:
+    data = services.action_input(
+        user=request.user, conn=conn, action="claim", stream=key, group=group, form=af.ClaimForm, data=request.POST
+    )
+    result = services.pending_claim(user=request.user, conn=conn, key=key, group=group, **data)
+    return _claim_message(result, consumer=data["consumer"], min_idle_ms=data["min_idle_ms"])
+
+
+@action_view(_group_page)
+def autoclaim(request: HttpRequest, conn: str, key: bytes, group: bytes) -> str:
+    data = services.action_input(
+        user=request.user, conn=conn, action="autoclaim", stream=key, group=group, form=af.AutoclaimForm,
+        data=request.POST,
+    )
+    result = services.pending_autoclaim(user=request.user, conn=conn, key=key, group=group, **data)
+    text = _claim_message(result, consumer=data["consumer"], min_idle_ms=data["min_idle_ms"])
+    if result.next:
+        text += f" More idle entries remain after {result.next}: run the sweep again."
+    return text
+
+
+def _claim_message(result: Any, *, consumer: bytes, min_idle_ms: int) -> str:
+    parts = [f"Claimed {_plural(len(result.claimed), 'entry', 'entries')} to {display_text(consumer)}."]
+    if result.skipped:
+        parts.append(
+            f"Skipped {_plural(len(result.skipped), 'entry', 'entries')} ({_ids_text(result.skipped)}): "
+            f"no longer pending, or active within the last {min_idle_ms} ms."
+        )
+    if result.deleted:
+        parts.append(
+            f"{_plural(len(result.deleted), 'entry was', 'entries were')} deleted from the stream "
+            f"({_ids_text(result.deleted)}) and left the pending list."
+        )
+    return " ".join(parts)
+
+
+@action_view(_group_page)
+def ack(request: HttpRequest, conn: str, key: bytes, group: bytes) -> str:
+    data = services.action_input(
+        user=request.user, conn=conn, action="ack", stream=key, group=group, form=af.AckConfirmForm, data=request.POST
+    )
+    acked = services.pending_ack(user=request.user, conn=conn, key=key, group=group, ids=data["ids"])
+    skipped = len(data["ids"]) - acked
+    text = f"Acknowledged {_plural(acked, 'entry', 'entries')}; they will not be processed."
+    if skipped:
+        text += f" {_plural(skipped, 'entry was', 'entries were')} no longer pending."
+    return text
+
+
+# ------------------------------------------------------------------------------------- rewind
+
+
+@action_view(_group_page)
+def rewind_preview(request: HttpRequest, conn: str, key: bytes, group: bytes) -> HttpResponse:
+    """Show what a rewind would redeliver, with the button that does it (to the resolved ID)."""
+    data = services.action_input(
+        user=request.user, conn=conn, action="rewind.preview", stream=key, group=group, form=af.RewindForm,
+        data=request.POST,
+    )
+    plan = services.group_rewind_preview(user=request.user, conn=conn, key=key, group=group, to=data["to"])
+    context = {
+        "conn": conn, "key": key, "key_text": display_text(key), "group": group, "group_text": display_text(group),
+        "what": "rewind", "to": data["to"], "plan": plan,
+        "confirm_url": links.group_url(conn, key, group) + "rewind/",
+        "back_url": links.group_url(conn, key, group),
+    }
+    return render(request, "streams_app/action_preview.html", context)
+
+
+@action_view(_group_page)
+def rewind(request: HttpRequest, conn: str, key: bytes, group: bytes) -> str:
+    data = services.action_input(
+        user=request.user, conn=conn, action="rewind", stream=key, group=group, form=af.RewindForm, data=request.POST
+    )
+    plan = services.group_rewind(user=request.user, conn=conn, key=key, group=group, to=data["to"])
+    text = (
+        f"Group {display_text(group)} now starts after {plan.last_delivered_id} "
+        f"(was {plan.current_last_delivered_id}): {_plural(plan.will_redeliver, 'entry', 'entries')} "
+        "will be delivered again."
+    )
+    if not plan.lag_known:
+        text += " Entries after that point were deleted, so Redis reports the lag as unknown until the group reads past them."
+    return text
+
+
+# --------------------------------------------------------------------------------------- DLQs
+
+
+@action_view(_dlq_page)
+def dlq_requeue(request: HttpRequest, conn: str, key: bytes) -> str | HttpResponse:
+    data = services.action_input(
+        user=request.user, conn=conn, action="dlq.requeue_all" if request.POST.get("all") else "dlq.requeue",
+        stream=key, form=af.DlqRequeueForm, data=request.POST,
+    )
+    if data["all"]:
+        job = services.dlq_requeue_all(user=request.user, conn=conn, key=key, up_to=data["up_to"], batch=data["batch"])
+        messages.info(request, f"Requeueing every entry up to {data['up_to']} in the background (job {job.pk}).")
+        return HttpResponseRedirect(links.job_url(job.pk))
+    result = services.dlq_requeue(user=request.user, conn=conn, key=key, ids=data["ids"])
+    targets = sorted({display_text(r.stream) for r in result.requeued})
+    text = f"Requeued {_plural(len(result.requeued), 'entry', 'entries')}"
+    text += f" to {', '.join(targets)}." if targets else "."
+    if result.missing:
+        text += (
+            f" {_plural(len(result.missing), 'entry was', 'entries were')} already gone "
+            f"(requeued or deleted by someone else): {_ids_text(result.missing)}."
+        )
+    if result.failed:
+        messages.error(
+            request,
+            f"{_plural(len(result.failed), 'entry', 'entries')} could not be requeued and stay in the DLQ: "
+            + "; ".join(f"{f.dlq_id}: {f.reason}" for f in result.failed[:5]),
+        )
+    return text
+
+
+@action_view(_dlq_page)
+def dlq_delete(request: HttpRequest, conn: str, key: bytes) -> str:
+    data = services.action_input(
+        user=request.user, conn=conn, action="dlq.delete", stream=key, form=af.DlqDeleteForm, data=request.POST
+    )
+    deleted = services.dlq_delete(user=request.user, conn=conn, key=key, ids=data["ids"])
+    return f"Deleted {_plural(deleted, 'entry', 'entries')} from the DLQ for good."
+
+
+@action_view(_dlq_page)
+def dlq_purge(request: HttpRequest, conn: str, key: bytes) -> str:
+    data = services.action_input(
+        user=request.user, conn=conn, action="dlq.purge", stream=key, form=af.DlqPurgeForm, data=request.POST
+    )
+    purged = services.dlq_purge(user=request.user, conn=conn, key=key, up_to=data["up_to"], confirm=data["confirm"])
+    return f"Purged {_plural(purged, 'entry', 'entries')} (up to {data['up_to']}); later arrivals were kept."
+
+
+# -------------------------------------------------------------------------------------- replay
+
+
+@action_view(_stream_page)
+def replay_count(request: HttpRequest, conn: str, key: bytes) -> HttpResponse:
+    """The dry run: how many entries the range holds, with the button that replays exactly them."""
+    data = services.action_input(
+        user=request.user, conn=conn, action="replay.count", stream=key, form=af.ReplayForm, data=request.POST
+    )
+    preview = services.stream_replay_count(
+        user=request.user, conn=conn, key=key, start=data["start"], end=data["end"], target=data["target"],
+        match=data["match"],
+    )
+    context = {
+        "conn": conn, "key": key, "key_text": display_text(key), "what": "replay", "preview": preview,
+        "target_text": display_text(preview.target),
+        "match_text": "\n".join(f"{display_text(n)}={display_text(v)}" for n, v in preview.match.items()),
+        "confirm_url": links.stream_url(conn, key) + "replay/",
+        "back_url": links.stream_url(conn, key),
+    }
+    return render(request, "streams_app/action_preview.html", context)
+
+
+@action_view(_stream_page)
+def replay(request: HttpRequest, conn: str, key: bytes) -> HttpResponse:
+    data = services.action_input(
+        user=request.user, conn=conn, action="replay", stream=key, form=af.ReplayForm, data=request.POST
+    )
+    job = services.stream_replay(
+        user=request.user, conn=conn, key=key, start=data["start"], end=data["end"], target=data["target"],
+        match=data["match"], batch=data["batch"],
+    )
+    messages.info(request, f"Replaying {data['start']} … {data['end']} in the background (job {job.pk}).")
+    return HttpResponseRedirect(links.job_url(job.pk))

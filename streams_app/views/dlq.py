@@ -1,0 +1,92 @@
+"""Dead-letter queues: the list of a connection's DLQs, and one DLQ's entries with their buttons."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.http import HttpRequest, HttpResponse
+from django.views.decorators.http import require_GET
+
+from streams_app import links, services
+from streams_app.action_forms import DlqPageForm
+from streams_app.forms import validated
+from streams_app.redis_ops import actions, conventions, reads
+from streams_app.redis_ops.conventions import DlqEntry
+from streams_app.redis_ops.decoding import DecodedField, decode_fields, display_text
+from streams_app.views.common import connection_context, render_screen
+
+
+@dataclass(frozen=True, slots=True)
+class DlqEntryView:
+    """One DLQ entry as its row shows it: the parsed facts and the payload a requeue writes back."""
+
+    id: str
+    entry: DlqEntry
+    fields: list[DecodedField]
+    url: str  # the raw entry on the stream page (all fields, raw downloads)
+    original_stream_text: str | None
+    original_stream_url: str | None
+
+
+def dlq_entry_view(conn: str, key: bytes, entry: DlqEntry) -> DlqEntryView:
+    stream = entry.original_stream
+    return DlqEntryView(
+        id=entry.id,
+        entry=entry,
+        fields=decode_fields(entry.payload_fields),
+        url=links.entry_url(conn, key, entry.id),
+        original_stream_text=display_text(stream) if stream else None,
+        original_stream_url=links.stream_url(conn, stream) if stream else None,
+    )
+
+
+@require_GET
+def dlq_list(request: HttpRequest, conn: str) -> HttpResponse:
+    context = connection_context(request, conn)
+    listing = services.dlq_list(conn=conn)
+    context.update(
+        listing=listing,
+        rows=[
+            {
+                "dlq": dlq,
+                "key_text": display_text(dlq.key),
+                "url": links.dlq_url(conn, dlq.key),
+                "sources": [(display_text(s), links.stream_url(conn, s)) for s in dlq.source_streams],
+            }
+            for dlq in listing.dlqs
+        ],
+    )
+    return render_screen(request, "streams_app/dlq_list.html", context)
+
+
+@require_GET
+def dlq_detail(request: HttpRequest, conn: str, key: bytes) -> HttpResponse:
+    context = connection_context(request, conn)
+    params = validated(DlqPageForm, request.GET)
+    kind = services.dlq_require(conn=conn, key=key)
+    info = reads.stream_info(conn, key)
+    entries, older = actions.dlq_entries(
+        conn, key, before=params["before"], count=params["count"], error_contains=params["error"]
+    )
+    rows = [dlq_entry_view(conn, key, entry) for entry in entries]
+    context.update(
+        key=key,
+        key_text=display_text(key),
+        kind=kind,
+        convention=services.dlq_convention_of(kind.convention, entries),
+        info=info,
+        params=params,
+        rows=rows,
+        older=older,
+        # "Requeue all up to the newest entry on screen": entries dead-lettered after this page was
+        # rendered have newer IDs and are never touched by that button.
+        newest_on_screen=rows[0].id if rows else None,
+        sources=[
+            (display_text(s), links.stream_url(conn, s))
+            for s in conventions.dlq_source_streams(key, entries)
+        ],
+        stream_page=links.stream_url(conn, key),
+        # Where the buttons come back to, filters kept (built from the key: request.path is decoded).
+        here=links.dlq_url(conn, key) + (f"?{request.GET.urlencode()}" if request.GET else ""),
+    )
+    return render_screen(request, "streams_app/dlq.html", context, partial="entries")

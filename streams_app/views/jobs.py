@@ -1,0 +1,87 @@
+"""Background jobs: the list, and one job's page with its progress (refreshed live by htmx)."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import get_object_or_404
+from django.views.decorators.http import require_GET, require_POST
+
+from streams_app import links, services
+from streams_app.action_forms import JobsForm
+from streams_app.forms import validated
+from streams_app.models import Job
+from streams_app.redis_ops.errors import OpsError
+from streams_app.views.common import render_screen
+
+PAGE = 50
+
+
+def job_links(job: Job) -> dict[str, str | None]:
+    """Where a job's key (a DLQ or a stream) and its target live, for its page and the API."""
+    params = job.parameters or {}
+    key = bytes.fromhex(params.get("key", ""))
+    out: dict[str, str | None] = {"key": None, "target": None}
+    if key and job.connection:
+        is_dlq = job.kind == "dlq.requeue_all"
+        out["key"] = links.dlq_url(job.connection, key) if is_dlq else links.stream_url(job.connection, key)
+    if params.get("target") and job.connection:
+        out["target"] = links.stream_url(job.connection, bytes.fromhex(params["target"]))
+    return out
+
+
+@require_GET
+def jobs_list(request: HttpRequest) -> HttpResponse:
+    params = validated(JobsForm, request.GET)
+    rows = Job.objects.select_related("created_by").order_by("-pk")
+    if params["state"]:
+        rows = rows.filter(state=params["state"])
+    if params["before"]:
+        rows = rows.filter(pk__lt=params["before"])
+    page = list(rows[: PAGE + 1])
+    more = len(page) > PAGE
+    page = page[:PAGE]
+    context = {
+        "jobs": page,
+        "older": page[-1].pk if more else None,
+        "params": params,
+        "states": [state.value for state in Job.State],
+    }
+    return render_screen(request, "streams_app/jobs.html", context, partial="rows")
+
+
+@require_GET
+def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
+    job = get_object_or_404(Job.objects.select_related("created_by"), pk=job_id)
+    percent = None
+    if job.total:
+        percent = min(100, round(100 * job.done / job.total))
+    elif job.state == Job.State.DONE:
+        percent = 100
+    context = {"job": job, "percent": percent, "links": job_links(job), "url": links.job_url(job.pk)}
+    return render_screen(request, "streams_app/job.html", context, partial="progress")
+
+
+def _job_action(request: HttpRequest, job_id: int, verb: str) -> HttpResponse:
+    job = get_object_or_404(Job, pk=job_id)
+    request.console_conn = job.connection
+    try:
+        if verb == "cancel":
+            job = services.job_cancel(user=request.user, job=job)
+            messages.success(request, f"Job {job.pk} is {job.state}.")
+        else:
+            job = services.job_resume(user=request.user, job=job)
+            messages.success(request, f"Job {job.pk} will continue from where it stopped.")
+    except OpsError as exc:
+        messages.error(request, exc.message)
+    return HttpResponseRedirect(links.job_url(job.pk))
+
+
+@require_POST
+def job_cancel(request: HttpRequest, job_id: int) -> HttpResponse:
+    return _job_action(request, job_id, "cancel")
+
+
+@require_POST
+def job_resume(request: HttpRequest, job_id: int) -> HttpResponse:
+    return _job_action(request, job_id, "resume")
