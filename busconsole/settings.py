@@ -26,6 +26,7 @@ if not SECRET_KEY:
 
 ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"] if DEBUG else [])
 CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS", [])
+CSRF_FAILURE_VIEW = "streams_app.views.errors.csrf_failure"  # JSON for the API (SPEC section 4)
 
 # The private Redis that `make run` and the test suite start listen on this port by default.
 PRIVATE_REDIS_PORT = envint("BUSCONSOLE_REDIS_PORT", 6390)
@@ -180,7 +181,40 @@ CELERY_TASK_TIME_LIMIT = envint("CELERY_TASK_TIME_LIMIT", 3600)
 CELERY_TASK_SOFT_TIME_LIMIT = CELERY_TASK_TIME_LIMIT - 30
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": envint("CELERY_VISIBILITY_TIMEOUT", 3600)}
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-CELERY_BEAT_SCHEDULE: dict = {}
+# Background jobs (streams_app.jobs): a job "running" with no progress saved for this long is
+# presumed dead (worker killed) and re-enqueued by the beat task; the per-job lock that keeps two
+# workers off one job expires this long after its holder stopped renewing it (after every batch).
+BUSCONSOLE_JOB_STALLED_S = envint("BUSCONSOLE_JOB_STALLED_S", 300)
+BUSCONSOLE_JOB_LOCK_S = envint("BUSCONSOLE_JOB_LOCK_S", 60)
+# Metrics (issue 6): snapshot every N seconds, mirror sync every M seconds; samples kept raw for
+# RAW_H hours, as 1-minute rollups for 1M_D days, as 1-hour rollups for 1H_D days.
+BUSCONSOLE_SNAPSHOT_INTERVAL_S = envint("BUSCONSOLE_SNAPSHOT_INTERVAL_S", 10)
+BUSCONSOLE_MIRROR_INTERVAL_S = envint("BUSCONSOLE_MIRROR_INTERVAL_S", 30)
+BUSCONSOLE_RETENTION_RAW_H = envint("BUSCONSOLE_RETENTION_RAW_H", 48)
+BUSCONSOLE_RETENTION_1M_D = envint("BUSCONSOLE_RETENTION_1M_D", 14)
+BUSCONSOLE_RETENTION_1H_D = envint("BUSCONSOLE_RETENTION_1H_D", 365)
+if BUSCONSOLE_SNAPSHOT_INTERVAL_S < 1 or BUSCONSOLE_MIRROR_INTERVAL_S < 1:
+    raise ImproperlyConfigured("BUSCONSOLE_SNAPSHOT_INTERVAL_S and BUSCONSOLE_MIRROR_INTERVAL_S must be >= 1")
+if BUSCONSOLE_RETENTION_RAW_H < 2 or BUSCONSOLE_RETENTION_1M_D < 1 or BUSCONSOLE_RETENTION_1H_D < 1:
+    # Hourly rollups are computed from raw samples, which must outlive the hour being rolled up.
+    raise ImproperlyConfigured("BUSCONSOLE_RETENTION_RAW_H must be >= 2 and the _1M_D/_1H_D retentions >= 1")
+
+CELERY_BEAT_SCHEDULE: dict = {
+    # operations (issue 4): pick up jobs whose worker died (SPEC section 9: jobs must be resumable)
+    "resume-stalled-jobs": {"task": "streams_app.tasks.resume_stalled_jobs", "schedule": 60.0},
+    # metrics (issue 6): a message not run within its interval is dropped; the next one takes over
+    "metrics-snapshot": {
+        "task": "streams_app.tasks.snapshot_tick",
+        "schedule": float(BUSCONSOLE_SNAPSHOT_INTERVAL_S),
+        "options": {"expires": float(BUSCONSOLE_SNAPSHOT_INTERVAL_S)},
+    },
+    "metrics-mirror-sync": {
+        "task": "streams_app.tasks.mirror_sync_all",
+        "schedule": float(BUSCONSOLE_MIRROR_INTERVAL_S),
+        "options": {"expires": float(BUSCONSOLE_MIRROR_INTERVAL_S)},
+    },
+    "metrics-retention": {"task": "streams_app.tasks.samples_retention", "schedule": 60.0, "options": {"expires": 60.0}},
+}
 
 LOGGING = {
     "version": 1,

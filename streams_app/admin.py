@@ -14,6 +14,7 @@ from django.contrib import admin
 from django.http import HttpRequest
 
 from streams_app.models import ApiToken, AuditEvent, Job
+from streams_app.models_metrics import ConsumerMirror, GroupMirror, SnapshotRun, StreamMirror
 
 
 class _ReadOnlyAdmin(admin.ModelAdmin):
@@ -110,3 +111,53 @@ class ApiTokenAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+
+# ------------------------------------------------------------------ metrics mirror (issue 6)
+# The mirror is Redis's state as last seen: editing it would only be overwritten (or lie), so it is
+# read-only like the audit trail. Raw key and name bytes are shown through their display text.
+
+
+@admin.register(StreamMirror)
+class StreamMirrorAdmin(_ReadOnlyAdmin):
+    list_display = ("key_text", "connection", "length", "groups_count", "pending", "lag", "is_dlq", "last_id",
+                    "synced_at", "deleted_at")
+    list_filter = ("connection", "is_dlq", "dlq_convention", ("deleted_at", admin.EmptyFieldListFilter))
+    search_fields = ("key_text",)
+    fields = ("connection", "key_text", "key_hash", "length", "first_id", "last_id", "last_generated_id",
+              "entries_added", "groups_count", "pending", "lag", "is_dlq", "dlq_convention", "dlq_sources",
+              "first_seen", "last_seen", "synced_at", "deleted_at")
+    readonly_fields = fields
+    show_full_result_count = False  # COUNT(*) over a big mirror on every list page is wasted work
+
+
+@admin.register(GroupMirror)
+class GroupMirrorAdmin(_ReadOnlyAdmin):
+    list_display = ("name_text", "stream", "consumers", "pending", "lag", "oldest_pending_idle_ms", "last_seen",
+                    "deleted_at")
+    list_filter = ("stream__connection", ("deleted_at", admin.EmptyFieldListFilter))
+    search_fields = ("name_text", "stream__key_text")
+    fields = ("stream", "name_text", "consumers", "pending", "last_delivered_id", "entries_read", "lag",
+              "oldest_pending_id", "oldest_pending_idle_ms", "first_seen", "last_seen", "deleted_at")
+    readonly_fields = fields
+    list_select_related = ("stream",)
+    show_full_result_count = False
+
+
+@admin.register(ConsumerMirror)
+class ConsumerMirrorAdmin(_ReadOnlyAdmin):
+    list_display = ("name_text", "group", "pending", "idle_ms", "inactive_ms", "last_seen", "deleted_at")
+    list_filter = (("deleted_at", admin.EmptyFieldListFilter),)
+    search_fields = ("name_text", "group__name_text", "group__stream__key_text")
+    fields = ("group", "name_text", "pending", "idle_ms", "inactive_ms", "first_seen", "last_seen", "deleted_at")
+    readonly_fields = fields
+    list_select_related = ("group",)
+    show_full_result_count = False
+
+
+@admin.register(SnapshotRun)
+class SnapshotRunAdmin(_ReadOnlyAdmin):
+    list_display = ("tick", "duration_ms", "redis_ms", "streams", "groups", "finished_at")
+    fields = ("tick", "started_at", "finished_at", "duration_ms", "redis_ms", "streams", "groups", "errors")
+    readonly_fields = fields
+    date_hierarchy = "tick"

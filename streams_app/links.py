@@ -61,3 +61,20 @@ def raw_field_url(conn: str, key: bytes, entry_id: str, index: int) -> str:
 
 def api_stream_url(conn: str, key: bytes) -> str:
     return f"/api/v1/c/{conn}/streams/{segment(key)}/"
+
+
+# operations (issue 4)
+def dlq_list_url(conn: str) -> str:
+    return f"/c/{conn}/dlq/"
+
+
+def dlq_url(conn: str, key: bytes) -> str:
+    return f"/c/{conn}/dlq/{segment(key)}/"
+
+
+def api_dlq_url(conn: str, key: bytes) -> str:
+    return f"/api/v1/c/{conn}/dlq/{segment(key)}/"
+
+
+def job_url(job_id: int) -> str:
+    return f"/jobs/{int(job_id)}/"

@@ -134,3 +134,8 @@ class Job(models.Model):
             "total": self.total,
             "error": self.error or None,
         }
+
+
+from streams_app.models_alerts import *  # noqa: E402,F403 - alert rules and alerts (issue 6)
+from streams_app.models_metrics import *  # noqa: E402,F403 - metrics models (issue 6)
+from streams_app.models_pipeline import *  # noqa: E402,F403 - export checkpoints and rollups (issue 7)

@@ -1,5 +1,16 @@
-"""Websocket routes (the live tail arrives with its own issue)."""
+"""Websocket routes.
+
+The key pattern is permissive on purpose: servers decode ``%2F`` to ``/`` in ``scope["path"]``, so a
+key holding a slash spans several decoded segments; the consumer reads the exact key from
+``scope["raw_path"]`` (see :func:`streams_app.consumers.tail_key`).
+"""
 
 from __future__ import annotations
 
-websocket_urlpatterns: list = []
+from django.urls import re_path
+
+from streams_app.consumers import TailConsumer
+
+websocket_urlpatterns: list = [
+    re_path(r"^ws/c/(?P<conn>[A-Za-z0-9_.-]+)/streams/(?P<key>.+)/tail/$", TailConsumer.as_asgi()),
+]

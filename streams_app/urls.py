@@ -9,8 +9,13 @@ from __future__ import annotations
 from django.urls import path, register_converter
 
 from streams_app.links import BytesSegmentConverter, ConnConverter
-from streams_app.views import group, overview, stream, streams
+from streams_app.views import actions as action_views  # operations (issue 4)
+from streams_app.views import audit, dlq, group, jobs, overview, stream, streams  # audit, dlq, jobs: issue 4
+from streams_app.views import metrics as metrics_views  # metrics (issue 6)
+from streams_app.views import progress
+from streams_app.views.api import actions as api_actions  # operations (issue 4)
 from streams_app.views.api import read as api_read
+from streams_app.views.tail import tail as tail_view
 
 register_converter(BytesSegmentConverter, "seg")
 register_converter(ConnConverter, "conn")
@@ -30,6 +35,8 @@ register_converter(EntryIdConverter, "eid")
 
 STREAM = "c/<conn:conn>/streams/<seg:key>/"
 API_STREAM = "api/v1/" + STREAM
+DLQ = "c/<conn:conn>/dlq/<seg:key>/"  # operations (issue 4)
+API_DLQ = "api/v1/" + DLQ  # operations (issue 4)
 
 urlpatterns = [
     path("", overview.overview, name="overview"),
@@ -38,6 +45,8 @@ urlpatterns = [
     path(STREAM + "entries/<eid:entry_id>/", stream.entry_detail, name="entry"),
     path(STREAM + "entries/<eid:entry_id>/raw/", stream.entry_raw, name="entry-raw"),
     path(STREAM + "groups/<seg:group>/", group.group_detail, name="group"),
+    path(STREAM + "tail/", tail_view, name="tail"),
+    path("c/<conn:conn>/progress/<seg:key>/events/", progress.progress_events, name="progress-events"),
     # JSON API
     path("api/v1/connections/", api_read.connections, name="api-connections"),
     path("api/v1/c/<conn:conn>/streams/", api_read.streams, name="api-streams"),
@@ -46,4 +55,41 @@ urlpatterns = [
     path(API_STREAM + "groups/", api_read.groups, name="api-groups"),
     path(API_STREAM + "groups/<seg:group>/pending/", api_read.pending, name="api-pending"),
     path(API_STREAM + "groups/<seg:group>/consumers/", api_read.consumers, name="api-consumers"),
+    # operations (issue 4): HTML buttons, DLQ pages, jobs, audit
+    path(STREAM + "groups/<seg:group>/claim/", action_views.claim, name="claim"),
+    path(STREAM + "groups/<seg:group>/autoclaim/", action_views.autoclaim, name="autoclaim"),
+    path(STREAM + "groups/<seg:group>/ack/", action_views.ack, name="ack"),
+    path(STREAM + "groups/<seg:group>/rewind/preview/", action_views.rewind_preview, name="rewind-preview"),
+    path(STREAM + "groups/<seg:group>/rewind/", action_views.rewind, name="rewind"),
+    path(STREAM + "replay/count/", action_views.replay_count, name="replay-count"),
+    path(STREAM + "replay/", action_views.replay, name="replay"),
+    path("c/<conn:conn>/dlq/", dlq.dlq_list, name="dlq-list"),
+    path(DLQ, dlq.dlq_detail, name="dlq"),
+    path(DLQ + "requeue/", action_views.dlq_requeue, name="dlq-requeue"),
+    path(DLQ + "delete/", action_views.dlq_delete, name="dlq-delete"),
+    path(DLQ + "purge/", action_views.dlq_purge, name="dlq-purge"),
+    path("jobs/", jobs.jobs_list, name="jobs"),
+    path("jobs/<int:job_id>/", jobs.job_detail, name="job"),
+    path("jobs/<int:job_id>/cancel/", jobs.job_cancel, name="job-cancel"),
+    path("jobs/<int:job_id>/resume/", jobs.job_resume, name="job-resume"),
+    path("audit/", audit.audit_list, name="audit"),
+    # operations (issue 4): JSON API (SPEC section 4 spells these without a trailing slash)
+    path(API_STREAM + "groups/<seg:group>/claim", api_actions.claim, name="api-claim"),
+    path(API_STREAM + "groups/<seg:group>/autoclaim", api_actions.autoclaim, name="api-autoclaim"),
+    path(API_STREAM + "groups/<seg:group>/ack", api_actions.ack, name="api-ack"),
+    path(API_STREAM + "groups/<seg:group>/rewind", api_actions.rewind, name="api-rewind"),
+    path(API_STREAM + "replay", api_actions.replay, name="api-replay"),
+    path("api/v1/c/<conn:conn>/dlq/", api_actions.dlq_list, name="api-dlq-list"),
+    path(API_DLQ, api_actions.dlq_entries, name="api-dlq"),
+    path(API_DLQ + "requeue", api_actions.dlq_requeue, name="api-dlq-requeue"),
+    path(API_DLQ + "delete", api_actions.dlq_delete, name="api-dlq-delete"),
+    path(API_DLQ + "purge", api_actions.dlq_purge, name="api-dlq-purge"),
+    path("api/v1/jobs/", api_actions.jobs, name="api-jobs"),
+    path("api/v1/jobs/<int:job_id>", api_actions.job, name="api-job"),
+    path("api/v1/jobs/<int:job_id>/", api_actions.job),
+    path("api/v1/jobs/<int:job_id>/cancel", api_actions.job_cancel, name="api-job-cancel"),
+    path("api/v1/jobs/<int:job_id>/resume", api_actions.job_resume, name="api-job-resume"),
+    path("api/v1/audit/", api_actions.audit, name="api-audit"),
+    # metrics (issue 6): Prometheus scrape endpoint, bearer token only
+    path("metrics", metrics_views.metrics, name="metrics"),
 ]

@@ -84,3 +84,30 @@ def query(context, **changes) -> str:
             params[name] = value
     encoded = params.urlencode()
     return f"?{encoded}" if encoded else "?"
+
+
+# operations (issue 4)
+@register.simple_tag
+def dlq_url(conn: str, key: bytes) -> str:
+    """The dead-letter page of the DLQ ``key``."""
+    return links.dlq_url(conn, key)
+
+
+@register.simple_tag
+def dlq_of_url(conn: str, key: bytes) -> str:
+    """The dead-letter page of the stream ``key``'s own ``{key}:dlq``."""
+    return links.dlq_url(conn, key + b":dlq")
+
+
+@register.filter
+def can_act(role: str) -> bool:
+    """Whether a role (``console_role``) may press operator buttons; the server checks again."""
+    return role in ("operator", "admin")
+
+
+@register.filter
+def msdate(ms: int | None) -> datetime | None:
+    """Milliseconds since the epoch as a UTC datetime (a DLQ entry's failed-at)."""
+    if ms is None:
+        return None
+    return id_time(int(ms))

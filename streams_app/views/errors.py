@@ -37,3 +37,11 @@ def page_not_found(request, exception=None):
 
 def server_error(request):
     return _answer(request, 500)
+
+
+def csrf_failure(request, reason=""):
+    """A refused CSRF check (operations, issue 4): JSON for the API, the console's 403 page otherwise."""
+    message = "The request was refused: its CSRF token is missing or wrong. Reload the page and try again."
+    if is_api(request):
+        return api_error("csrf_failed", message + " (API scripts: send a bearer token instead.)", 403)
+    return render(request, "streams_app/error.html", {"status": 403, "message": message}, status=403)

@@ -1,4 +1,10 @@
-"""The streams of one connection: filter by glob, sort by length, page by SCAN cursor."""
+"""The streams of one connection.
+
+Two modes. Once the metadata mirror holds the connection (issue 6), the list is filtered (glob or
+substring), sorted (name, length, pending, lag, last entry) and paged in the database, which scales to
+servers with more streams than a SCAN page can sort, and the rows on screen get live figures from one
+pipelined read. Until then (a fresh install), or with ``?live=1``, it pages by SCAN cursor over Redis.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +12,11 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
+from streams_app import snapshots
 from streams_app.forms import StreamsForm, validated
 from streams_app.presenters import dlq_convention
 from streams_app.redis_ops import reads
+from streams_app.redis_ops.errors import OpsError
 from streams_app.views.common import connection_context, render_screen
 
 
@@ -16,6 +24,13 @@ from streams_app.views.common import connection_context, render_screen
 def streams_list(request: HttpRequest, conn: str) -> HttpResponse:
     context = connection_context(request, conn)
     params = validated(StreamsForm, request.GET)
+    if not params["live"]:
+        page = snapshots.stream_mirror_page(
+            conn=conn, match=params["match"], sort=params["sort"], offset=params["offset"], count=params["count"]
+        )
+        if page is not None:
+            context.update(_mirror_rows(conn, page), params=params, mode="mirror")
+            return render_screen(request, "streams_app/streams.html", context, partial="streams-table")
     match = params["match"].encode()
     if params["sort"] == "length":
         rows, seen, complete = reads.streams_by_length(
@@ -32,5 +47,40 @@ def streams_list(request: HttpRequest, conn: str) -> HttpResponse:
         rows=[{"s": s, "dlq": dlq_convention(s.key)} for s in rows],
         next_cursor=next_cursor,
         scan_budget=settings.BUSCONSOLE_SCAN_BUDGET,
+        mode="live",
     )
     return render_screen(request, "streams_app/streams.html", context, partial="streams-table")
+
+
+def _mirror_rows(conn: str, page: snapshots.MirrorPage) -> dict:
+    """The page's rows with live figures where Redis has them (mirror figures, flagged, where not)."""
+    keys = [m.key_bytes for m in page.rows]
+    try:
+        live = {s.key: s for s in reads.stream_summaries(conn, keys)}
+        live_error = None
+    except OpsError as exc:  # the mirror still answers when the server does not
+        live, live_error = {}, exc.message
+    rows = []
+    for m in page.rows:
+        s = live.get(m.key_bytes)
+        rows.append({
+            "s": s or reads.StreamSummary(
+                key=m.key_bytes, length=m.length, first_id=m.first_id, last_id=m.last_id,
+                last_generated_id=m.last_generated_id, groups=m.groups_count, pending=m.pending,
+            ),
+            "dlq": dlq_convention(m.key_bytes),
+            "lag": m.lag,
+            "live": s is not None,
+        })
+    offset, count = page.offset, page.count
+    return {
+        "rows": rows,
+        "total": page.total,
+        "as_of": page.as_of,
+        "live_error": live_error,
+        "first_shown": offset + 1 if rows else 0,
+        "last_shown": offset + len(rows),
+        "next_offset": offset + count if offset + count < page.total else None,
+        "prev_offset": max(0, offset - count) if offset else None,
+        "next_cursor": None,
+    }

@@ -1,0 +1,398 @@
+"""Benchmark: the live tail (SPEC section 8, issue 5 item 6).
+
+Budget: one blocking Redis reader per process and monitored server for all tailed streams; p99
+XADD-to-websocket under 50 ms for 100 clients at 200 entries/s on 2 cores; at 500 clients and
+1000 entries/s it degrades by batching frames and skipping slow clients ahead, never by unbounded
+memory.
+
+Run from the repository root: ``.venv/bin/python bench/tail.py`` (about 2 minutes; ``--seconds`` sets
+the measured time per case, 10 by default). It starts its own redis-server, a throwaway SQLite
+database with one viewer and a session, and ONE uvicorn process serving ``busconsole.asgi`` exactly as
+``make run`` does (``--ws websockets``). Then, for 1, 100 and 500 websocket clients and a feed of 200
+and 1000 entries/s:
+
+- a feeder process XADDs at the rate, each entry carrying its send time (``t``, first field);
+- client processes hold the websockets (negotiating permessage-deflate, as browsers do) and turn each
+  received entry into a latency: receive time minus ``t`` (same machine, same clock);
+- in the same run, a bare redis-py ``XREAD BLOCK`` loop on the same stream measures the floor: what
+  any reader of Redis sees, with no console in between.
+Reported per case: p50/p99/max latency (websocket and bare XREAD), entries delivered vs expected,
+skipped entries (slow clients skipped ahead), frames per entry (batching), XREAD calls per second of the console (the bare reader's taken out), Redis connections of the
+tail hub and all connections to the monitored database that are not the benchmark's own, and the
+server process's RSS and CPU.
+Latencies are histogrammed in 10 us bins so half a million deliveries per second cost no memory.
+Clients and server share the machine's cores: client-side parsing time is inside the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import multiprocessing as mp
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from array import array
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from tests.servers import RedisServer, free_port  # noqa: E402
+
+CLIENTS = (1, 100, 500)
+RATES = (200, 1000)
+WARMUP_S = 1.0
+DRAIN_S = 1.5
+BIN_US = 10
+BINS = 200_000  # 10 us x 200k = 2 s; slower deliveries land in the last bin (reported as ">= 2 s")
+BUDGET_MS = 50.0
+
+# Entry frames start {"type":"entry","id":"...","fields":{"t":"<send time>",...}: a regex finds the
+# send times without parsing the whole frame (the clients must not be the bottleneck they measure).
+SENT = re.compile(rb'"fields":\{"t":"([0-9.]+)"')
+SKIPPED = re.compile(rb'"type":"skipped","count":(\d+)')
+DATA = json.dumps({"order_id": 123456, "customer": "c-42", "total": 99.5, "currency": "EUR",
+                   "items": [{"sku": "A-1", "qty": 2}, {"sku": "B-7", "qty": 1}]})
+
+
+# ------------------------------------------------------------------------------- histograms
+
+
+def new_hist() -> array:
+    return array("q", bytes(8 * BINS))
+
+
+def record(hist: array, seconds: float) -> None:
+    hist[min(BINS - 1, max(0, int(seconds * 1_000_000 / BIN_US)))] += 1
+
+
+def percentile(hist: array, q: float) -> float | None:
+    total = sum(hist)
+    if not total:
+        return None
+    rank, seen = math.ceil(q * total), 0
+    for i, n in enumerate(hist):
+        seen += n
+        if seen >= rank:
+            return (i + 1) * BIN_US / 1000  # ms, upper edge of the bin
+    return None
+
+
+def merge(hists: list[array]) -> array:
+    out = new_hist()
+    for h in hists:
+        for i, n in enumerate(h):
+            if n:
+                out[i] += n
+    return out
+
+
+def max_ms(hist: array) -> float | None:
+    for i in range(BINS - 1, -1, -1):
+        if hist[i]:
+            return (i + 1) * BIN_US / 1000
+    return None
+
+
+# ------------------------------------------------------------------------------ processes
+
+
+def client_process(url: str, headers: dict[str, str], origin: str, n: int, window: Any, ready: Any, out: Any) -> None:
+    """Hold ``n`` websockets; histogram every entry received inside the measured window."""
+
+    async def main() -> None:
+        from websockets.asyncio.client import connect
+
+        hist = new_hist()
+        counts = {"entries": 0, "frames": 0, "skipped": 0, "clients": 0}
+        sockets = []
+        gate = asyncio.Semaphore(50)
+
+        async def open_one() -> Any:
+            async with gate:
+                ws = await connect(url, origin=origin, additional_headers=headers, proxy=None, max_size=None,
+                                   open_timeout=60, ping_interval=None,
+                                   compression=None if os.environ.get("BENCH_NO_DEFLATE") else "deflate")
+                first = await ws.recv()  # {"type": "status", "state": "live"}
+                assert b'"live"' in (first if isinstance(first, bytes) else first.encode()), first
+                return ws
+
+        sockets = await asyncio.gather(*(open_one() for _ in range(n)))
+        counts["clients"] = len(sockets)
+        ready.put(len(sockets))
+        start, end = await asyncio.to_thread(window.get)
+
+        async def read(ws: Any) -> None:
+            loop_end = end + DRAIN_S
+            while True:
+                remaining = loop_end - time.time()
+                if remaining <= 0:
+                    return
+                try:
+                    message = await asyncio.wait_for(ws.recv(decode=False), remaining)
+                except Exception:  # the window ended (timeout) or the server closed
+                    return
+                now = time.time()
+                in_window = 0
+                for sent in SENT.findall(message):
+                    t = float(sent)
+                    if start <= t < end:
+                        record(hist, now - t)
+                        in_window += 1
+                if in_window:
+                    counts["entries"] += in_window
+                    counts["frames"] += 1
+                for skipped in SKIPPED.findall(message):
+                    counts["skipped"] += int(skipped)
+
+        cpu0 = time.process_time()
+        await asyncio.gather(*(read(ws) for ws in sockets))
+        counts["cpu_s"] = time.process_time() - cpu0
+        out.put((hist, counts))
+        await asyncio.gather(*(ws.close() for ws in sockets), return_exceptions=True)
+
+    asyncio.run(main())
+
+
+def baseline_process(redis_url: str, key: bytes, window: Any, ready: Any, out: Any) -> None:
+    """A bare redis-py XREAD BLOCK reader of the same stream: the latency floor."""
+    import redis
+
+    client = redis.Redis.from_url(redis_url, client_name="bench-baseline")
+    last = (client.xrevrange(key, count=1) or [(b"0-0", None)])[0][0]
+    hist = new_hist()
+    ready.put(1)
+    start, end = window.get()
+    count = calls = 0
+    while time.time() < end + DRAIN_S:
+        reply = client.xread({key: last}, block=500, count=1000)
+        now = time.time()
+        calls += start <= now < end
+        for _key, entries in reply or ():
+            for entry_id, fields in entries:
+                last = entry_id
+                t = float(fields[b"t"])
+                if start <= t < end:
+                    record(hist, now - t)
+                    count += 1
+    out.put((hist, {"entries": count, "xread_calls": calls}))
+
+
+def feeder_process(redis_url: str, key: bytes, rate: int, start: float, end: float) -> None:
+    """XADD ``rate`` entries per second from ``start - WARMUP_S`` to ``end`` on a fixed schedule."""
+    import redis
+
+    client = redis.Redis.from_url(redis_url, client_name="bench-feeder")
+    interval = 1.0 / rate
+    due = start - WARMUP_S
+    while due < end:
+        delay = due - time.time()
+        if delay > 0:
+            time.sleep(delay)
+        client.xadd(key, {"t": repr(time.time()), "type": "order.created", "data": DATA}, maxlen=100_000,
+                    approximate=True)
+        due += interval
+
+
+# ------------------------------------------------------------------------------- the server
+
+
+def proc_rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def proc_cpu_s(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def start_web(env: dict[str, str], port: int) -> subprocess.Popen:
+    web = subprocess.Popen(
+        [sys.executable, *([os.environ["BENCH_WRAP"]] if os.environ.get("BENCH_WRAP") else ["-m", "uvicorn"]), "busconsole.asgi:application", "--host", "127.0.0.1", "--port", str(port),
+         "--ws", "websockets", "--lifespan", "off", "--log-level", "warning"],
+        cwd=REPO, env=env,
+    )
+    for _ in range(300):
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return web
+        except OSError:
+            if web.poll() is not None:
+                raise RuntimeError("uvicorn exited") from None
+            time.sleep(0.05)
+    raise RuntimeError("uvicorn did not start")
+
+
+def prepare_session() -> dict[str, str]:
+    import django
+    from django.core.management import call_command
+
+    django.setup()
+    call_command("migrate", verbosity=0, interactive=False)
+    from django.conf import settings
+    from django.contrib.auth.models import Group, User
+    from django.test import Client
+
+    user = User.objects.create_user("bench-viewer")
+    user.groups.add(Group.objects.get(name="viewer"))
+    client = Client()
+    client.force_login(user)
+    return {"Cookie": f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}"}
+
+
+# --------------------------------------------------------------------------------- one case
+
+
+def run_case(server: RedisServer, web: subprocess.Popen, port: int, headers: dict[str, str], clients: int,
+             rate: int, seconds: float) -> dict[str, Any]:
+    import redis
+
+    ctx = mp.get_context("spawn")
+    key = f"bench:tail:{clients}:{rate}".encode()
+    monitor = redis.Redis.from_url(server.url(0), client_name="bench-monitor")
+    url = f"ws://127.0.0.1:{port}/ws/c/default/streams/{key.decode().replace(':', '%3A')}/tail/"
+    origin = f"http://127.0.0.1:{port}"
+    procs = 1 if clients <= 100 else 2
+    shares = [clients // procs + (1 if i < clients % procs else 0) for i in range(procs)]
+    ready, out = ctx.Queue(), ctx.Queue()
+    windows = [ctx.Queue() for _ in range(procs + 1)]
+    workers = [ctx.Process(target=client_process, args=(url, headers, origin, n, windows[i], ready, out))
+               for i, n in enumerate(shares)]
+    workers.append(ctx.Process(target=baseline_process, args=(server.url(0), key, windows[-1], ready, out)))
+    for w in workers:
+        w.start()
+    connected = sum(ready.get(timeout=120) for _ in workers) - 1
+    assert connected == clients, connected
+
+    start = time.time() + WARMUP_S + 0.5
+    end = start + seconds
+    for q in windows:
+        q.put((start, end))
+    feeder = ctx.Process(target=feeder_process, args=(server.url(0), key, rate, start, end))
+    feeder.start()
+
+    # Mid-run observations: Redis connections, XREAD calls, the server's memory and CPU.
+    time.sleep(max(0.0, start - time.time()))
+    xread0 = monitor.info("commandstats").get("cmdstat_xread", {}).get("calls", 0)
+    cpu0, rss_max = proc_cpu_s(web.pid), proc_rss_mb(web.pid)
+    time.sleep(seconds / 2)
+    listing = monitor.client_list()
+    tail_conns = sum(1 for c in listing if c["name"].startswith("busconsole-tail"))
+    # Every connection to the monitored database that is not the benchmark's own.
+    all_conns = sum(1 for c in listing if c["db"] == "0" and not c["name"].startswith("bench-"))
+    while time.time() < end:
+        rss_max = max(rss_max, proc_rss_mb(web.pid))
+        time.sleep(0.25)
+    cpu1 = proc_cpu_s(web.pid)
+    xread1 = monitor.info("commandstats").get("cmdstat_xread", {}).get("calls", 0)
+    feeder.join()
+
+    results = [out.get(timeout=120) for _ in workers]
+    for w in workers:
+        w.join(30)
+    base_hist, base_counts = next((h, c) for h, c in results if "clients" not in c)
+    ws_results = [(h, c) for h, c in results if "clients" in c]
+    ws_hist = merge([h for h, _ in ws_results])
+    totals = {k: sum(c[k] for _, c in ws_results) for k in ("entries", "frames", "skipped", "cpu_s")}
+    produced = base_counts["entries"]
+    monitor.close()
+    return {
+        "clients": clients, "rate": rate,
+        "ws_p50": percentile(ws_hist, 0.50), "ws_p99": percentile(ws_hist, 0.99), "ws_max": max_ms(ws_hist),
+        "base_p50": percentile(base_hist, 0.50), "base_p99": percentile(base_hist, 0.99),
+        "delivered": totals["entries"], "expected": produced * clients, "skipped": totals["skipped"],
+        "frames_per_entry": totals["frames"] / max(1, totals["entries"]),
+        "tail_conns": tail_conns, "redis_conns": all_conns,
+        # INFO commandstats is server-wide: the bare reader's own XREADs are taken out.
+        "xread_per_s": (xread1 - xread0 - base_counts["xread_calls"]) / seconds,
+        "rss_mb": rss_max, "cpu_pct": 100 * (cpu1 - cpu0) / seconds,
+        "client_cpu_pct": 100 * totals["cpu_s"] / (seconds + DRAIN_S),
+    }
+
+
+def fmt(value: float | None, spec: str = ".1f") -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=10.0, help="measured seconds per case")
+    parser.add_argument("--clients", type=int, nargs="*", default=list(CLIENTS))
+    parser.add_argument("--rates", type=int, nargs="*", default=list(RATES))
+    args = parser.parse_args()
+
+    server = RedisServer()
+    var_dir = tempfile.mkdtemp(prefix="busconsole-bench-tail-")
+    web = None
+    started = time.perf_counter()
+    try:
+        server.start()
+        env = {
+            **os.environ, "DJANGO_SETTINGS_MODULE": "busconsole.settings", "BUS_REDIS_URL": server.url(0),
+            "REDIS_URL": server.url(1), "BUSCONSOLE_VAR_DIR": var_dir, "DEBUG": "0",
+            "SECRET_KEY": "bench-only-" + os.urandom(16).hex(), "ALLOWED_HOSTS": "127.0.0.1",
+            "LOG_LEVEL": "WARNING",
+        }
+        env.pop("BUS_REDIS_URLS", None)
+        os.environ.update(env)
+        headers = prepare_session()
+        port = free_port()
+        web = start_web(env, port)
+        print(f"tail benchmark: uvicorn pid {web.pid} (--ws websockets), redis-server "
+              f"{server.url(0)}, {os.cpu_count()} cores, {args.seconds:.0f} s per case\n")
+        header = (f"{'clients':>7} {'rate/s':>6} | {'ws p50':>7} {'ws p99':>7} {'ws max':>7} | {'xread p50':>9} "
+                  f"{'p99':>6} | {'delivered':>9} {'skipped':>8} {'frames/entry':>12} | {'tail conns':>10} "
+                  f"{'db0 conns':>9} {'XREAD/s':>7} | {'RSS MB':>6} {'CPU %':>5} {'clients CPU %':>13}")
+        print(header + "\n" + "-" * len(header))
+        rows = []
+        for clients in args.clients:
+            for rate in args.rates:
+                row = run_case(server, web, port, headers, clients, rate, args.seconds)
+                rows.append(row)
+                share = row["delivered"] / max(1, row["expected"])
+                print(f"{clients:>7} {rate:>6} | {fmt(row['ws_p50']):>7} {fmt(row['ws_p99']):>7} {fmt(row['ws_max']):>7} "
+                      f"| {fmt(row['base_p50'], '.2f'):>9} {fmt(row['base_p99'], '.2f'):>6} | {share:>9.1%} "
+                      f"{row['skipped']:>8} {row['frames_per_entry']:>12.3f} | {row['tail_conns']:>10} "
+                      f"{row['redis_conns']:>9} {row['xread_per_s']:>7.0f} | {row['rss_mb']:>6.0f} {row['cpu_pct']:>5.0f} {row['client_cpu_pct']:>13.0f}",
+                      flush=True)
+        print("\nlatencies in ms, XADD to frame received (ws) or to XREAD reply (bare redis-py reader, same run)")
+        for row in rows:
+            if row["ws_p99"] is not None and row["base_p99"]:
+                print(f"  {row['clients']:>3} clients at {row['rate']:>4}/s: ws p99 / bare XREAD p99 = "
+                      f"{row['ws_p99'] / row['base_p99']:.0f}x")
+        budget = [r for r in rows if r["clients"] == 100 and r["rate"] == 200]
+        tail_ok = all(r["tail_conns"] <= 2 for r in rows)
+        print(f"\nRedis connections of the hub: {'at most 2 (reader + control) in every case' if tail_ok else 'MORE THAN 2'}")
+        for r in budget:
+            verdict = "within" if r["ws_p99"] is not None and r["ws_p99"] < BUDGET_MS else "OVER"
+            print(f"budget: p99 {fmt(r['ws_p99'])} ms for 100 clients at 200/s: {verdict} the {BUDGET_MS:.0f} ms budget")
+    finally:
+        if web is not None:
+            web.terminate()
+            try:
+                web.wait(10)
+            except subprocess.TimeoutExpired:
+                web.kill()
+        server.cleanup()
+        shutil.rmtree(var_dir, ignore_errors=True)
+    print(f"(benchmark ran {time.perf_counter() - started:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

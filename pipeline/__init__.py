@@ -1,0 +1,19 @@
+"""The analytics pipeline over the bus's history: PySpark jobs, no Django (SPEC section 1).
+
+Data flows in three steps, each in its own module so a job can be read, tested and rerun alone:
+
+``extract``
+    reads the Parquet *lake* the console's exporter writes (:mod:`streams_app.export`, layout in
+    :mod:`pipeline.lake`): stream entries, typed ``eventbus:metrics`` rows, parsed DLQ entries and the
+    metric snapshot tables.
+``transform`` / ``failures``
+    pure DataFrame-to-DataFrame functions: throughput, handler latency percentiles, lag trend,
+    anomalies; error signatures and the retries histogram.
+``load``
+    writes each rollup as Parquet under ``<lake>/rollups/<name>/`` (the console then upserts them into
+    its tables).
+
+``main`` wires them for ``spark-submit pipeline/main.py --lake <uri> --out <uri>`` and for in-process
+use; ``session`` builds the SparkSession (local by default, any ``--master`` unchanged). No job uses a
+Python UDF, so executors on a cluster need nothing but Spark itself.
+"""

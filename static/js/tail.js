@@ -1,0 +1,318 @@
+// Live tail of one stream over a websocket (see streams_app/consumers.py for the frames).
+//
+// Payloads are untrusted: every piece of an entry is put in the page with textContent or as an
+// attribute of an element we create; never innerHTML. The script remembers the newest ID it has
+// shown, so a reconnect (after a drop, or after Pause/Resume) asks the server for exactly the
+// entries after it: nothing missed, nothing twice (rows at or below that ID are also ignored here).
+(function () {
+  "use strict";
+
+  var root = document.getElementById("tail");
+  if (!root) return;
+
+  var wsPath = root.dataset.wsPath;
+  var streamUrl = root.dataset.streamUrl;
+  var loginUrl = root.dataset.loginUrl;
+  var rowsEl = document.getElementById("tail-rows");
+  var stateEl = document.getElementById("tail-state");
+  var pauseBtn = document.getElementById("tail-pause");
+  var filterEl = document.getElementById("tail-filter");
+  var capEl = document.getElementById("tail-cap");
+  var rateEl = document.getElementById("tail-rate");
+  var countEl = document.getElementById("tail-count");
+  var lastEl = document.getElementById("tail-last");
+  var noticeEl = document.getElementById("tail-notice");
+
+  var lastId = root.dataset.after || null; // newest ID the page has (the server replays after it)
+  var socket = null;
+  var paused = false;
+  var attempt = 0; // reconnect attempts since the last "live"
+  var retryTimer = null;
+  var arrivals = []; // [time ms, entries] of the last few seconds, for the rate
+  var rowData = new WeakMap(); // row -> {id, pairs: [[name, text], ...]} for the filter
+  var filter = null;
+  var RATE_WINDOW_MS = 5000;
+  var FINAL_CODES = { 4400: "bad request", 4401: "signed out", 4404: "not found" };
+
+  // ------------------------------------------------------------------------ stream IDs
+
+  function cmpDigits(a, b) {
+    // IDs are unsigned 64-bit numbers: longer means bigger, else compare as text (no Number overflow).
+    if (a.length !== b.length) return a.length < b.length ? -1 : 1;
+    return a < b ? -1 : a > b ? 1 : 0;
+  }
+
+  function cmpId(a, b) {
+    var x = a.split("-"), y = b.split("-");
+    return cmpDigits(x[0], y[0]) || cmpDigits(x[1] || "0", y[1] || "0");
+  }
+
+  function idTime(id) {
+    var ms = Number(id.split("-")[0]);
+    if (!isFinite(ms) || ms > 8.64e15) return "";
+    return new Date(ms).toISOString().replace("T", " ").slice(0, 23);
+  }
+
+  // ------------------------------------------------------------------------ page state
+
+  function setState(state, text) {
+    stateEl.dataset.state = state;
+    stateEl.textContent = text || state;
+    pauseBtn.textContent = paused ? "Resume" : "Pause";
+  }
+
+  function notice(text, link) {
+    noticeEl.textContent = text;
+    if (link) {
+      var a = document.createElement("a");
+      a.href = link.href;
+      a.textContent = link.text;
+      noticeEl.appendChild(document.createTextNode(" "));
+      noticeEl.appendChild(a);
+    }
+    noticeEl.hidden = false;
+  }
+
+  function setLast(id) {
+    lastId = id;
+    lastEl.textContent = id;
+  }
+
+  // ------------------------------------------------------------------------ rows
+
+  function el(tag, className, text) {
+    var node = document.createElement(tag);
+    if (className) node.className = className;
+    if (text !== undefined) node.textContent = text;
+    return node;
+  }
+
+  function pretty(field) {
+    if (field.format === "text" || field.format === "hex") return String(field.value);
+    try {
+      return JSON.stringify(field.value, null, 2);
+    } catch (e) {
+      return String(field.value);
+    }
+  }
+
+  function entryRow(entry) {
+    var tr = el("tr");
+    var idCell = el("td", "mono nowrap");
+    var link = el("a", null, entry.id);
+    link.href = streamUrl + "entries/" + encodeURIComponent(entry.id) + "/";
+    idCell.appendChild(link);
+    tr.appendChild(idCell);
+    tr.appendChild(el("td", "nowrap small", idTime(entry.id)));
+
+    var pairs = [];
+    var names = Object.keys(entry.fields || {});
+    for (var i = 0; i < names.length; i++) pairs.push([names[i], String(entry.fields[names[i]])]);
+    var summary = pairs.map(function (p) { return p[0] + "=" + p[1].replace(/\s+/g, " ").slice(0, 160); }).join("  ");
+    var details = el("details");
+    details.appendChild(el("summary", "mono small", summary.slice(0, 400)));
+    var dl = el("dl", "fields");
+    (entry.decoded || []).forEach(function (field) {
+      var dt = el("dt", "mono", field.name + " ");
+      dt.appendChild(el("span", "fmt fmt-" + String(field.format).replace(/[^a-z]/g, ""), field.format));
+      dl.appendChild(dt);
+      var dd = el("dd");
+      dd.appendChild(el("pre", "payload", pretty(field)));
+      if (field.truncated && typeof field.raw_url === "string" && /^\/[^/]/.test(field.raw_url)) {
+        var raw = el("a", "small", "Download the whole value");
+        raw.href = field.raw_url;
+        raw.setAttribute("download", "");
+        dd.appendChild(raw);
+      }
+      dl.appendChild(dd);
+    });
+    details.appendChild(dl);
+    var fieldsCell = el("td");
+    fieldsCell.appendChild(details);
+    tr.appendChild(fieldsCell);
+    rowData.set(tr, { id: entry.id, pairs: pairs });
+    applyFilter(tr);
+    return tr;
+  }
+
+  function gapRow(frame) {
+    var tr = el("tr", "row-warn tail-gap");
+    var td = el("td");
+    td.colSpan = 3;
+    var count = frame.count === null || frame.count === undefined ? "Older" : String(frame.count);
+    var why = frame.reason === "replay_limit" ? " (more than the replay limit)" : " (this page fell behind the stream)";
+    td.appendChild(document.createTextNode(count + " entries skipped" + why + ". "));
+    if (frame.resume_after) {
+      var a = el("a", null, "Show them on the stream page");
+      a.href = streamUrl + "?order=asc&after=" + encodeURIComponent(frame.resume_after);
+      td.appendChild(a);
+    }
+    tr.appendChild(td);
+    return tr;
+  }
+
+  function prepend(tr) {
+    rowsEl.insertBefore(tr, rowsEl.firstChild);
+  }
+
+  function trim() {
+    var cap = parseInt(capEl.value, 10) || 500;
+    while (rowsEl.rows.length > cap) rowsEl.deleteRow(rowsEl.rows.length - 1);
+    countEl.textContent = String(rowsEl.rows.length);
+  }
+
+  function addEntries(entries) {
+    var added = 0;
+    for (var i = 0; i < entries.length; i++) {
+      var entry = entries[i];
+      if (lastId && cmpId(entry.id, lastId) <= 0) continue; // already shown
+      prepend(entryRow(entry));
+      setLast(entry.id);
+      added++;
+    }
+    if (added) {
+      arrivals.push([Date.now(), added]);
+      trim();
+    }
+  }
+
+  // ------------------------------------------------------------------------ filter
+
+  function parseFilter(text) {
+    text = text.trim().toLowerCase();
+    if (!text) return null;
+    var eq = text.indexOf("=");
+    if (eq > 0) return { name: text.slice(0, eq).trim(), value: text.slice(eq + 1).trim() };
+    return { any: text };
+  }
+
+  function matches(data) {
+    if (!filter) return true;
+    if (filter.any !== undefined) {
+      if (data.id.indexOf(filter.any) >= 0) return true;
+      return data.pairs.some(function (p) {
+        return p[0].toLowerCase().indexOf(filter.any) >= 0 || p[1].toLowerCase().indexOf(filter.any) >= 0;
+      });
+    }
+    return data.pairs.some(function (p) {
+      return p[0].toLowerCase().indexOf(filter.name) >= 0 && p[1].toLowerCase().indexOf(filter.value) >= 0;
+    });
+  }
+
+  function applyFilter(tr) {
+    var data = rowData.get(tr);
+    if (data) tr.hidden = !matches(data);
+  }
+
+  filterEl.addEventListener("input", function () {
+    filter = parseFilter(filterEl.value);
+    for (var i = 0; i < rowsEl.rows.length; i++) applyFilter(rowsEl.rows[i]);
+  });
+  capEl.addEventListener("change", trim);
+
+  // ------------------------------------------------------------------------ rate
+
+  setInterval(function () {
+    var now = Date.now();
+    while (arrivals.length && arrivals[0][0] < now - RATE_WINDOW_MS) arrivals.shift();
+    var total = arrivals.reduce(function (sum, a) { return sum + a[1]; }, 0);
+    rateEl.textContent = (total / (RATE_WINDOW_MS / 1000)).toFixed(1);
+  }, 1000);
+
+  // ------------------------------------------------------------------------ websocket
+
+  function frameReceived(frame) {
+    switch (frame.type) {
+      case "entry":
+        addEntries([frame]);
+        break;
+      case "entries":
+        addEntries(frame.entries || []);
+        break;
+      case "skipped":
+        prepend(gapRow(frame));
+        trim();
+        break;
+      case "status":
+        if (frame.state === "live") {
+          attempt = 0;
+          if (frame.last_id && (!lastId || cmpId(frame.last_id, lastId) > 0)) setLast(frame.last_id);
+          setState("live", "live");
+        } else if (frame.state === "replaying") {
+          setState("replaying", "catching up…");
+        } else if (frame.state === "reconnecting") {
+          setState("reconnecting", "Redis unreachable, retrying…");
+        } else if (frame.state === "error") {
+          notice(String(frame.message || "The tail stopped."));
+        }
+        break;
+      case "changed":
+        notice(describe("Changed", frame, ["type", "conn", "key"]));
+        break;
+      case "job":
+        notice("Job " + frame.job + (frame.kind ? " (" + frame.kind + ")" : "") + ": " + frame.state +
+               (frame.total ? " " + frame.done + "/" + frame.total : "") + (frame.error ? " — " + frame.error : ""));
+        break;
+    }
+  }
+
+  function describe(prefix, frame, skip) {
+    var parts = [];
+    Object.keys(frame).forEach(function (k) {
+      if (skip.indexOf(k) < 0) parts.push(k + "=" + (typeof frame[k] === "object" ? JSON.stringify(frame[k]) : frame[k]));
+    });
+    return prefix + ": " + parts.join(", ");
+  }
+
+  function connect() {
+    clearTimeout(retryTimer);
+    retryTimer = null;
+    var url = (location.protocol === "https:" ? "wss://" : "ws://") + location.host + wsPath;
+    if (lastId) url += "?after=" + encodeURIComponent(lastId);
+    setState("connecting", "connecting…");
+    var ws = new WebSocket(url);
+    socket = ws;
+    ws.onmessage = function (event) {
+      if (ws !== socket) return;
+      var frame;
+      try {
+        frame = JSON.parse(event.data);
+      } catch (e) {
+        return;
+      }
+      frameReceived(frame);
+    };
+    ws.onclose = function (event) {
+      if (ws !== socket) return;
+      socket = null;
+      if (paused) return;
+      if (FINAL_CODES[event.code]) {
+        setState("closed", FINAL_CODES[event.code]);
+        if (event.code === 4401) notice("Your session ended.", { href: loginUrl + "?next=" + encodeURIComponent(location.pathname), text: "Log in again" });
+        return;
+      }
+      var delay = Math.min(15000, 500 * Math.pow(2, attempt)) * (0.75 + Math.random() / 2);
+      attempt++;
+      setState("reconnecting", "disconnected, retrying in " + Math.ceil(delay / 1000) + " s");
+      retryTimer = setTimeout(connect, delay);
+    };
+  }
+
+  pauseBtn.addEventListener("click", function () {
+    if (paused) {
+      paused = false;
+      connect(); // resumes after lastId: the server replays what arrived while paused
+    } else {
+      paused = true;
+      clearTimeout(retryTimer);
+      if (socket) {
+        var ws = socket;
+        socket = null;
+        ws.close(1000);
+      }
+      setState("paused", "paused");
+    }
+  });
+
+  connect();
+})();

@@ -1,0 +1,121 @@
+"""Alert webhooks: an alert's open and resolved transitions POSTed as JSON to its rule's URL.
+
+:func:`alerts_notify_on_commit` enqueues the Celery task ``alert_notify`` (in :mod:`streams_app.tasks`)
+once the transaction that changed the alerts commits; the task calls :func:`alert_deliver` and
+retries with exponential backoff (:func:`notify_backoff`) up to ``WEBHOOK_MAX_ATTEMPTS`` tries.
+Each try is one short POST (``WEBHOOK_TIMEOUT_S``, redirects not followed: a webhook that
+redirects is misconfigured, and following it would send the alert somewhere the admin did not name).
+Webhook URLs are set by admins and often carry a secret in their path (Slack, Teams...), so they are
+shown and audited by scheme and host only (:func:`webhook_display`).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+from django.core.cache import cache
+from django.db import transaction
+from django.utils import timezone
+
+from streams_app.models import Alert
+
+log = logging.getLogger(__name__)
+
+WEBHOOK_TIMEOUT_S = 5.0
+#: Deliveries are tried this many times in all (the first try and its retries).
+WEBHOOK_MAX_ATTEMPTS = 6
+_BACKOFF_BASE_S = 5
+_BACKOFF_MAX_S = 300
+
+
+def alerts_notify_on_commit(alert_ids: list[int]) -> None:
+    """Enqueue one delivery per alert after the current transaction commits."""
+    from streams_app import tasks
+
+    for alert_id in alert_ids:
+        transaction.on_commit(lambda i=alert_id: tasks.alert_notify.delay(i), robust=True)
+
+
+def notify_backoff(retries: int) -> int:
+    """Seconds before retry number ``retries + 1``: 5, 10, 20, 40... capped at five minutes."""
+    return min(_BACKOFF_MAX_S, _BACKOFF_BASE_S * 2**retries)
+
+
+def alert_payload(alert: Alert) -> dict[str, Any]:
+    """The JSON a webhook receives: the alert, its rule and its target, as text."""
+    rule = alert.rule
+    return {
+        "event": f"alert.{alert.state}",
+        "alert": {
+            "id": alert.pk,
+            "state": alert.state,
+            "connection": alert.connection,
+            "stream": alert.target_text,
+            "group": alert.target_group or None,
+            "consumer": alert.target_consumer or None,
+            "value": alert.last_value,
+            "message": alert.message,
+            "since": alert.since.isoformat() if alert.since else None,
+            "opened_at": alert.opened_at.isoformat(),
+            "resolved_at": alert.resolved_at.isoformat() if alert.resolved_at else None,
+        },
+        "rule": {
+            "id": rule.pk,
+            "name": rule.name,
+            "kind": rule.kind,
+            "threshold": rule.threshold,
+            "for_seconds": rule.for_seconds,
+        },
+    }
+
+
+def alert_deliver(*, alert_id: int) -> str:
+    """POST the alert's current state to its rule's webhook once: ``sent``, ``skipped`` or ``failed``.
+
+    Idempotent: the state last delivered is kept in ``notified_state``, so a repeated task (a retry, a
+    task for the open transition arriving after the alert already resolved) sends nothing twice. A
+    per-alert lock keeps two workers from posting the same transition at once.
+    """
+    lock = f"busconsole:alert-notify:{alert_id}"
+    if not cache.add(lock, "1", timeout=int(WEBHOOK_TIMEOUT_S) + 30):
+        return "failed"  # someone else is delivering it now: try again later
+    try:
+        alert = Alert.objects.select_related("rule").filter(pk=alert_id).first()
+        if alert is None or not alert.rule.webhook_url or alert.notified_state == alert.state:
+            return "skipped"
+        state = alert.state
+        Alert.objects.filter(pk=alert_id).update(notify_attempts=alert.notify_attempts + 1)
+        error = ""
+        try:
+            response = httpx.post(
+                alert.rule.webhook_url,
+                json=alert_payload(alert),
+                timeout=WEBHOOK_TIMEOUT_S,
+                follow_redirects=False,
+                headers={"User-Agent": "busconsole-alerts/1"},
+            )
+            if not response.is_success:
+                error = f"HTTP {response.status_code} from {webhook_display(alert.rule.webhook_url)}"
+        except httpx.HTTPError as exc:
+            error = f"{type(exc).__name__} posting to {webhook_display(alert.rule.webhook_url)}"
+        if error:
+            Alert.objects.filter(pk=alert_id).update(notify_error=error[:500])
+            log.warning("alert %s webhook failed: %s", alert_id, error)
+            return "failed"
+        Alert.objects.filter(pk=alert_id).update(notified_at=timezone.now(), notified_state=state, notify_error="")
+        return "sent"
+    finally:
+        cache.delete(lock)
+
+
+def webhook_display(url: str) -> str:
+    """A webhook URL safe to show: scheme and host only (paths and queries often carry the secret)."""
+    if not url:
+        return ""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    port = f":{parts.port}" if parts.port else ""
+    return f"{parts.scheme}://{host}{port}/…" if parts.path not in ("", "/") or parts.query else f"{parts.scheme}://{host}{port}/"

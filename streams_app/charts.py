@@ -1,0 +1,353 @@
+"""Server-rendered SVG charts: series of (time, value) points in, numbers for ``_chart.html`` out.
+
+No chart library and no JavaScript: a chart is a handful of numbers (a viewBox, a path string, tick
+positions) that Python computes from floats, and text labels that the template autoescapes. The
+path strings hold only numbers and the SVG path letters ``M``, ``L``, ``H``, ``V``, ``Z``, so nothing
+that came from Redis (stream keys, group names) can reach an attribute unescaped.
+
+Choices that make a chart readable at a glance:
+
+* the y axis starts at zero for non-negative metrics (lag, depth, rates): a line that hugs the
+  bottom means "nothing", not "the smallest value seen", and the top is a round number;
+* a missing sample (``None``) or a hole in time (the snapshot job was down) breaks the line instead
+  of drawing a straight segment across the outage;
+* more points than pixels are reduced per time bucket to the bucket's maximum, so a short spike
+  stays visible on the 24 h and 7 d views;
+* time ticks fall on round times (every 10 minutes, 3 hours, or day), in UTC like the rest of the UI.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Literal
+
+Point = tuple[datetime, float | None]
+Size = Literal["spark", "full"]
+Unit = Literal["count", "rate", "ms"]
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """A time range a chart can show, with how its time axis is labelled."""
+
+    name: str
+    seconds: int
+    tick_seconds: int
+    tick_format: str
+    label: str
+
+    @property
+    def delta(self) -> timedelta:
+        return timedelta(seconds=self.seconds)
+
+
+WINDOWS: dict[str, Window] = {
+    "1h": Window("1h", 3600, 600, "%H:%M", "1 hour"),
+    "24h": Window("24h", 86400, 3 * 3600, "%H:%M", "24 hours"),
+    "7d": Window("7d", 7 * 86400, 86400, "%a %d", "7 days"),
+}
+DEFAULT_WINDOW = "1h"
+
+
+def window_of(name: str | None) -> Window:
+    """The named window, or the default one for anything else (a query parameter is untrusted)."""
+    return WINDOWS.get(name or "", WINDOWS[DEFAULT_WINDOW])
+
+
+@dataclass(frozen=True, slots=True)
+class Geometry:
+    """The viewBox and the plot area inside it (room left for y labels, below for time labels)."""
+
+    width: int
+    height: int
+    left: int
+    right: int
+    top: int
+    bottom: int
+    max_points: int
+
+    @property
+    def plot_width(self) -> int:
+        return self.width - self.left - self.right
+
+    @property
+    def plot_height(self) -> int:
+        return self.height - self.top - self.bottom
+
+    @property
+    def plot_right(self) -> int:
+        return self.width - self.right
+
+    @property
+    def plot_bottom(self) -> int:
+        return self.height - self.bottom
+
+    @property
+    def middle_x(self) -> float:
+        return self.left + self.plot_width / 2
+
+    @property
+    def middle_y(self) -> float:
+        return self.top + self.plot_height / 2
+
+    @property
+    def label_y(self) -> int:
+        """Baseline of the time labels, under the plot."""
+        return self.height - 6
+
+
+GEOMETRY: dict[str, Geometry] = {
+    "spark": Geometry(width=120, height=28, left=1, right=3, top=3, bottom=2, max_points=60),
+    "full": Geometry(width=560, height=150, left=46, right=10, top=10, bottom=22, max_points=280),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Tick:
+    pos: float  # x for time ticks, y for value ticks, in viewBox units
+    label: str
+    anchor: str = "middle"  # SVG text-anchor: the last time label is right-aligned so it stays inside
+
+
+@dataclass(frozen=True, slots=True)
+class Chart:
+    """Everything ``_chart.html`` draws; ``empty`` charts show their ``empty_text`` instead."""
+
+    title: str
+    size: str
+    window: Window
+    geometry: Geometry
+    line_path: str = ""
+    area_path: str = ""
+    x_ticks: tuple[Tick, ...] = ()
+    y_ticks: tuple[Tick, ...] = ()
+    last_dot: tuple[float, float] | None = None
+    points: int = 0
+    min_label: str = ""
+    max_label: str = ""
+    last_label: str = ""
+    last_at: datetime | None = None
+    empty_text: str = ""
+    tone: str = "accent"
+
+    @property
+    def empty(self) -> bool:
+        return self.points == 0
+
+    @property
+    def summary(self) -> str:
+        """One sentence for screen readers and the SVG tooltip."""
+        if self.empty:
+            return f"{self.title}: {self.empty_text}"
+        return (
+            f"{self.title} over the last {self.window.label}: last {self.last_label}, "
+            f"max {self.max_label}, min {self.min_label}"
+        )
+
+
+# ------------------------------------------------------------------------------------ value labels
+
+
+def format_value(value: float | None, unit: Unit = "count") -> str:
+    """A value as a person reads it: ``1.2k``, ``3.5/s``, ``2m 5s``."""
+    if value is None:
+        return "—"
+    if unit == "ms":
+        return _format_duration_ms(value)
+    text = _compact(value)
+    return f"{text}/s" if unit == "rate" else text
+
+
+def _compact(value: float) -> str:
+    magnitude = abs(value)
+    for threshold, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if magnitude >= threshold:
+            return f"{value / threshold:.3g}{suffix}"
+    if value == int(value):
+        return str(int(value))
+    if magnitude >= 10:
+        return f"{value:.0f}"
+    return f"{value:.2g}" if magnitude < 1 else f"{value:.1f}"
+
+
+def _format_duration_ms(ms: float) -> str:
+    if ms < 1000:
+        return f"{ms:.0f} ms"
+    seconds = int(ms // 1000)
+    parts = []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        if seconds >= size:
+            parts.append(f"{seconds // size}{unit}")
+            seconds %= size
+    return " ".join(parts[:2])
+
+
+def nice_ceiling(value: float) -> float:
+    """The smallest of 1, 2, 2.5, 5 times a power of ten that is >= ``value`` (> 0)."""
+    if value <= 0:
+        return 1.0
+    exponent = math.floor(math.log10(value))
+    for step in (1, 2, 2.5, 5, 10):
+        candidate = step * 10.0**exponent
+        if candidate >= value * (1 - 1e-12):
+            return candidate
+    return 10.0 ** (exponent + 1)
+
+
+# ------------------------------------------------------------------------------------ the geometry
+
+
+def reduce_points(points: Sequence[Point], *, start: datetime, end: datetime, buckets: int) -> list[Point]:
+    """At most ``buckets`` points: each time bucket's maximum, at the time of its last point.
+
+    Only used when there are more points than the chart has room for. A bucket whose points are
+    all ``None`` yields ``None`` (a gap); an empty bucket yields nothing.
+    """
+    if len(points) <= buckets:
+        return list(points)
+    span = (end - start).total_seconds()
+    out: list[Point] = []
+    current: int | None = None
+    best: float | None = None
+    at: datetime | None = None
+    for t, v in points:
+        index = min(buckets - 1, max(0, int((t - start).total_seconds() / span * buckets)))
+        if index != current:
+            if current is not None and at is not None:
+                out.append((at, best))
+            current, best = index, None
+        at = t
+        if v is not None and (best is None or v > best):
+            best = v
+    if current is not None and at is not None:
+        out.append((at, best))
+    return out
+
+
+def gap_threshold(points: Sequence[Point]) -> float:
+    """Seconds between two samples beyond which the line breaks: three typical intervals.
+
+    The typical interval is the median spacing of the points themselves, so the rule holds whatever
+    resolution the series came from (10 s raw samples, 1-minute or 1-hour rollups).
+    """
+    spacings = sorted(
+        (b[0] - a[0]).total_seconds() for a, b in zip(points, points[1:], strict=False) if b[0] > a[0]
+    )
+    if not spacings:
+        return math.inf
+    return 3 * spacings[len(spacings) // 2]
+
+
+def _num(value: float) -> str:
+    """A coordinate as it goes into a path: one decimal, no ``-0.0``."""
+    text = f"{value:.1f}"
+    return "0.0" if text == "-0.0" else text
+
+
+def chart_build(
+    points: Sequence[Point],
+    *,
+    title: str,
+    window: Window,
+    end: datetime,
+    size: Size = "full",
+    unit: Unit = "count",
+    empty_text: str = "no samples in this window yet",
+    tone: str = "accent",
+) -> Chart:
+    """The chart of ``points`` (sorted by time) over ``window`` ending at ``end``."""
+    geo = GEOMETRY[size]
+    start = end - window.delta
+    inside = [(t, v) for t, v in points if start <= t <= end]
+    inside = reduce_points(inside, start=start, end=end, buckets=geo.max_points)
+    values = [v for _, v in inside if v is not None]
+    if not values:
+        return Chart(title=title, size=size, window=window, geometry=geo, empty_text=empty_text,
+                     x_ticks=_time_ticks(window, start, end, geo) if size == "full" else (), tone=tone)
+
+    lo = min(0.0, min(values))
+    hi = nice_ceiling(max(values)) if max(values) > 0 else 1.0
+    if hi <= lo:
+        hi = lo + 1.0
+    span_s = (end - start).total_seconds()
+
+    def x_of(t: datetime) -> float:
+        return geo.left + (t - start).total_seconds() / span_s * geo.plot_width
+
+    def y_of(v: float) -> float:
+        return geo.top + geo.plot_height - (v - lo) / (hi - lo) * geo.plot_height
+
+    base = y_of(max(lo, 0.0))
+    threshold = gap_threshold(inside)
+    segments: list[list[tuple[float, float]]] = []
+    current: list[tuple[float, float]] = []
+    previous: datetime | None = None
+    for t, v in inside:
+        if v is None:
+            if current:
+                segments.append(current)
+            current, previous = [], None
+            continue
+        if previous is not None and (t - previous).total_seconds() > threshold and current:
+            segments.append(current)
+            current = []
+        current.append((x_of(t), y_of(v)))
+        previous = t
+    if current:
+        segments.append(current)
+
+    line: list[str] = []
+    area: list[str] = []
+    for seg in segments:
+        (x0, y0), rest = seg[0], seg[1:]
+        line.append(f"M{_num(x0)},{_num(y0)}")
+        if rest:
+            line.extend(f"L{_num(x)},{_num(y)}" for x, y in rest)
+        else:
+            line.append("h0")  # a lone sample: a round-capped zero-length stroke draws a dot
+        area.append(f"M{_num(x0)},{_num(base)}")
+        area.extend(f"L{_num(x)},{_num(y)}" for x, y in seg)
+        area.append(f"L{_num(seg[-1][0])},{_num(base)}Z")
+
+    last_t, last_v = next((t, v) for t, v in reversed(inside) if v is not None)
+    y_ticks = ()
+    if size == "full":
+        y_ticks = tuple(Tick(pos=round(y_of(v), 1), label=format_value(v, unit)) for v in (lo, (lo + hi) / 2, hi))
+    return Chart(
+        title=title,
+        size=size,
+        window=window,
+        geometry=geo,
+        line_path=" ".join(line),
+        area_path=" ".join(area),
+        x_ticks=_time_ticks(window, start, end, geo) if size == "full" else (),
+        y_ticks=y_ticks,
+        last_dot=(round(x_of(last_t), 1), round(y_of(last_v), 1)),
+        points=len(values),
+        min_label=format_value(min(values), unit),
+        max_label=format_value(max(values), unit),
+        last_label=format_value(last_v, unit),
+        last_at=last_t,
+        empty_text=empty_text,
+        tone=tone,
+    )
+
+
+def _time_ticks(window: Window, start: datetime, end: datetime, geo: Geometry) -> tuple[Tick, ...]:
+    """Ticks on round UTC times inside (start, end]: the first multiple of the step after start."""
+    step = window.tick_seconds
+    start_s = start.timestamp()
+    first = math.floor(start_s / step) * step + step
+    span_s = (end - start).total_seconds()
+    ticks = []
+    t = first
+    while t <= end.timestamp():
+        x = geo.left + (t - start_s) / span_s * geo.plot_width
+        label = datetime.fromtimestamp(t, UTC).strftime(window.tick_format)
+        anchor = "end" if x > geo.plot_right - 16 else "start" if x < geo.left + 16 else "middle"
+        ticks.append(Tick(pos=round(x, 1), label=label, anchor=anchor))
+        t += step
+    return tuple(ticks)

@@ -1,0 +1,131 @@
+"""Websocket consumers: the live tail of one stream (SPEC section 4).
+
+``/ws/c/<conn>/streams/<key>/tail/?after=<id>`` sends JSON frames:
+
+- ``{"type": "entry", "id", "fields", "decoded"}``, or several as ``{"type": "entries", "entries": [...]}``
+  (the same entry JSON as the page and the API, from ``presenters.entry_json``);
+- ``{"type": "skipped", "count", "resume_after", "last_skipped"}``: entries in (resume_after,
+  last_skipped] were not sent because the client fell behind (``count`` is null when a replay was cut
+  at its limit and the older part was not counted);
+- ``{"type": "status", "state": "replaying" | "live" | "reconnecting" | "error", ...}``;
+- ``{"type": "changed", ...}`` (an operator action on the stream) and ``{"type": "job", ...}`` (progress
+  of a background job about it), relayed from the channel layer.
+
+Entries travel through the process's tail hub and this client's bounded queue, never through the
+channel layer (SPEC section 9: channels-redis drops or buffers without bound); the channel layer only
+carries the small control events. Close codes: 4401 anonymous, 4400 bad ``after``, 4404 unknown
+connection or not a stream, 4503 Redis unreachable (the page retries that one).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from urllib.parse import parse_qs, unquote_to_bytes
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+
+from streams_app.auth import Role, role_of
+from streams_app.live.groups import stream_group
+from streams_app.live.hub import Subscription, get_hub
+from streams_app.redis_ops.errors import OpsError
+
+log = logging.getLogger(__name__)
+
+# The key is taken from the path as the client sent it: servers decode %2F into "/" in scope["path"].
+_RAW_TAIL_PATH = re.compile(rb"/ws/c/[A-Za-z0-9_.-]+/streams/([^/]+)/tail/?")
+_CLOSE_CODES = {"bad_request": 4400, "not_found": 4404, "unreachable": 4503}
+
+
+def tail_key(scope: dict) -> bytes:
+    """The stream key of a tail URL, exactly as percent-encoded by the client (any bytes)."""
+    raw = (scope.get("raw_path") or b"").split(b"?", 1)[0]
+    root = (scope.get("root_path") or "").encode()
+    if root and raw.startswith(root):
+        raw = raw[len(root) :]
+    match = _RAW_TAIL_PATH.fullmatch(raw)
+    if match:
+        return unquote_to_bytes(match.group(1))
+    # No raw path (an in-process test communicator): the decoded path is exact for UTF-8 keys.
+    return scope["url_route"]["kwargs"]["key"].encode("utf-8", "surrogateescape")
+
+
+@database_sync_to_async
+def _may_read(user: object) -> bool:
+    return role_of(user) >= Role.VIEWER
+
+
+class TailConsumer(AsyncJsonWebsocketConsumer):
+    """One browser tab watching one stream."""
+
+    sub: Subscription | None = None
+    pump_task: asyncio.Task[None] | None = None
+    group: str | None = None
+
+    async def connect(self) -> None:
+        # Accept first so the close code reaches the client (a refused handshake is a bare 403).
+        await self.accept()
+        if not await _may_read(self.scope.get("user")):
+            await self.close(code=4401)
+            return
+        conn = self.scope["url_route"]["kwargs"]["conn"]
+        key = tail_key(self.scope)
+        after = parse_qs(self.scope.get("query_string", b"").decode("latin-1")).get("after", [None])[0] or None
+        try:
+            self.sub = await get_hub().subscribe(conn, key, after=after)
+        except OpsError as exc:
+            await self.send_json({"type": "status", "state": "error", "code": exc.code, "message": exc.message})
+            await self.close(code=_CLOSE_CODES.get(exc.code, 4500))
+            return
+        self.pump_task = asyncio.get_running_loop().create_task(self._pump(self.sub))
+        self.group = stream_group(conn, key)
+        try:
+            await self.channel_layer.group_add(self.group, self.channel_name)
+        except Exception as exc:  # noqa: BLE001 - the tail works without operator-action events
+            log.warning("tail: channel layer unavailable, no live action events: %s", exc)
+            self.group = None
+
+    async def _pump(self, sub: Subscription) -> None:
+        try:
+            code = await sub.pump(self.send_text)
+        except asyncio.CancelledError:
+            raise
+        except OpsError as exc:  # the replay could not be read
+            code = _CLOSE_CODES.get(exc.code, 4500)
+            await self.send_json({"type": "status", "state": "error", "code": exc.code, "message": exc.message})
+        except OSError as exc:  # the client went away mid-send (uvicorn's ClientDisconnected)
+            log.debug("tail: send failed: %s", exc)
+            return
+        except Exception:
+            log.exception("tail: pump failed")
+            code = 4500
+        await self.close(code=code)
+
+    async def send_text(self, text: str) -> None:
+        await self.send(text_data=text)
+
+    async def receive_json(self, content: object, **kwargs: object) -> None:
+        """Nothing to receive: pausing is closing, resuming is reconnecting with ``after``."""
+
+    async def disconnect(self, code: int) -> None:
+        if self.sub is not None:
+            get_hub().unsubscribe(self.sub)
+        if self.pump_task is not None:
+            self.pump_task.cancel()
+        if self.group is not None:
+            try:
+                await self.channel_layer.group_discard(self.group, self.channel_name)
+            except Exception as exc:  # noqa: BLE001 - the group entry expires on its own
+                log.debug("tail: group_discard failed: %s", exc)
+
+    # Channel-layer events (small, from streams_app.live.broadcast); queued ahead of entries.
+
+    async def stream_changed(self, event: dict) -> None:
+        if self.sub is not None:
+            self.sub.post({"type": "changed", **event.get("info", {}), "conn": event.get("conn"), "key": event.get("key")})
+
+    async def job_progress(self, event: dict) -> None:
+        if self.sub is not None:
+            self.sub.post({"type": "job", **{k: v for k, v in event.items() if k != "type"}})

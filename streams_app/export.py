@@ -1,0 +1,485 @@
+"""Export the bus's history to the Parquet lake: incremental, bounded, crash-safe (issue 7).
+
+Redis keeps what a stream's MAXLEN allows; the lake (:mod:`pipeline.lake`) keeps everything the
+exporter saw, for the Spark jobs. For every stream of every connection (``SCAN ... TYPE stream``):
+
+* **Incremental.** :class:`~streams_app.models.ExportCheckpoint` holds the last exported ID; a run reads
+  from just after it with ``XRANGE (<last> + COUNT n``. A stream whose newest ID is not past its
+  checkpoint costs no XRANGE at all.
+* **Bounded memory.** ``COUNT`` adapts so one reply stays near :data:`REPLY_BYTES`, and a *chunk* (the
+  replies written to one set of files) stops at ``chunk_rows`` entries or :data:`CHUNK_BYTES`, whatever
+  the stream's length or entry size.
+* **Crash-safe, exactly once.** Per chunk: (1) record the files about to be written in the checkpoint's
+  ``pending``, (2) write each file to a temp name and rename it (:meth:`pipeline.lake.Lake.write`),
+  (3) move ``last_id`` and clear ``pending`` in one UPDATE. A run killed after (1) leaves ``pending`` set;
+  the next run deletes those files first, then exports from ``last_id`` again. File names are the
+  chunk's ID range per day, so the redo writes the same names when the stream did not grow meanwhile,
+  and removes the stale ones when it did: either way every entry is in exactly one file.
+* Two exporters must not interleave on one stream, so whole runs take :class:`PipelineLock`.
+
+Beside the raw entries (``entries``), ``eventbus:metrics`` is also written with typed columns
+(``metrics``) and every DLQ the console recognises (:func:`conventions.detect_dlq`, all conventions) with
+its parsed facts (``dlq``), in the same chunk and under the same checkpoint. The metric snapshot tables
+(``StreamSample``, ``GroupSample``, ``DlqSample``) are exported by time, per resolution, once rows can no
+longer change (:data:`SETTLE_S`).
+
+This module reads Redis through :func:`redis_ops.client.get_client` like the access layer does (raw
+XRANGE replies, errors translated per connection); it never runs ``XRANGE - +`` without ``COUNT``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import pyarrow as pa
+import redis
+from django.conf import settings
+from django.db.models import Model, Q
+from django.utils import timezone
+
+from eventbus.keys import METRICS_STREAM
+from pipeline import convert, lake
+from streams_app.models import DlqSample, ExportCheckpoint, GroupSample, StreamSample
+from streams_app.redis_ops import conventions, reads
+from streams_app.redis_ops.client import connections, get_client
+from streams_app.redis_ops.decoding import display_text
+from streams_app.redis_ops.errors import OpsError, Unreachable, translated
+from streams_app.redis_ops.ids import parse_id, parse_position
+
+log = logging.getLogger(__name__)
+
+FIRST_COUNT = 500
+"""XRANGE COUNT of a stream's first reply, before its entry size is known."""
+MAX_COUNT = 20_000
+REPLY_BYTES = 8 * 1024 * 1024
+"""COUNT is adapted so one XRANGE reply is about this big (Arrow bytes)."""
+CHUNK_ROWS = 250_000
+CHUNK_BYTES = 128 * 1024 * 1024
+SAMPLE_BATCH = 50_000
+SETTLE_S = {"raw": 60, "1m": 180, "1h": 3900}
+"""A snapshot row is exported once its ``at`` is this old: raw rows are written once per tick, rollup
+rows are rewritten while their minute or hour is open."""
+LOCK_NAME = "busconsole:pipeline-lock"
+LOCK_TIMEOUT_S = 600
+
+_METRICS_KEY = METRICS_STREAM.encode()
+
+
+@dataclass
+class ExportStats:
+    streams: int = 0
+    entries: int = 0
+    files: int = 0
+    metrics: int = 0
+    dead_letters: int = 0
+    samples: int = 0
+    failed: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+ProgressFn = Callable[[ExportStats], None]
+WrittenFn = Callable[[list[str]], None]
+"""Called with a chunk's files after they are written and before the checkpoint moves: the moment a
+crash is most dangerous, which is what the tests simulate by raising there."""
+
+
+class ExportBusy(Exception):
+    """Another export or pipeline run holds the lock."""
+
+
+class PipelineLock:
+    """The one-run-at-a-time lock of export and pipeline runs, in the console's Redis.
+
+    It expires :data:`LOCK_TIMEOUT_S` after its holder stopped renewing it (a killed run frees it
+    by itself); holders renew after every chunk and every Spark job.
+    """
+
+    def __init__(self) -> None:
+        client = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=5, socket_connect_timeout=2)
+        self._lock = client.lock(LOCK_NAME, timeout=LOCK_TIMEOUT_S, blocking=False, thread_local=False)
+
+    def acquire(self) -> None:
+        if not self._lock.acquire(blocking=False):
+            raise ExportBusy("another export or pipeline run is in progress")
+
+    def renew(self) -> None:
+        try:
+            self._lock.reacquire()
+        except redis.exceptions.LockError as exc:
+            raise ExportBusy("the pipeline lock expired and may be held by another run") from exc
+
+    def release(self) -> None:
+        with contextlib.suppress(redis.exceptions.LockError):
+            self._lock.release()
+
+
+@contextmanager
+def pipeline_lock() -> Iterator[PipelineLock]:
+    lock = PipelineLock()
+    lock.acquire()
+    try:
+        yield lock
+    finally:
+        lock.release()
+
+
+def key_hash(key: bytes) -> str:
+    return hashlib.sha256(key).hexdigest()
+
+
+def since_id(value: str) -> str:
+    """``--since`` (an entry ID, a bare ms time or an ISO-8601 time) as the first ID to export."""
+    position = parse_position(value, what="since")
+    return f"{position.ms}-{position.seq or 0}"
+
+
+# ------------------------------------------------------------------------------------------- runs
+
+
+def export_run(
+    *,
+    conns: Sequence[str] | None = None,
+    match: bytes = b"*",
+    since: str | None = None,
+    lake_uri: str | None = None,
+    tables: bool = True,
+    chunk_rows: int = CHUNK_ROWS,
+    now: datetime | None = None,
+    on_progress: ProgressFn | None = None,
+    on_written: WrittenFn | None = None,
+) -> ExportStats:
+    """Export new entries of every stream matching ``match`` on ``conns`` (all connections by default),
+    then the snapshot tables. Take :func:`pipeline_lock` around it when other runs may start."""
+    started = time.monotonic()
+    target = lake.Lake(lake_uri or settings.BUSCONSOLE_LAKE)
+    stats = ExportStats()
+    first = since_id(since) if since else None
+    for conn in conns or [c.name for c in connections()]:
+        try:
+            keys = _stream_keys(conn, match)
+        except OpsError as exc:
+            stats.failed.append(f"{conn}: {exc.message}")
+            continue
+        for key, last_id in keys:
+            try:
+                _export_stream(
+                    target, conn, key, newest=last_id, since=first, chunk_rows=chunk_rows, stats=stats,
+                    on_progress=on_progress, on_written=on_written,
+                )
+            except Unreachable as exc:
+                stats.failed.append(f"{conn}: {exc.message}")
+                break
+            except (OpsError, pa.ArrowException) as exc:
+                message = exc.message if isinstance(exc, OpsError) else str(exc)
+                stats.failed.append(f"{conn} {display_text(key)}: {message}")
+                log.warning("export of %s %r failed: %s", conn, key, message)
+            stats.streams += 1
+    if tables:
+        since_ms = parse_id(first).ms if first else 0
+        export_tables(target, now=now or timezone.now(), since_ms=since_ms, stats=stats, on_written=on_written)
+    stats.seconds = round(time.monotonic() - started, 3)
+    if on_progress:
+        on_progress(stats)
+    return stats
+
+
+def _stream_keys(conn: str, match: bytes) -> list[tuple[bytes, str | None]]:
+    """Every stream matching ``match`` with its newest ID, by SCAN pages (no KEYS)."""
+    out: list[tuple[bytes, str | None]] = []
+    cursor = 0
+    while True:
+        page = reads.streams_scan(conn, match=match, cursor=cursor, count=reads.MAX_PAGE)
+        out += [(s.key, s.last_id) for s in page.streams]
+        cursor = page.next_cursor
+        if cursor == 0:
+            return out
+
+
+def _checkpoint(conn: str, kind: str, key: bytes) -> ExportCheckpoint:
+    checkpoint, _ = ExportCheckpoint.objects.get_or_create(
+        connection=conn, kind=kind, key_hash=key_hash(key),
+        defaults={"key": key, "key_text": display_text(key)[:1000]},
+    )
+    return checkpoint
+
+
+def _clear_pending(target: lake.Lake, checkpoint: ExportCheckpoint) -> None:
+    """Delete the files of a chunk that never reached its checkpoint (a crashed run)."""
+    if not checkpoint.pending:
+        return
+    log.warning("export of %s: removing %d files of an unfinished chunk", checkpoint, len(checkpoint.pending))
+    for path in checkpoint.pending:
+        target.delete(path)
+    checkpoint.pending = []
+    checkpoint.save(update_fields=["pending", "updated_at"])
+
+
+# ------------------------------------------------------------------------------------------ streams
+
+
+def _export_stream(
+    target: lake.Lake,
+    conn: str,
+    key: bytes,
+    *,
+    newest: str | None,
+    since: str | None,
+    chunk_rows: int,
+    stats: ExportStats,
+    on_progress: ProgressFn | None,
+    on_written: WrittenFn | None,
+) -> None:
+    checkpoint = _checkpoint(conn, ExportCheckpoint.Kind.STREAM, key)
+    _clear_pending(target, checkpoint)
+    start = f"({checkpoint.last_id}" if checkpoint.last_id else "-"
+    if since and (not checkpoint.last_id or parse_id(since) > parse_id(checkpoint.last_id)):
+        start = since
+    if newest is None or (checkpoint.last_id and parse_id(newest) <= parse_id(checkpoint.last_id)):
+        return  # empty, or nothing new since the last run
+    text = display_text(key)
+    is_metrics = key == _METRICS_KEY
+    is_dlq = conventions.detect_dlq(key) is not None
+    client = get_client(conn)
+    count = FIRST_COUNT
+    exhausted = False
+    while not exhausted:
+        pieces: list[pa.Table] = []
+        metrics: list[pa.Table] = []
+        dead: list[pa.Table] = []
+        rows = size = 0
+        while rows < chunk_rows and size < CHUNK_BYTES:
+            asked = min(count, chunk_rows - rows)
+            with translated(conn):
+                reply = client.execute_command("XRANGE", key, start, "+", "COUNT", asked)
+            if not reply:
+                exhausted = True
+                break
+            table = convert.entries_table(conn, key, text, reply)
+            pieces.append(table)
+            if is_metrics:
+                metrics.append(convert.metrics_table(conn, reply))
+            if is_dlq:
+                dead.append(_dlq_table(conn, key, text, reply))
+            rows += len(reply)
+            size += table.nbytes
+            start = "(" + reply[-1][0].decode()
+            count = max(1, min(MAX_COUNT, int(REPLY_BYTES * len(reply) / max(table.nbytes, 1))))
+            if len(reply) < asked:
+                exhausted = True
+                break
+        if not pieces:
+            return
+        files = _chunk_files(lake.ENTRIES, conn, key, pieces)
+        files += _chunk_files(lake.METRICS, conn, None, metrics)
+        files += _chunk_files(lake.DLQ, conn, key, dead)
+        _commit_chunk(target, checkpoint, files, last_id=start[1:], rows=rows, on_written=on_written)
+        stats.entries += rows
+        stats.files += len(files)
+        stats.metrics += sum(t.num_rows for t in metrics)
+        stats.dead_letters += sum(t.num_rows for t in dead)
+        if on_progress:
+            on_progress(stats)
+
+
+def _chunk_files(dataset: str, conn: str, key: bytes | None, pieces: list[pa.Table]) -> list[tuple[str, pa.Table]]:
+    if not pieces:
+        return []
+    out = []
+    for day, part in convert.split_by_day(pa.concat_tables(pieces)):
+        ids = part.column("entry_id")
+        out.append((lake.entry_file(dataset, conn, key, day, ids[0].as_py(), ids[-1].as_py()), part))
+    return out
+
+
+def _commit_chunk(
+    target: lake.Lake,
+    checkpoint: ExportCheckpoint,
+    files: list[tuple[str, pa.Table]],
+    *,
+    last_id: str,
+    rows: int,
+    on_written: WrittenFn | None,
+) -> None:
+    """Intent, files, checkpoint: the three steps that make a chunk land exactly once."""
+    paths = [path for path, _ in files]
+    checkpoint.pending = paths
+    checkpoint.save(update_fields=["pending", "updated_at"])
+    for path, table in files:
+        target.write(table, path)
+    if on_written:
+        on_written(paths)
+    checkpoint.last_id = last_id
+    checkpoint.exported += rows
+    checkpoint.pending = []
+    checkpoint.save(update_fields=["last_id", "exported", "pending", "updated_at"])
+
+
+def _dlq_table(conn: str, key: bytes, key_text: str, reply: convert.Reply) -> pa.Table:
+    """DLQ entries parsed by the console's conventions (one Python call per entry: DLQs are small)."""
+    cols: dict[str, list[Any]] = {name: [] for name in lake.DLQ_SCHEMA.names}
+    for raw_id, flat in reply:
+        entry_id = raw_id.decode()
+        pairs = list(zip(flat[0::2], flat[1::2], strict=True))
+        entry = conventions.parse_dlq_entry(key, entry_id, pairs)
+        ms = parse_id(entry_id).ms
+        cols["entry_id"].append(entry_id)
+        cols["ms"].append(ms)
+        cols["convention"].append(entry.convention)
+        cols["stream"].append(entry.original_stream)
+        cols["stream_text"].append(display_text(entry.original_stream) if entry.original_stream else None)
+        cols["original_id"].append(entry.original_id)
+        cols["group"].append(entry.group)
+        cols["error"].append(entry.error)
+        cols["retries"].append(entry.retries if entry.retries is None or abs(entry.retries) < 2**62 else None)
+        cols["failed_ms"].append(entry.failed_at_ms)
+    n = len(reply)
+    ms_array = pa.array(cols["ms"], pa.int64())
+    cols.update(
+        conn=[conn] * n,
+        dlq=[key] * n,
+        dlq_text=[key_text] * n,
+        ts=ms_array.cast(lake.TS),
+        date=pa.array([m // 86_400_000 for m in cols["ms"]], pa.int32()).view(pa.date32()),
+        failed_at=pa.array(cols["failed_ms"], pa.int64()).cast(lake.TS),
+    )
+    return pa.table([cols[name] for name in lake.DLQ_SCHEMA.names], schema=lake.DLQ_SCHEMA)
+
+
+# ----------------------------------------------------------------------------------- snapshot tables
+
+
+def _stream_sample_rows(rows: list[dict[str, Any]]) -> dict[str, list[Any]]:
+    return {
+        "stream": [bytes(r["stream__key"]) for r in rows],
+        "stream_text": [r["stream__key_text"] for r in rows],
+        "conn": [r["stream__connection"] for r in rows],
+        "length": [r["length"] for r in rows],
+        "added": [r["added"] for r in rows],
+        "rate_per_s": [r["rate_per_s"] for r in rows],
+    }
+
+
+def _group_sample_rows(rows: list[dict[str, Any]]) -> dict[str, list[Any]]:
+    return {
+        "stream": [bytes(r["group__stream__key"]) for r in rows],
+        "stream_text": [r["group__stream__key_text"] for r in rows],
+        "conn": [r["group__stream__connection"] for r in rows],
+        "group": [bytes(r["group__name"]) for r in rows],
+        "group_text": [r["group__name_text"] for r in rows],
+        "lag": [r["lag"] for r in rows],
+        "pending": [r["pending"] for r in rows],
+        "oldest_pending_idle_ms": [r["oldest_pending_idle_ms"] for r in rows],
+    }
+
+
+def _dlq_sample_rows(rows: list[dict[str, Any]]) -> dict[str, list[Any]]:
+    return {
+        "stream": [bytes(r["stream__key"]) for r in rows],
+        "stream_text": [r["stream__key_text"] for r in rows],
+        "conn": [r["stream__connection"] for r in rows],
+        "depth": [r["depth"] for r in rows],
+    }
+
+
+_STREAM_COLS = ("stream__key", "stream__key_text", "stream__connection")
+_TABLES: tuple[tuple[str, type[Model], tuple[str, ...], Callable[[list[dict[str, Any]]], dict[str, list[Any]]]], ...] = (
+    (lake.STREAM_SAMPLES, StreamSample, (*_STREAM_COLS, "length", "added", "rate_per_s"), _stream_sample_rows),
+    (
+        lake.GROUP_SAMPLES,
+        GroupSample,
+        (
+            "group__stream__key", "group__stream__key_text", "group__stream__connection", "group__name",
+            "group__name_text", "lag", "pending", "oldest_pending_idle_ms",
+        ),
+        _group_sample_rows,
+    ),
+    (lake.DLQ_SAMPLES, DlqSample, (*_STREAM_COLS, "depth"), _dlq_sample_rows),
+)
+
+
+def export_tables(
+    target: lake.Lake, *, now: datetime, since_ms: int = 0, stats: ExportStats, on_written: WrittenFn | None = None
+) -> None:
+    """Export snapshot rows whose ``at`` is past the checkpoint and settled (:data:`SETTLE_S`).
+
+    Rows are read in keyset pages of (at, id), so memory stays bounded. The checkpoint of a table and
+    resolution holds the ``at`` (ms) exported up to; a crash leaves the run's files in ``pending``.
+    """
+    now_ms = lake.utc_ms(now)
+    for dataset, model, columns, shape in _TABLES:
+        for resolution, settle in SETTLE_S.items():
+            name = f"{dataset}:{resolution}".encode()
+            checkpoint = _checkpoint("", ExportCheckpoint.Kind.TABLE, name)
+            _clear_pending(target, checkpoint)
+            from_ms = max(int(checkpoint.last_id or 0), since_ms)
+            to_ms = now_ms - settle * 1000
+            if to_ms <= from_ms:
+                continue
+            written = _export_table_range(
+                target, checkpoint, dataset, model, columns, shape, resolution, from_ms, to_ms, stats
+            )
+            if on_written and written:
+                on_written(written)
+            checkpoint.last_id = str(to_ms)
+            checkpoint.pending = []
+            checkpoint.save(update_fields=["last_id", "exported", "pending", "updated_at"])
+
+
+def _export_table_range(
+    target: lake.Lake,
+    checkpoint: ExportCheckpoint,
+    dataset: str,
+    model: type[Model],
+    columns: tuple[str, ...],
+    shape: Callable[[list[dict[str, Any]]], dict[str, list[Any]]],
+    resolution: str,
+    from_ms: int,
+    to_ms: int,
+    stats: ExportStats,
+) -> list[str]:
+    schema = lake.SCHEMAS[dataset]
+    low, high = _aware(from_ms), _aware(to_ms)
+    base = model.objects.filter(resolution=resolution, at__gt=low, at__lte=high).order_by("at", "pk")
+    after: tuple[datetime, int] | None = None
+    written: list[str] = []
+    number = 0
+    while True:
+        page = base if after is None else base.filter(Q(at__gt=after[0]) | Q(at=after[0], pk__gt=after[1]))
+        rows = list(page.values("pk", "at", *columns)[:SAMPLE_BATCH])
+        if not rows:
+            return written
+        after = (rows[-1]["at"], rows[-1]["pk"])
+        cols = shape(rows)
+        ats = [lake.utc_ms(r["at"]) for r in rows]
+        cols.update(
+            id=[r["pk"] for r in rows],
+            at=pa.array([r["at"] for r in rows], lake.TS_US),
+            date=pa.array([ms // 86_400_000 for ms in ats], pa.int32()).view(pa.date32()),
+            resolution=[resolution] * len(rows),
+        )
+        table = pa.table([cols[name] for name in schema.names], schema=schema)
+        for day, part in convert.split_by_day(table):
+            number += 1
+            path = lake.sample_file(dataset, day, resolution, from_ms, to_ms, number)
+            checkpoint.pending = [*written, path]
+            checkpoint.save(update_fields=["pending", "updated_at"])
+            target.write(part, path)
+            written.append(path)
+            stats.files += 1
+        checkpoint.exported += len(rows)
+        stats.samples += len(rows)
+
+
+def _aware(ms: int) -> datetime:
+    return datetime.fromtimestamp(ms / 1000, tz=UTC)

@@ -1,0 +1,70 @@
+"""Tell open tail pages that something happened to their stream, from sync code (views, Celery tasks).
+
+Only small events travel the channel layer (SPEC section 9): an operator action (``stream_changed``:
+requeue, claim, ack, rewind...) or a job's progress (``job_progress``). A broadcast is a courtesy to
+watchers, never part of the action: failures (channel-layer Redis down, called from inside an event
+loop) are logged and swallowed, so a requeue never fails because a notification could not be sent.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+
+from streams_app.live.groups import job_group, stream_group
+from streams_app.redis_ops.decoding import display_text
+
+log = logging.getLogger(__name__)
+
+#: An event bigger than this (as JSON) is cut to its keys: watchers refetch details if they need them.
+MAX_EVENT_BYTES = 8 * 1024
+
+
+def stream_changed(conn: str, key: bytes, **info: Any) -> None:
+    """Broadcast ``{"type": "changed", "conn", "key", **info}`` to the open tails of ``key``.
+
+    e.g. ``stream_changed("default", b"orders:dlq", action="requeue", count=3, user="otto")``.
+    """
+    event = {"type": "stream.changed", "conn": conn, "key": display_text(key), "info": _small(info)}
+    _send(stream_group(conn, key), event)
+
+
+def job_progress(
+    job_id: str | int,
+    *,
+    state: str,
+    done: int = 0,
+    total: int | None = None,
+    error: str | None = None,
+    kind: str | None = None,
+    conn: str | None = None,
+    key: bytes | None = None,
+) -> None:
+    """Broadcast a job's progress to its watchers and, given ``conn`` and ``key``, to that stream's tails."""
+    event = {"type": "job.progress", "job": str(job_id), "kind": kind, "state": state, "done": done,
+             "total": total, "error": (error or "")[:500] or None}
+    _send(job_group(job_id), event)
+    if conn is not None and key is not None:
+        _send(stream_group(conn, key), {**event, "conn": conn, "key": display_text(key)})
+
+
+def _small(info: dict[str, Any]) -> dict[str, Any]:
+    """JSON-able (bytes shown as text) and bounded in size."""
+    text = json.dumps(info, default=lambda v: display_text(v) if isinstance(v, bytes) else str(v))
+    if len(text) > MAX_EVENT_BYTES:
+        return {"truncated": True, "fields": sorted(str(k) for k in info)[:50]}
+    return json.loads(text)
+
+
+def _send(group: str, event: dict[str, Any]) -> None:
+    try:
+        layer = get_channel_layer()
+        if layer is None:
+            return
+        async_to_sync(layer.group_send)(group, event)
+    except Exception as exc:  # noqa: BLE001 - see the module docstring: never fail the caller
+        log.warning("broadcast to %s failed: %s", group, exc)

@@ -1,0 +1,113 @@
+"""Alert rules and the alerts they raise (issue 6).
+
+A rule names a condition over the metadata mirror and the metric snapshots (see
+:mod:`streams_app.alerts` for how each kind is evaluated), which connections, streams and groups it
+watches (globs), and optionally a webhook to tell. An alert is one rule firing for one target (a
+stream, a group or a consumer): it is ``open`` while the condition holds and ``resolved`` after, and
+is never reopened; the next breach opens a new row, so the table is the history of incidents.
+
+Targets are kept by value (connection, key bytes, group and consumer names) rather than by foreign
+key to the mirror: an alert about a stream that has since been deleted must still read correctly.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+from streams_app import links
+
+__all__ = ["Alert", "AlertRule"]
+
+
+class AlertRule(models.Model):
+    """A condition the console checks after every metric snapshot. Edited by admins, audited."""
+
+    class Kind(models.TextChoices):
+        GROUP_LAG_ABOVE = "group_lag_above", "group lag above N for T"
+        OLDEST_PENDING_ABOVE = "oldest_pending_above", "oldest pending entry idle longer than T"
+        DLQ_GROWTH = "dlq_growth", "DLQ depth grew by N within T"
+        CONSUMER_INACTIVE = "consumer_inactive", "consumer inactive for T"
+        STREAM_SILENT = "stream_silent", "stream that usually receives entries silent for T"
+
+    name = models.CharField(max_length=100)
+    kind = models.CharField(max_length=32, choices=Kind.choices)
+    connection = models.CharField(max_length=100, blank=True, help_text="Blank: every connection.")
+    stream_glob = models.CharField(max_length=255, default="*", help_text="Stream keys to watch (glob).")
+    group_glob = models.CharField(
+        max_length=255, default="*", blank=True, help_text="Groups to watch (glob; group and consumer rules)."
+    )
+    threshold = models.FloatField(default=0, help_text="N: entries of lag, or entries of DLQ growth.")
+    for_seconds = models.PositiveIntegerField(default=300, help_text="T, in seconds.")
+    enabled = models.BooleanField(default=True)
+    webhook_url = models.URLField(max_length=500, blank=True, help_text="POSTed as JSON on open and resolve.")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="alert_rules"
+    )
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name", "pk"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.kind})"
+
+
+class Alert(models.Model):
+    """One rule firing for one target, from the tick it opened to the tick it resolved."""
+
+    class State(models.TextChoices):
+        OPEN = "open", "open"
+        RESOLVED = "resolved", "resolved"
+
+    rule = models.ForeignKey(AlertRule, on_delete=models.CASCADE, related_name="alerts")
+    connection = models.CharField(max_length=100)
+    target_key = models.BinaryField(help_text="The stream key's raw bytes.")
+    key_hash = models.CharField(max_length=64, help_text="SHA-256 hex of the key: finds a page's alerts.")
+    target_text = models.TextField(help_text="The stream key as text (non-UTF-8 bytes as \\xNN).")
+    target_group = models.TextField(blank=True, help_text="The group name as text.")
+    target_group_name = models.BinaryField(null=True, blank=True, help_text="The group name's raw bytes.")
+    target_consumer = models.TextField(blank=True)
+    target_hash = models.CharField(
+        max_length=64, editable=False, help_text="SHA-256 of the target, for the one-open-alert constraint."
+    )
+    state = models.CharField(max_length=16, choices=State.choices, default=State.OPEN, db_index=True)
+    since = models.DateTimeField(null=True, blank=True, help_text="When the condition began to hold.")
+    opened_at = models.DateTimeField(default=timezone.now, db_index=True)
+    resolved_at = models.DateTimeField(null=True, blank=True)
+    last_value = models.FloatField(null=True, blank=True)
+    message = models.TextField(blank=True)
+    notified_at = models.DateTimeField(null=True, blank=True)
+    notified_state = models.CharField(max_length=16, blank=True, help_text="The state last delivered.")
+    notify_attempts = models.PositiveIntegerField(default=0)
+    notify_error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-opened_at", "-pk"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["rule", "target_hash"],
+                condition=models.Q(state="open"),
+                name="alert_one_open_per_rule_target",
+            )
+        ]
+        indexes = [models.Index(fields=["connection", "key_hash", "state"], name="alert_page_state")]
+
+    def __str__(self) -> str:
+        return f"{self.rule.name}: {self.target_text} ({self.state})"
+
+    @property
+    def is_open(self) -> bool:
+        return self.state == self.State.OPEN
+
+    @property
+    def target_url(self) -> str:
+        """The page of what the alert is about: the group's page, else the stream's (or DLQ's)."""
+        key = bytes(self.target_key)
+        if self.target_group_name is not None:
+            return links.group_url(self.connection, key, bytes(self.target_group_name))
+        if self.rule.kind == AlertRule.Kind.DLQ_GROWTH:
+            return links.dlq_url(self.connection, key)
+        return links.stream_url(self.connection, key)

@@ -1,0 +1,248 @@
+"""The metadata mirror and the metric snapshots (issue 6).
+
+Redis answers "what is there now"; these tables answer "since when" and "how fast":
+
+- the *mirror* (:class:`StreamMirror`, :class:`GroupMirror`, :class:`ConsumerMirror`) holds the last known
+  facts of every stream, group and consumer of every connection, kept by a beat task
+  (:func:`streams_app.snapshots.mirror_sync`). Rows of vanished things are marked ``deleted_at`` rather than
+  forgotten, so their history stays reachable and a key that comes back keeps its row. The streams page
+  filters, sorts and pages over it on servers with more streams than a SCAN page can sort.
+- the *samples* (:class:`StreamSample`, :class:`GroupSample`, :class:`DlqSample`) are the time series
+  behind charts, alerts and ``/metrics``: one ``raw`` row per object per snapshot tick, rolled up into
+  ``1m`` and ``1h`` rows and pruned by retention (:func:`streams_app.snapshots.samples_downsample`).
+- :class:`SnapshotRun` records each tick's run: the unique ``tick`` is what makes the snapshot idempotent.
+
+Keys and names are arbitrary bytes: they are stored raw (``BinaryField``), found by a SHA-256 hex digest
+(a unique index on a blob is not portable) and shown/searched through a display text (non-UTF-8 bytes as
+``\\xNN``, cut to :data:`TEXT_MAX` characters so the text index stays within every backend's limits).
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from django.db import models
+
+__all__ = [
+    "ConsumerMirror",
+    "DlqSample",
+    "GroupMirror",
+    "GroupSample",
+    "Resolution",
+    "SnapshotRun",
+    "StreamMirror",
+    "StreamSample",
+    "name_hash",
+]
+
+#: Display texts (keys, group and consumer names) are cut to this many characters.
+TEXT_MAX = 1000
+#: "18446744073709551615-18446744073709551615", the longest stream ID.
+ID_MAX = 41
+
+
+def name_hash(raw: bytes) -> str:
+    """The digest a key or name is looked up by (``key_hash``, ``name_hash``)."""
+    return hashlib.sha256(bytes(raw)).hexdigest()
+
+
+class Resolution(models.TextChoices):
+    RAW = "raw", "raw (one per snapshot tick)"
+    MINUTE = "1m", "1-minute rollup"
+    HOUR = "1h", "1-hour rollup"
+
+
+class StreamMirror(models.Model):
+    """A stream of a connection, as the last mirror sync saw it."""
+
+    connection = models.CharField(max_length=100)
+    key = models.BinaryField(editable=False, help_text="The stream key's raw bytes.")
+    key_hash = models.CharField(max_length=64, editable=False, help_text="SHA-256 hex of the key.")
+    key_text = models.CharField(max_length=TEXT_MAX, db_index=True, help_text="The key as text, for search.")
+    length = models.BigIntegerField(default=0)
+    first_id = models.CharField(max_length=ID_MAX, null=True, blank=True)
+    last_id = models.CharField(max_length=ID_MAX, null=True, blank=True)
+    last_entry_ms = models.BigIntegerField(
+        null=True, blank=True, help_text="Time part of last_id (sorting by last entry; None when empty)."
+    )
+    last_generated_id = models.CharField(max_length=ID_MAX, null=True, blank=True)
+    entries_added = models.BigIntegerField(null=True, blank=True, help_text="Redis 7+ only.")
+    groups_count = models.IntegerField(default=0)
+    pending = models.BigIntegerField(default=0, help_text="Pending entries summed over the groups.")
+    lag = models.BigIntegerField(
+        null=True, blank=True, help_text="The largest known lag among the groups (None: no group reports one)."
+    )
+    is_dlq = models.BooleanField(default=False)
+    dlq_convention = models.CharField(max_length=64, blank=True)
+    dlq_sources = models.JSONField(default=list, blank=True, help_text="Source streams, as text.")
+    first_seen = models.DateTimeField()
+    last_seen = models.DateTimeField()
+    deleted_at = models.DateTimeField(null=True, blank=True, help_text="Set when the stream vanished.")
+    synced_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["connection", "key_hash"], name="streammirror_conn_key_unique"),
+        ]
+        indexes = [models.Index(fields=["connection", "-length"], name="streammirror_conn_length")]
+        verbose_name = "stream (mirror)"
+        verbose_name_plural = "streams (mirror)"
+
+    def __str__(self) -> str:
+        return f"{self.connection}: {self.key_text}"
+
+    @property
+    def key_bytes(self) -> bytes:
+        return bytes(self.key)  # PostgreSQL hands back a memoryview
+
+
+class GroupMirror(models.Model):
+    """A consumer group of a mirrored stream."""
+
+    stream = models.ForeignKey(StreamMirror, on_delete=models.CASCADE, related_name="groups")
+    name = models.BinaryField(editable=False)
+    name_hash = models.CharField(max_length=64, editable=False)
+    name_text = models.CharField(max_length=TEXT_MAX)
+    consumers = models.IntegerField(default=0)
+    pending = models.BigIntegerField(default=0)
+    last_delivered_id = models.CharField(max_length=ID_MAX, blank=True)
+    entries_read = models.BigIntegerField(null=True, blank=True)
+    lag = models.BigIntegerField(null=True, blank=True, help_text="None when Redis cannot tell (SPEC 9).")
+    oldest_pending_id = models.CharField(max_length=ID_MAX, null=True, blank=True)
+    oldest_pending_idle_ms = models.BigIntegerField(null=True, blank=True)
+    first_seen = models.DateTimeField()
+    last_seen = models.DateTimeField()
+    deleted_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["stream", "name_hash"], name="groupmirror_stream_name_unique")]
+        verbose_name = "consumer group (mirror)"
+        verbose_name_plural = "consumer groups (mirror)"
+
+    def __str__(self) -> str:
+        return self.name_text
+
+    @property
+    def name_bytes(self) -> bytes:
+        return bytes(self.name)
+
+
+class ConsumerMirror(models.Model):
+    """A consumer of a mirrored group."""
+
+    group = models.ForeignKey(GroupMirror, on_delete=models.CASCADE, related_name="consumer_rows")
+    name = models.BinaryField(editable=False)
+    name_hash = models.CharField(max_length=64, editable=False)
+    name_text = models.CharField(max_length=TEXT_MAX)
+    pending = models.BigIntegerField(default=0)
+    idle_ms = models.BigIntegerField(default=0)
+    inactive_ms = models.BigIntegerField(null=True, blank=True, help_text="Redis 7.2+ only.")
+    first_seen = models.DateTimeField()
+    last_seen = models.DateTimeField()
+    deleted_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["group", "name_hash"], name="consumermirror_group_name_unique")
+        ]
+        verbose_name = "consumer (mirror)"
+        verbose_name_plural = "consumers (mirror)"
+
+    def __str__(self) -> str:
+        return self.name_text
+
+    @property
+    def name_bytes(self) -> bytes:
+        return bytes(self.name)
+
+
+def _sample_meta(model: str, fk: str) -> tuple[list, list]:
+    """The unique (fk, resolution, at) constraint, which is also the series lookup index, and an index on
+    (resolution, at) for retention and "the samples of tick T"."""
+    return (
+        [models.UniqueConstraint(fields=[fk, "resolution", "at"], name=f"{model}_{fk}_res_at_unique")],
+        [models.Index(fields=["resolution", "at"], name=f"{model}_res_at")],
+    )
+
+
+class StreamSample(models.Model):
+    """Length and throughput of a stream at ``at``.
+
+    ``added`` counts entries added since the previous tick (from Redis's ``entries-added`` counter) and
+    ``rate_per_s`` divides it by the seconds between the ticks; both are None on a stream's first sample
+    or after a gap in the snapshots. Rollups hold the average length and rate and the sum of ``added``.
+    """
+
+    stream = models.ForeignKey(StreamMirror, on_delete=models.CASCADE, related_name="samples")
+    at = models.DateTimeField()
+    resolution = models.CharField(max_length=3, choices=Resolution.choices, default=Resolution.RAW)
+    length = models.BigIntegerField()
+    added = models.BigIntegerField(null=True, blank=True)
+    rate_per_s = models.FloatField(null=True, blank=True)
+    entries_added = models.BigIntegerField(
+        null=True, blank=True, help_text="Redis's counter at this tick (raw rows only): the next tick's base."
+    )
+
+    class Meta:
+        constraints, indexes = _sample_meta("streamsample", "stream")
+
+    def __str__(self) -> str:
+        return f"{self.stream_id} {self.resolution} {self.at:%Y-%m-%d %H:%M:%S}"
+
+
+class GroupSample(models.Model):
+    """Lag, pending count and the oldest pending entry's idle time of a group at ``at``.
+
+    Rollups hold averages of lag and pending and the maximum of the idle time (the worst moment counts).
+    """
+
+    group = models.ForeignKey(GroupMirror, on_delete=models.CASCADE, related_name="samples")
+    at = models.DateTimeField()
+    resolution = models.CharField(max_length=3, choices=Resolution.choices, default=Resolution.RAW)
+    lag = models.BigIntegerField(null=True, blank=True)
+    pending = models.BigIntegerField()
+    oldest_pending_idle_ms = models.BigIntegerField(null=True, blank=True)
+
+    class Meta:
+        constraints, indexes = _sample_meta("groupsample", "group")
+
+    def __str__(self) -> str:
+        return f"{self.group_id} {self.resolution} {self.at:%Y-%m-%d %H:%M:%S}"
+
+
+class DlqSample(models.Model):
+    """Depth (length) of a dead-letter queue at ``at``; rollups hold the average."""
+
+    stream = models.ForeignKey(StreamMirror, on_delete=models.CASCADE, related_name="dlq_samples")
+    at = models.DateTimeField()
+    resolution = models.CharField(max_length=3, choices=Resolution.choices, default=Resolution.RAW)
+    depth = models.BigIntegerField()
+
+    class Meta:
+        constraints, indexes = _sample_meta("dlqsample", "stream")
+
+    def __str__(self) -> str:
+        return f"{self.stream_id} {self.resolution} {self.at:%Y-%m-%d %H:%M:%S}"
+
+
+class SnapshotRun(models.Model):
+    """One snapshot tick: when it ran, how long it took, what it covered, which connections failed.
+
+    ``tick`` is the interval-aligned time the samples are stamped with; its uniqueness is what lets two
+    overlapping runs for the same tick write one snapshot.
+    """
+
+    tick = models.DateTimeField(unique=True)
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+    duration_ms = models.IntegerField(default=0, help_text="The whole run: Redis reads and database writes.")
+    redis_ms = models.IntegerField(default=0, help_text="The Redis reads alone.")
+    streams = models.IntegerField(default=0)
+    groups = models.IntegerField(default=0)
+    errors = models.JSONField(default=list, blank=True, help_text='[{"conn": name, "error": text}]')
+
+    class Meta:
+        ordering = ["-tick"]
+
+    def __str__(self) -> str:
+        return f"snapshot {self.tick:%Y-%m-%d %H:%M:%S} ({self.streams} streams, {len(self.errors)} errors)"
