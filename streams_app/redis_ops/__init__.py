@@ -1,5 +1,5 @@
 """The only code that talks to the monitored Redis servers (STYLE rule 1).
 
-Views import the verb modules (``reads``, later ``actions``) and get frozen dataclasses back;
+Views import the verb modules (``reads``, ``actions``) and get frozen dataclasses back;
 every failure is an :class:`~streams_app.redis_ops.errors.OpsError`.
 """

@@ -1,0 +1,84 @@
+"""Write-side Redis access: the operations behind the operator buttons (SPEC sections 4 and 7).
+
+Claim, ack, rewind, DLQ requeue / delete / purge, and replay. Each function validates its input,
+talks to one monitored server through :func:`translated` (so only :class:`OpsError` escapes), and
+returns frozen dataclasses. The callers (views, Celery jobs) add roles, audit rows and progress.
+
+What makes these safe to press twice, from two browsers, or from a worker that gets killed:
+
+* **claim** is XCLAIM with the operator's ``min_idle_ms``: an entry its consumer touched since the
+  page loaded is not stolen. The outcome of every ID is read inside the same MULTI as the XCLAIM.
+* **requeue** moves each dead letter inside a Lua script: still there? XADD to its stream + XDEL
+  (``lua/requeue.lua`` for entries planned in Python; ``lua/requeue_rule.lua`` for the bulk path, which
+  reads and rewrites a whole batch inside Redis). Two operators requeueing the same entry make one
+  new entry; a re-run job finds moved entries gone.
+* **replay** copies a batch and advances a Redis-side cursor in one script (``lua/replay.lua``), so a
+  job resumed after a crash copies nothing twice, whatever progress its caller managed to save.
+* **rewind** computes ENTRIESREAD so Redis keeps reporting the group's lag (SPEC section 9).
+
+Scripts see all their keys on one server: on Redis Cluster a DLQ and its target stream (and a replay's
+source, target and cursor key) must share a hash slot, and the bulk requeue script reads its targets
+from the entries, so it cannot declare them. The console targets standalone servers (SPEC section 9).
+
+Layout: :mod:`.claims` (claim, autoclaim, ack), :mod:`.rewind`, :mod:`.dlq` (requeue, delete, purge,
+list), :mod:`.replay`, and :mod:`._common` (constants, script loading, validation). Callers keep
+using ``from streams_app.redis_ops import actions`` and ``actions.<name>``.
+"""
+
+from __future__ import annotations
+
+from ._common import COUNT_BATCH as COUNT_BATCH
+from ._common import MAX_AUTOCLAIM_COUNT as MAX_AUTOCLAIM_COUNT
+from ._common import MAX_BATCH as MAX_BATCH
+from ._common import MAX_IDS as MAX_IDS
+from ._common import REPLAY_CURSOR_TTL_MS as REPLAY_CURSOR_TTL_MS
+from ._common import ZERO_ID as ZERO_ID
+from .claims import ClaimResult, ack, autoclaim, claim
+from .dlq import EVENTBUS_SWITCH_FIELD as EVENTBUS_SWITCH_FIELD
+from .dlq import (
+    RequeueBatch,
+    Requeued,
+    RequeueFailure,
+    RequeueResult,
+    dlq_delete,
+    dlq_entries,
+    dlq_purge,
+    requeue,
+    requeue_range,
+)
+from .replay import (
+    ReplayBatch,
+    ReplayCount,
+    replay_count,
+    replay_count_detail,
+    replay_cursor,
+    replay_range,
+    resolve_range,
+)
+from .rewind import RewindPlan, rewind, rewind_preview
+
+__all__ = [
+    "ClaimResult",
+    "ReplayBatch",
+    "ReplayCount",
+    "RequeueBatch",
+    "RequeueFailure",
+    "RequeueResult",
+    "Requeued",
+    "RewindPlan",
+    "ack",
+    "autoclaim",
+    "claim",
+    "dlq_delete",
+    "dlq_entries",
+    "dlq_purge",
+    "replay_count",
+    "replay_count_detail",
+    "replay_cursor",
+    "replay_range",
+    "requeue",
+    "requeue_range",
+    "resolve_range",
+    "rewind",
+    "rewind_preview",
+]
