@@ -16,10 +16,13 @@ and 1000 entries/s:
   received entry into a latency: receive time minus ``t`` (same machine, same clock);
 - in the same run, a bare redis-py ``XREAD BLOCK`` loop on the same stream measures the floor: what
   any reader of Redis sees, with no console in between.
-Reported per case: p50/p99/max latency (websocket and bare XREAD), entries delivered vs expected,
-skipped entries (slow clients skipped ahead), frames per entry (batching), XREAD calls per second of the console (the bare reader's taken out), Redis connections of the
-tail hub and all connections to the monitored database that are not the benchmark's own, and the
-server process's RSS and CPU.
+Reported per case: p50/p99/max latency (websocket and bare XREAD), the share of the expected
+deliveries (entries x clients) that arrived by the end of the drain time, skip notes received
+(``skipped`` frames: a slow client skipped ahead, or the reader jumping to the newest entry when the
+process cannot keep up) and the entries they counted, frames per entry (batching), XREAD calls per
+second of the console (the bare reader's own taken out), Redis connections of the tail hub and all
+connections to the monitored database that are not the benchmark's own, the server process's peak
+RSS and CPU, and the client processes' CPU.
 Latencies are histogrammed in 10 us bins so half a million deliveries per second cost no memory.
 Clients and server share the machine's cores: client-side parsing time is inside the figures.
 """
@@ -60,7 +63,7 @@ BUDGET_MS = 50.0
 # Entry frames start {"type":"entry","id":"...","fields":{"t":"<send time>",...}: a regex finds the
 # send times without parsing the whole frame (the clients must not be the bottleneck they measure).
 SENT = re.compile(rb'"fields":\{"t":"([0-9.]+)"')
-SKIPPED = re.compile(rb'"type":"skipped","count":(\d+)')
+SKIPPED = re.compile(rb'"type":"skipped","count":(\d+|null)')
 DATA = json.dumps({"order_id": 123456, "customer": "c-42", "total": 99.5, "currency": "EUR",
                    "items": [{"sku": "A-1", "qty": 2}, {"sku": "B-7", "qty": 1}]})
 
@@ -107,14 +110,15 @@ def max_ms(hist: array) -> float | None:
 # ------------------------------------------------------------------------------ processes
 
 
-def client_process(url: str, headers: dict[str, str], origin: str, n: int, window: Any, ready: Any, out: Any) -> None:
+def client_process(url: str, headers: dict[str, str], origin: str, n: int, deflate: bool, window: Any, ready: Any,
+                   out: Any) -> None:
     """Hold ``n`` websockets; histogram every entry received inside the measured window."""
 
     async def main() -> None:
         from websockets.asyncio.client import connect
 
         hist = new_hist()
-        counts = {"entries": 0, "frames": 0, "skipped": 0, "clients": 0}
+        counts = {"entries": 0, "frames": 0, "skipped": 0, "skip_notes": 0, "clients": 0}
         sockets = []
         gate = asyncio.Semaphore(50)
 
@@ -122,7 +126,7 @@ def client_process(url: str, headers: dict[str, str], origin: str, n: int, windo
             async with gate:
                 ws = await connect(url, origin=origin, additional_headers=headers, proxy=None, max_size=None,
                                    open_timeout=60, ping_interval=None,
-                                   compression=None if os.environ.get("BENCH_NO_DEFLATE") else "deflate")
+                                   compression="deflate" if deflate else None)
                 first = await ws.recv()  # {"type": "status", "state": "live"}
                 assert b'"live"' in (first if isinstance(first, bytes) else first.encode()), first
                 return ws
@@ -153,7 +157,8 @@ def client_process(url: str, headers: dict[str, str], origin: str, n: int, windo
                     counts["entries"] += in_window
                     counts["frames"] += 1
                 for skipped in SKIPPED.findall(message):
-                    counts["skipped"] += int(skipped)
+                    counts["skip_notes"] += 1
+                    counts["skipped"] += 0 if skipped == b"null" else int(skipped)
 
         cpu0 = time.process_time()
         await asyncio.gather(*(read(ws) for ws in sockets))
@@ -223,7 +228,7 @@ def proc_cpu_s(pid: int) -> float:
 
 def start_web(env: dict[str, str], port: int) -> subprocess.Popen:
     web = subprocess.Popen(
-        [sys.executable, *([os.environ["BENCH_WRAP"]] if os.environ.get("BENCH_WRAP") else ["-m", "uvicorn"]), "busconsole.asgi:application", "--host", "127.0.0.1", "--port", str(port),
+        [sys.executable, "-m", "uvicorn", "busconsole.asgi:application", "--host", "127.0.0.1", "--port", str(port),
          "--ws", "websockets", "--lifespan", "off", "--log-level", "warning"],
         cwd=REPO, env=env,
     )
@@ -259,7 +264,7 @@ def prepare_session() -> dict[str, str]:
 
 
 def run_case(server: RedisServer, web: subprocess.Popen, port: int, headers: dict[str, str], clients: int,
-             rate: int, seconds: float) -> dict[str, Any]:
+             rate: int, seconds: float, deflate: bool) -> dict[str, Any]:
     import redis
 
     ctx = mp.get_context("spawn")
@@ -271,7 +276,7 @@ def run_case(server: RedisServer, web: subprocess.Popen, port: int, headers: dic
     shares = [clients // procs + (1 if i < clients % procs else 0) for i in range(procs)]
     ready, out = ctx.Queue(), ctx.Queue()
     windows = [ctx.Queue() for _ in range(procs + 1)]
-    workers = [ctx.Process(target=client_process, args=(url, headers, origin, n, windows[i], ready, out))
+    workers = [ctx.Process(target=client_process, args=(url, headers, origin, n, deflate, windows[i], ready, out))
                for i, n in enumerate(shares)]
     workers.append(ctx.Process(target=baseline_process, args=(server.url(0), key, windows[-1], ready, out)))
     for w in workers:
@@ -308,14 +313,14 @@ def run_case(server: RedisServer, web: subprocess.Popen, port: int, headers: dic
     base_hist, base_counts = next((h, c) for h, c in results if "clients" not in c)
     ws_results = [(h, c) for h, c in results if "clients" in c]
     ws_hist = merge([h for h, _ in ws_results])
-    totals = {k: sum(c[k] for _, c in ws_results) for k in ("entries", "frames", "skipped", "cpu_s")}
+    totals = {k: sum(c[k] for _, c in ws_results) for k in ("entries", "frames", "skipped", "skip_notes", "cpu_s")}
     produced = base_counts["entries"]
     monitor.close()
     return {
         "clients": clients, "rate": rate,
         "ws_p50": percentile(ws_hist, 0.50), "ws_p99": percentile(ws_hist, 0.99), "ws_max": max_ms(ws_hist),
         "base_p50": percentile(base_hist, 0.50), "base_p99": percentile(base_hist, 0.99),
-        "delivered": totals["entries"], "expected": produced * clients, "skipped": totals["skipped"],
+        "delivered": totals["entries"], "expected": produced * clients, "skipped": totals["skipped"], "skip_notes": totals["skip_notes"],
         "frames_per_entry": totals["frames"] / max(1, totals["entries"]),
         "tail_conns": tail_conns, "redis_conns": all_conns,
         # INFO commandstats is server-wide: the bare reader's own XREADs are taken out.
@@ -334,6 +339,8 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=10.0, help="measured seconds per case")
     parser.add_argument("--clients", type=int, nargs="*", default=list(CLIENTS))
     parser.add_argument("--rates", type=int, nargs="*", default=list(RATES))
+    parser.add_argument("--no-deflate", action="store_true",
+                        help="clients do not offer permessage-deflate (browsers do; this shows its cost)")
     args = parser.parse_args()
 
     server = RedisServer()
@@ -353,21 +360,27 @@ def main() -> int:
         headers = prepare_session()
         port = free_port()
         web = start_web(env, port)
+        load = os.getloadavg()[0]
         print(f"tail benchmark: uvicorn pid {web.pid} (--ws websockets), redis-server "
-              f"{server.url(0)}, {os.cpu_count()} cores, {args.seconds:.0f} s per case\n")
+              f"{server.url(0)}, {os.cpu_count()} cores, {args.seconds:.0f} s per case, permessage-deflate "
+              f"{'off' if args.no_deflate else 'on'}; "
+              f"load average before the run {load:.2f}")
+        if load > 0.5:
+            print("WARNING: other work is running on this machine: the figures below are pessimistic")
+        print()
         header = (f"{'clients':>7} {'rate/s':>6} | {'ws p50':>7} {'ws p99':>7} {'ws max':>7} | {'xread p50':>9} "
-                  f"{'p99':>6} | {'delivered':>9} {'skipped':>8} {'frames/entry':>12} | {'tail conns':>10} "
+                  f"{'p99':>6} | {'delivered':>9} {'skip notes':>10} {'counted':>8} {'frames/entry':>12} | {'tail conns':>10} "
                   f"{'db0 conns':>9} {'XREAD/s':>7} | {'RSS MB':>6} {'CPU %':>5} {'clients CPU %':>13}")
         print(header + "\n" + "-" * len(header))
         rows = []
         for clients in args.clients:
             for rate in args.rates:
-                row = run_case(server, web, port, headers, clients, rate, args.seconds)
+                row = run_case(server, web, port, headers, clients, rate, args.seconds, not args.no_deflate)
                 rows.append(row)
                 share = row["delivered"] / max(1, row["expected"])
                 print(f"{clients:>7} {rate:>6} | {fmt(row['ws_p50']):>7} {fmt(row['ws_p99']):>7} {fmt(row['ws_max']):>7} "
                       f"| {fmt(row['base_p50'], '.2f'):>9} {fmt(row['base_p99'], '.2f'):>6} | {share:>9.1%} "
-                      f"{row['skipped']:>8} {row['frames_per_entry']:>12.3f} | {row['tail_conns']:>10} "
+                      f"{row['skip_notes']:>10} {row['skipped']:>8} {row['frames_per_entry']:>12.3f} | {row['tail_conns']:>10} "
                       f"{row['redis_conns']:>9} {row['xread_per_s']:>7.0f} | {row['rss_mb']:>6.0f} {row['cpu_pct']:>5.0f} {row['client_cpu_pct']:>13.0f}",
                       flush=True)
         print("\nlatencies in ms, XADD to frame received (ws) or to XREAD reply (bare redis-py reader, same run)")

@@ -216,6 +216,31 @@ CELERY_BEAT_SCHEDULE: dict = {
     "metrics-retention": {"task": "streams_app.tasks.samples_retention", "schedule": 60.0, "options": {"expires": 60.0}},
 }
 
+# data pipeline (issue 7): export + Spark rollups + load, as a background job on a beat schedule: a
+# crontab "minute hour day-of-month month day-of-week" (UTC; default daily at 03:30) or, when set,
+# every BUSCONSOLE_PIPELINE_INTERVAL_S seconds. Only the last MINUTE_HOURS hours of per-minute
+# throughput are loaded into the database (the lake keeps them all).
+BUSCONSOLE_PIPELINE_CRON = envstr("BUSCONSOLE_PIPELINE_CRON", "30 3 * * *")
+BUSCONSOLE_PIPELINE_INTERVAL_S = envint("BUSCONSOLE_PIPELINE_INTERVAL_S", 0)
+BUSCONSOLE_PIPELINE_MINUTE_HOURS = envint("BUSCONSOLE_PIPELINE_MINUTE_HOURS", 6)
+
+
+def _pipeline_schedule() -> object:
+    if BUSCONSOLE_PIPELINE_INTERVAL_S > 0:
+        return float(BUSCONSOLE_PIPELINE_INTERVAL_S)
+    from celery.schedules import crontab
+
+    fields = BUSCONSOLE_PIPELINE_CRON.split()
+    if len(fields) != 5:
+        raise ImproperlyConfigured(f"BUSCONSOLE_PIPELINE_CRON needs 5 fields, not {BUSCONSOLE_PIPELINE_CRON!r}")
+    try:
+        return crontab(*fields[:2], day_of_month=fields[2], month_of_year=fields[3], day_of_week=fields[4])
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"BUSCONSOLE_PIPELINE_CRON {BUSCONSOLE_PIPELINE_CRON!r}: {exc}") from None
+
+
+CELERY_BEAT_SCHEDULE["run-pipeline"] = {"task": "streams_app.tasks.run_pipeline_scheduled", "schedule": _pipeline_schedule()}
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

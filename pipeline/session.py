@@ -15,6 +15,7 @@ Under ``spark-submit`` the master and conf come from its command line: ``master=
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from collections.abc import Mapping
@@ -25,13 +26,14 @@ BASE_CONF = {
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
     "spark.sql.sources.partitionColumnTypeInference.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
 }
 LOCAL_CONF = {
     "spark.sql.shuffle.partitions": "8",
     "spark.ui.enabled": "false",
     "spark.driver.host": "127.0.0.1",
     "spark.driver.bindAddress": "127.0.0.1",
-    "spark.driver.memory": "2g",
+    "spark.driver.memory": "2g",  # unless SPARK_DRIVER_MEMORY is set (see build_session)
     "spark.sql.adaptive.enabled": "true",
 }
 
@@ -50,6 +52,8 @@ def build_session(
         builder = builder.master(master)
         if master.startswith("local"):
             settings.update(LOCAL_CONF)
+            if os.environ.get("SPARK_DRIVER_MEMORY"):
+                settings.pop("spark.driver.memory")  # spark-submit reads the variable itself
     settings.update(conf or {})
     for key, value in settings.items():
         builder = builder.config(key, value)
@@ -57,4 +61,6 @@ def build_session(
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
+    # py4j logs every connection at INFO, and does so again while the interpreter shuts down
+    logging.getLogger("py4j").setLevel(logging.WARNING)
     return session

@@ -255,7 +255,7 @@ def main() -> int:
             if not bus_given:
                 env["BUS_REDIS_URL"] = f"redis://127.0.0.1:{redis_port}/0"
         log(f"console Redis {env['REDIS_URL']}; monitored {env.get('BUS_REDIS_URLS') or env['BUS_REDIS_URL']}")
-        for command in (["migrate", "--noinput"], ["ensure_admin"]):
+        for command in (["migrate", "--noinput"], ["ensure_admin"], ["ensure_alert_rules"]):
             output = manage(env, *command)
             if stop_requested.is_set():
                 return 130

@@ -9,28 +9,31 @@ Celery task ``alert_notify`` (retried with backoff), enqueued once the transacti
 How each kind reads (N = ``threshold``, T = ``for_seconds``; "now" is the snapshot tick):
 
 ``group_lag_above``
-    the group's lag (mirror) is above N, and every raw sample since some moment at or before now - T
-    was above N too (the streak start is found from the samples, so a new rule fires at once for a
+    the group's lag in this tick's sample is above N, and every raw sample since some moment at or
+    before now - T was above N too (the streak start is found from the samples, so a new rule fires at once for a
     group that has been lagging for long enough, and the alert says since when). Unknown lag
     (``None``, SPEC section 9) never breaches.
 ``oldest_pending_above``
-    the group's oldest pending entry has been idle longer than T (mirror).
+    the group's oldest pending entry has been idle longer than T (this tick's sample).
 ``dlq_growth``
-    a DLQ's depth now minus its lowest depth among the raw samples of the last T is at least N
+    a DLQ's depth at this tick minus its lowest depth among the raw samples of the last T is at least N
     (N < 1 counts as 1). It resolves once the DLQ has not grown by N for T.
 ``consumer_inactive``
-    the consumer's idle time (the time since it last read, claimed or acked: a live worker's blocking
-    reads keep it low, so it is what tells a dead worker) is above T.
+    the consumer's idle time in the mirror (the time since it last read, claimed or acked: a live
+    worker's blocking reads keep it low, so it is what tells a dead worker) is above T.
 ``stream_silent``
-    no entry was added for T (the time part of the stream's last generated ID), and the stream usually
+    no entry was added for T (the time part of the stream's last generated ID in the mirror, and no
+    snapshot since T ago counted an added entry), and the stream usually
     receives entries: at least max(N, 1) were added during the baseline, the max(T, 1 h) before the
     silent window. Once open it stays open until entries arrive again, however long the silence.
     Streams whose IDs are not time-based (explicit IDs) cannot be judged this way; DLQs are skipped
     (a silent DLQ is good news).
 
-Evaluation is bulk per rule (one query over the mirror, one aggregate over the samples where needed,
-per-target queries only for targets that newly breach), and a rule that fails is logged and skipped
-without stopping the others or the snapshot.
+Evaluation is bulk per rule (one query over the tick's samples or the mirror, one aggregate over the
+samples where needed, per-target queries only for targets that newly breach), and a rule that fails is
+logged and skipped without stopping the others or the snapshot. Alerts on a connection the tick could
+not sample stay as they are. Webhook delivery lives in :mod:`streams_app.alert_webhooks`, rule editing
+in :mod:`streams_app.alert_rules`.
 """
 
 from __future__ import annotations
@@ -46,7 +49,6 @@ from typing import TypeVar
 from django.core.cache import cache
 from django.db import IntegrityError, transaction
 from django.db.models import Min, Q, Sum
-from django.utils import timezone
 
 from streams_app.alert_webhooks import alerts_notify_on_commit
 from streams_app.charts import format_value
@@ -479,10 +481,3 @@ def alerts_for_page(*, conn: str, key: bytes, group: bytes | None = None, limit:
     if group is not None:
         rows = rows.filter(target_group=display_text(group))
     return list(rows.order_by("-opened_at")[:limit])
-
-
-def elapsed_since(moment: datetime | None, now: datetime | None = None) -> str:
-    if moment is None:
-        return ""
-    seconds = max(0.0, ((now or timezone.now()) - moment).total_seconds())
-    return _ms(seconds * 1000)

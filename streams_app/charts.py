@@ -101,7 +101,8 @@ class Geometry:
 
 GEOMETRY: dict[str, Geometry] = {
     "spark": Geometry(width=120, height=28, left=1, right=3, top=3, bottom=2, max_points=60),
-    "full": Geometry(width=560, height=150, left=46, right=10, top=10, bottom=22, max_points=280),
+    # About one viewBox unit per CSS pixel where three charts share a row, so 10-unit labels read as 10px.
+    "full": Geometry(width=440, height=140, left=40, right=8, top=10, bottom=20, max_points=220),
 }
 
 
@@ -185,13 +186,18 @@ def _format_duration_ms(ms: float) -> str:
     return " ".join(parts[:2])
 
 
+#: Axis tops: round numbers whose halves (the middle tick) are round too, close enough together that
+#: the line uses most of the chart's height (546 gets 600, not 1000).
+_NICE_STEPS = (1, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10)
+
+
 def nice_ceiling(value: float) -> float:
-    """The smallest of 1, 2, 2.5, 5 times a power of ten that is >= ``value`` (> 0)."""
+    """The smallest of 1, 1.5, 2, 2.5, 3, 4, 5, 6, 8 times a power of ten that is >= ``value`` (> 0)."""
     if value <= 0:
         return 1.0
     exponent = math.floor(math.log10(value))
-    for step in (1, 2, 2.5, 5, 10):
-        candidate = step * 10.0**exponent
+    for step in _NICE_STEPS:
+        candidate = round(step * 10.0**exponent, max(0, -exponent) + 2)  # 3 x 0.1 is 0.3, not 0.30000000000000004
         if candidate >= value * (1 - 1e-12):
             return candidate
     return 10.0 ** (exponent + 1)

@@ -124,7 +124,8 @@ class TailConsumer(AsyncJsonWebsocketConsumer):
 
     async def stream_changed(self, event: dict) -> None:
         if self.sub is not None:
-            self.sub.post({"type": "changed", **event.get("info", {}), "conn": event.get("conn"), "key": event.get("key")})
+            info = event.get("info", {})
+            self.sub.post({**info, "type": "changed", "conn": event.get("conn"), "key": event.get("key")})
 
     async def job_progress(self, event: dict) -> None:
         if self.sub is not None:

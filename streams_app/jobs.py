@@ -53,7 +53,8 @@ log = logging.getLogger(__name__)
 
 KIND_REQUEUE_ALL = "dlq.requeue_all"
 KIND_REPLAY = "replay"
-KINDS = (KIND_REQUEUE_ALL, KIND_REPLAY)
+KIND_PIPELINE = "pipeline"  # data pipeline (issue 7): streams_app.pipeline_run
+KINDS = (KIND_REQUEUE_ALL, KIND_REPLAY, KIND_PIPELINE)
 
 DEFAULT_BATCH = 1000
 #: Progress (counters, cursor, lock renewal, broadcast, cancel check) is saved at most this often.
@@ -368,9 +369,17 @@ def _run_replay(job: Job, progress: _Progress) -> None:
             return
 
 
+def _run_pipeline(job: Job, progress: _Progress) -> None:
+    """Export, Spark rollups and load (issue 7); imported here so Spark loads only when a run starts."""
+    from streams_app import pipeline_run
+
+    pipeline_run.pipeline_job_run(job, progress)
+
+
 _RUNNERS: dict[str, Callable[[Job, _Progress], None]] = {
     KIND_REQUEUE_ALL: _run_requeue_all,
     KIND_REPLAY: _run_replay,
+    KIND_PIPELINE: _run_pipeline,
 }
 
 

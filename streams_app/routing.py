@@ -10,7 +10,9 @@ from __future__ import annotations
 from django.urls import re_path
 
 from streams_app.consumers import TailConsumer
+from streams_app.consumers_metrics import MetricsConsumer  # alerts & charts (issue 6)
 
 websocket_urlpatterns: list = [
     re_path(r"^ws/c/(?P<conn>[A-Za-z0-9_.-]+)/streams/(?P<key>.+)/tail/$", TailConsumer.as_asgi()),
+    re_path(r"^ws/metrics/$", MetricsConsumer.as_asgi()),  # alerts & charts (issue 6)
 ]

@@ -54,6 +54,7 @@ ACTION_ROLES: dict[str, auth.Role] = {
     "replay.count": auth.Role.OPERATOR,
     "job.cancel": auth.Role.OPERATOR,
     "job.resume": auth.Role.OPERATOR,
+    "pipeline.run": auth.Role.OPERATOR,  # data pipeline (issue 7): start export + Spark rollups
     "dlq.delete": auth.Role.ADMIN,
     "dlq.purge": auth.Role.ADMIN,
 }

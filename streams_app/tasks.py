@@ -108,3 +108,18 @@ def samples_retention() -> dict[str, object]:
     """Roll samples up (1 m, 1 h) and apply retention."""
     now = timezone.now()
     return {"rollups": snapshots.samples_downsample(now=now), "deleted": snapshots.samples_prune(now=now)}
+
+
+# ------------------------------------------------------------------------- data pipeline (issue 7)
+
+
+@shared_task(ignore_result=True, time_limit=60)
+def run_pipeline_scheduled() -> int | None:
+    """Beat task: start a pipeline job (export, Spark rollups, load) unless one is queued or running.
+
+    The run itself is a ``pipeline`` job (:mod:`streams_app.pipeline_run`) executed by :func:`run_job`,
+    so it shows its progress on the jobs page like a manual run; the id of the job, or None.
+    """
+    from streams_app import pipeline_run
+
+    return pipeline_run.pipeline_scheduled_start()

@@ -10,9 +10,21 @@ from django.urls import path, register_converter
 
 from streams_app.links import BytesSegmentConverter, ConnConverter
 from streams_app.views import actions as action_views  # operations (issue 4)
-from streams_app.views import audit, dlq, group, jobs, overview, stream, streams  # audit, dlq, jobs: issue 4
+from streams_app.views import alerts as alert_views  # alerts & charts (issue 6)
+from streams_app.views import (  # audit, dlq, jobs: issue 4
+    audit,
+    dlq,
+    group,
+    jobs,
+    overview,
+    progress,
+    stream,
+    streams,
+)
+from streams_app.views import charts as chart_views  # alerts & charts (issue 6)
+from streams_app.views import handlers as handler_views  # alerts & charts (issue 6)
 from streams_app.views import metrics as metrics_views  # metrics (issue 6)
-from streams_app.views import progress
+from streams_app.views import reports as report_views  # reports (issue 7)
 from streams_app.views.api import actions as api_actions  # operations (issue 4)
 from streams_app.views.api import read as api_read
 from streams_app.views.tail import tail as tail_view
@@ -92,4 +104,18 @@ urlpatterns = [
     path("api/v1/audit/", api_actions.audit, name="api-audit"),
     # metrics (issue 6): Prometheus scrape endpoint, bearer token only
     path("metrics", metrics_views.metrics, name="metrics"),
+    # alerts & charts (issue 6)
+    path("alerts/", alert_views.alerts_list, name="alerts"),
+    path("alerts/rules/new/", alert_views.alert_rule_new, name="alert-rule-new"),
+    path("alerts/rules/<int:rule_id>/", alert_views.alert_rule_edit, name="alert-rule-edit"),
+    path("alerts/rules/<int:rule_id>/delete/", alert_views.alert_rule_delete, name="alert-rule-delete"),
+    path("charts/overview/", chart_views.overview_charts, name="charts-overview"),
+    path(STREAM + "charts/", chart_views.stream_charts, name="stream-charts"),
+    path(STREAM + "groups/<seg:group>/charts/", chart_views.group_charts, name="group-charts"),
+    path(DLQ + "charts/", chart_views.dlq_charts, name="dlq-charts"),
+    path(STREAM + "handlers/", handler_views.stream_handlers, name="stream-handlers"),
+    path(STREAM + "groups/<seg:group>/handlers/", handler_views.group_handlers, name="group-handlers"),
+    # reports (issue 7): the data pipeline's rollups, and "Run pipeline now"
+    path("reports/", report_views.reports, name="reports"),
+    path("reports/run/", report_views.reports_run, name="reports-run"),
 ]

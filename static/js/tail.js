@@ -139,9 +139,12 @@
     var tr = el("tr", "row-warn tail-gap");
     var td = el("td");
     td.colSpan = 3;
-    var count = frame.count === null || frame.count === undefined ? "Older" : String(frame.count);
-    var why = frame.reason === "replay_limit" ? " (more than the replay limit)" : " (this page fell behind the stream)";
-    td.appendChild(document.createTextNode(count + " entries skipped" + why + ". "));
+    var count = typeof frame.count === "number" ? frame.count + " entries" : "Entries";
+    var why = {
+      replay_limit: "more than a reconnect replays",
+      lagging: "the server could not keep up with the stream"
+    }[frame.reason] || "this page fell behind the stream";
+    td.appendChild(document.createTextNode(count + " skipped (" + why + "), up to " + frame.last_skipped + ". "));
     if (frame.resume_after) {
       var a = el("a", null, "Show them on the stream page");
       a.href = streamUrl + "?order=asc&after=" + encodeURIComponent(frame.resume_after);

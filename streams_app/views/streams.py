@@ -12,7 +12,7 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
-from streams_app import snapshots
+from streams_app import mirror
 from streams_app.forms import StreamsForm, validated
 from streams_app.presenters import dlq_convention
 from streams_app.redis_ops import reads
@@ -25,7 +25,7 @@ def streams_list(request: HttpRequest, conn: str) -> HttpResponse:
     context = connection_context(request, conn)
     params = validated(StreamsForm, request.GET)
     if not params["live"]:
-        page = snapshots.stream_mirror_page(
+        page = mirror.stream_mirror_page(
             conn=conn, match=params["match"], sort=params["sort"], offset=params["offset"], count=params["count"]
         )
         if page is not None:
@@ -52,7 +52,7 @@ def streams_list(request: HttpRequest, conn: str) -> HttpResponse:
     return render_screen(request, "streams_app/streams.html", context, partial="streams-table")
 
 
-def _mirror_rows(conn: str, page: snapshots.MirrorPage) -> dict:
+def _mirror_rows(conn: str, page: mirror.MirrorPage) -> dict:
     """The page's rows with live figures where Redis has them (mirror figures, flagged, where not)."""
     keys = [m.key_bytes for m in page.rows]
     try:

@@ -448,3 +448,4 @@ def test_admin_site_lists_audit_events(db) -> None:
     response = client.get(reverse("admin:streams_app_auditevent_changelist"))
     assert response.status_code == 200
     assert "dlq.purge" in response.content.decode()
+

@@ -1,0 +1,63 @@
+"""Extract: the lake's datasets as DataFrames, with only the columns the jobs use.
+
+Reads go through Hadoop file systems, so the same code reads a local directory, ``hdfs://`` or
+``s3a://``. Each dataset is read with its schema from :mod:`pipeline.lake` rather than inferred: a
+missing or empty dataset (no DLQ ever, snapshots not running) is then an empty DataFrame of the right
+shape instead of an error, and every job runs on any lake. Hive partition directories (``connection``,
+``stream_hex``, ``day``) are discovered but not selected: the files hold the same facts as columns.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.pandas.types import from_arrow_schema
+from pyspark.sql.types import StructType
+
+from pipeline import lake
+
+ENTRY_COLUMNS = ("conn", "stream", "stream_text", "ts", "event_type", "payload_size")
+METRIC_COLUMNS = ("conn", "ts", "event", "stream", "group", "type", "count", "duration_ms", "max_ms")
+DLQ_COLUMNS = (
+    "conn", "dlq", "dlq_text", "entry_id", "ms", "ts", "stream", "stream_text", "error", "retries", "failed_at",
+)
+GROUP_SAMPLE_COLUMNS = (
+    "conn", "stream", "stream_text", "group", "group_text", "at", "resolution", "lag", "pending",
+    "oldest_pending_idle_ms",
+)
+
+
+def dataset_uri(lake_uri: str, dataset: str) -> str:
+    return lake.hadoop_uri(lake_uri).rstrip("/") + "/" + dataset
+
+
+def _exists(spark: SparkSession, uri: str) -> bool:
+    jvm = spark.sparkContext._jvm
+    path = jvm.org.apache.hadoop.fs.Path(uri)
+    fs = path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    return bool(fs.exists(path))
+
+
+def read(spark: SparkSession, lake_uri: str, dataset: str, columns: tuple[str, ...]) -> DataFrame:
+    """``columns`` of ``dataset`` (see :data:`pipeline.lake.SCHEMAS`); empty when nothing was exported."""
+    full: StructType = from_arrow_schema(lake.SCHEMAS[dataset])
+    schema = StructType([full[name] for name in columns])
+    uri = dataset_uri(lake_uri, dataset)
+    if not _exists(spark, uri):
+        return spark.createDataFrame([], schema)
+    return spark.read.schema(schema).option("basePath", uri).parquet(uri).select(*columns)
+
+
+def entries(spark: SparkSession, lake_uri: str) -> DataFrame:
+    return read(spark, lake_uri, lake.ENTRIES, ENTRY_COLUMNS)
+
+
+def metrics(spark: SparkSession, lake_uri: str) -> DataFrame:
+    return read(spark, lake_uri, lake.METRICS, METRIC_COLUMNS)
+
+
+def dead_letters(spark: SparkSession, lake_uri: str) -> DataFrame:
+    return read(spark, lake_uri, lake.DLQ, DLQ_COLUMNS)
+
+
+def group_samples(spark: SparkSession, lake_uri: str) -> DataFrame:
+    return read(spark, lake_uri, lake.GROUP_SAMPLES, GROUP_SAMPLE_COLUMNS)

@@ -1,0 +1,32 @@
+"""Load: each rollup as Parquet under ``<out>/<name>/`` (``<lake>/rollups`` by default).
+
+A run replaces every rollup (they are recomputed from the whole lake, which only grows), so the
+directory of a rollup always holds one run's result. The console reads them with pyarrow
+(:mod:`streams_app.rollup_load`); anything else that reads Parquet can too.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame, SparkSession
+
+from pipeline import lake
+
+THROUGHPUT = "throughput"
+LATENCY = "latency"
+ERROR_SIGNATURES = "error_signatures"
+RETRIES = "retries"
+LAG_TREND = "lag_trend"
+ANOMALIES = "anomalies"
+ROLLUPS = (THROUGHPUT, LATENCY, ERROR_SIGNATURES, RETRIES, LAG_TREND, ANOMALIES)
+
+
+def out_uri(lake_uri: str, out: str | None = None) -> str:
+    """Where rollups go: ``out`` when given, else ``<lake>/rollups``, as a Hadoop URI."""
+    return lake.hadoop_uri(out) if out else lake.hadoop_uri(lake_uri).rstrip("/") + "/" + lake.ROLLUPS
+
+
+def write(spark: SparkSession, frame: DataFrame, out: str, name: str) -> int:
+    """Replace rollup ``name`` with ``frame``; the number of rows written (from the files' metadata)."""
+    uri = out.rstrip("/") + "/" + name
+    frame.write.mode("overwrite").parquet(uri)
+    return spark.read.parquet(uri).count()

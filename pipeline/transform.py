@@ -1,0 +1,226 @@
+"""Transform: throughput, handler latency, lag trend and anomaly rollups, as pure DataFrame functions.
+
+Every function takes the DataFrames :mod:`pipeline.extract` returns and gives back a rollup; nothing
+here reads or writes storage, so the tests feed them the lake the exporter wrote and compare with a
+plain-Python computation over the same entries. All times are UTC (the session's time zone).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+MINUTE = "minute"
+HOUR = "hour"
+SCOPE_STREAM = "stream"
+SCOPE_TYPE = "type"
+PERCENTILES = (50, 95, 99)
+
+ANOMALY_THRESHOLD = 3.0
+BASELINE_DAYS = 14
+MIN_BASELINE_POINTS = 3
+SCORE_DAYS = 28
+
+_STREAM = ["conn", "stream", "stream_text"]
+
+
+# ------------------------------------------------------------------------------------------ throughput
+
+
+def throughput_minutes(entries: DataFrame) -> DataFrame:
+    """Entries and payload bytes per stream, event type and minute: the one pass over every entry.
+
+    Entries without an event type count under the empty type. Cache the result: :func:`throughput` and
+    :func:`anomalies` both build on it.
+    """
+    return (
+        entries.select(
+            *_STREAM,
+            F.coalesce(F.col("event_type"), F.lit("")).alias("event_type"),
+            F.date_trunc("minute", F.col("ts")).alias("bucket"),
+            "payload_size",
+        )
+        .groupBy(*_STREAM, "event_type", "bucket")
+        .agg(F.count(F.lit(1)).alias("entries"), F.sum("payload_size").alias("bytes"))
+    )
+
+
+def throughput(minutes: DataFrame) -> DataFrame:
+    """Per-minute and per-hour counts, per event type (``scope='type'``) and in total (``scope='stream'``,
+    ``event_type=''``), from :func:`throughput_minutes`. Columns: conn, stream, stream_text, scope,
+    event_type, resolution, bucket, entries, bytes."""
+    hours = (
+        minutes.withColumn("bucket", F.date_trunc("hour", F.col("bucket")))
+        .groupBy(*_STREAM, "event_type", "bucket")
+        .agg(F.sum("entries").alias("entries"), F.sum("bytes").alias("bytes"))
+    )
+    parts = []
+    for resolution, frame in ((MINUTE, minutes), (HOUR, hours)):
+        parts.append(frame.select(*_STREAM, F.lit(SCOPE_TYPE).alias("scope"), "event_type",
+                                  F.lit(resolution).alias("resolution"), "bucket", "entries", "bytes"))
+        totals = frame.groupBy(*_STREAM, "bucket").agg(
+            F.sum("entries").alias("entries"), F.sum("bytes").alias("bytes")
+        )
+        parts.append(totals.select(*_STREAM, F.lit(SCOPE_STREAM).alias("scope"), F.lit("").alias("event_type"),
+                                   F.lit(resolution).alias("resolution"), "bucket", "entries", "bytes"))
+    out = parts[0]
+    for part in parts[1:]:
+        out = out.unionByName(part)
+    return out
+
+
+# -------------------------------------------------------------------------------------------- latency
+
+
+def _nearest_rank(p: int) -> Column:
+    """The p-th percentile, nearest-rank: the smallest value whose cumulative count reaches ceil(p*N/100).
+
+    The rank is integer arithmetic, ``(N * p + 99) div 100``, so no floating-point rounding moves it.
+    """
+    rank = F.expr(f"(n_total * {p} + 99) div 100")
+    return F.min(F.when(F.col("cum") >= rank, F.col("value"))).alias(f"p{p}_ms")
+
+
+def latency(metrics: DataFrame) -> DataFrame:
+    """Handler time per stream, consumer group, event type and hour, from ``eventbus:metrics``.
+
+    A handler *run* is a ``processed`` or ``failed`` metric; the bus aggregates ``processed`` per
+    interval, so one such entry stands for ``count`` runs each taking its mean, ``duration_ms / count``
+    (the only per-run figure the bus keeps). Over those runs: ``runs`` (N), ``failed``, ``mean_ms``
+    (total time / N), ``max_ms`` (largest ``max_ms``) and p50/p95/p99 by nearest rank
+    (:func:`_nearest_rank`). The hour is that of the metric entry's ID (when Redis stored it).
+    """
+    key = ["conn", "stream", "group", "event_type", "hour"]
+    runs = metrics.filter(
+        F.col("event").isin("processed", "failed") & (F.col("count") > 0) & F.col("duration_ms").isNotNull()
+    ).select(
+        "conn",
+        F.coalesce(F.col("stream"), F.lit("")).alias("stream"),
+        F.coalesce(F.col("group"), F.lit("")).alias("group"),
+        F.coalesce(F.col("type"), F.lit("")).alias("event_type"),
+        F.date_trunc("hour", F.col("ts")).alias("hour"),
+        F.col("count").alias("n"),
+        (F.col("duration_ms") / F.col("count")).alias("value"),
+        "duration_ms",
+        F.when(F.col("event") == "failed", F.col("count")).otherwise(F.lit(0)).alias("failed"),
+        F.coalesce(F.col("max_ms"), F.col("duration_ms") / F.col("count")).alias("max_ms"),
+    )
+    ordered = Window.partitionBy(*key).orderBy("value").rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    ranked = runs.withColumn("cum", F.sum("n").over(ordered)).withColumn(
+        "n_total", F.sum("n").over(Window.partitionBy(*key))
+    )
+    return ranked.groupBy(*key).agg(
+        F.first("n_total").alias("runs"),
+        F.sum("failed").alias("failed"),
+        (F.sum("duration_ms") / F.first("n_total")).alias("mean_ms"),
+        *(_nearest_rank(p) for p in PERCENTILES),
+        F.max("max_ms").alias("max_ms"),
+    )
+
+
+# ------------------------------------------------------------------------------------------ lag trend
+
+
+def lag_trend(samples: DataFrame) -> DataFrame:
+    """A consumer group's lag per hour, from the snapshot samples.
+
+    The snapshots keep raw samples for a while and 1-minute and 1-hour rollups for longer, so an hour
+    may be covered by several resolutions: each hour uses only its finest one (raw, then 1m, then 1h),
+    never a mix that would count the same moment twice. Per hour: ``samples``, ``mean_lag``,
+    ``max_lag``, ``last_lag`` and ``lag_change`` (last known lag minus first known lag, over samples that
+    know it: Redis reports no lag after some SETIDs), ``max_pending`` and ``max_idle_ms``.
+    """
+    key = ["conn", "stream", "stream_text", "group", "group_text", "hour"]
+    fineness = F.when(F.col("resolution") == "raw", 0).when(F.col("resolution") == "1m", 1).otherwise(2)
+    hourly = samples.withColumn("hour", F.date_trunc("hour", F.col("at"))).withColumn("fineness", fineness)
+    finest = hourly.withColumn("best", F.min("fineness").over(Window.partitionBy(*key))).filter(
+        F.col("fineness") == F.col("best")
+    )
+    known_at = F.when(F.col("lag").isNotNull(), F.col("at"))
+    first_lag = F.min_by("lag", known_at)
+    last_lag = F.max_by("lag", known_at)
+    return finest.groupBy(*key).agg(
+        F.count(F.lit(1)).cast("int").alias("samples"),
+        F.avg("lag").alias("mean_lag"),
+        F.max("lag").alias("max_lag"),
+        last_lag.alias("last_lag"),
+        (last_lag - first_lag).alias("lag_change"),
+        F.max("pending").alias("max_pending"),
+        F.max("oldest_pending_idle_ms").alias("max_idle_ms"),
+    )
+
+
+# ------------------------------------------------------------------------------------------- anomalies
+
+
+def anomalies(
+    hourly: DataFrame,
+    *,
+    as_of: datetime,
+    threshold: float = ANOMALY_THRESHOLD,
+    baseline_days: int = BASELINE_DAYS,
+    min_points: int = MIN_BASELINE_POINTS,
+    score_days: int = SCORE_DAYS,
+) -> DataFrame:
+    """Hours whose throughput was far from the same hour of day on the preceding days.
+
+    ``hourly`` holds per-stream hourly counts (conn, stream, stream_text, bucket, entries): the
+    ``scope='stream'``, ``resolution='hour'`` rows of :func:`throughput`. The hours scored are those of
+    the ``score_days`` days up to the last hour that ended by ``as_of``, hours without entries counting 0
+    (a stream that stops is an anomaly too) from a stream's first entry on; so the work is bounded by
+    the window, not by the age of the lake. The baseline of an hour is the same hour of day on the
+    ``baseline_days`` days before it; with ``mean`` and sample standard deviation ``s`` of those
+    counts::
+
+        z = (entries - mean) / max(s, 1)
+
+    (the floor of one entry keeps a flat baseline from turning a difference of one entry into an
+    infinite score). An hour is flagged when its baseline has at least ``min_points`` days and
+    ``|z| >= threshold``: a ``spike`` above, a ``drop`` below.
+    """
+    as_of = as_of.astimezone(UTC) if as_of.tzinfo else as_of.replace(tzinfo=UTC)
+    # the start of the last hour that has ended: bucket + 1 h <= as_of
+    last = (as_of - timedelta(hours=1)).replace(minute=0, second=0, microsecond=0)
+    scored_from = last - timedelta(days=score_days) + timedelta(hours=1)
+    grid_from = scored_from - timedelta(days=baseline_days)
+    last_start = F.lit(last)
+    counts = hourly.select(*_STREAM, "bucket", "entries").filter(
+        (F.col("bucket") <= last_start) & (F.col("bucket") >= F.lit(grid_from))
+    )
+    spans = counts.groupBy(*_STREAM).agg(F.min("bucket").alias("first"))
+    grid = spans.select(
+        *_STREAM, F.explode(F.sequence(F.col("first"), last_start, F.expr("interval 1 hour"))).alias("bucket")
+    )
+    dense = grid.join(counts, on=[*_STREAM, "bucket"], how="left").withColumn(
+        "entries", F.coalesce(F.col("entries"), F.lit(0)).cast("long")
+    )
+    seconds = F.col("bucket").cast("long")
+    baseline = (
+        Window.partitionBy("conn", "stream", F.hour("bucket"))
+        .orderBy(seconds)
+        .rangeBetween(-baseline_days * 86400, -1)
+    )
+    scored = (
+        dense.withColumn("baseline_mean", F.avg("entries").over(baseline))
+        .withColumn("baseline_std", F.coalesce(F.stddev_samp("entries").over(baseline), F.lit(0.0)))
+        .withColumn("baseline_points", F.count("entries").over(baseline).cast("int"))
+        .withColumn("z", (F.col("entries") - F.col("baseline_mean")) / F.greatest(F.col("baseline_std"), F.lit(1.0)))
+    )
+    flagged = scored.filter(
+        (F.col("bucket") >= F.lit(scored_from))
+        & (F.col("baseline_points") >= min_points)
+        & (F.abs(F.col("z")) >= threshold)
+    )
+    return flagged.select(
+        *_STREAM,
+        F.col("bucket").alias("hour"),
+        "entries",
+        "baseline_mean",
+        "baseline_std",
+        "baseline_points",
+        "z",
+        F.lit(float(threshold)).alias("threshold"),
+        F.when(F.col("z") > 0, "spike").otherwise("drop").alias("direction"),
+    )

@@ -1,0 +1,71 @@
+"""``python manage.py run_pipeline [--conn NAME ...] [--match GLOB] [--since ID|TIME] [--job]``.
+
+Exports what is new to the lake, runs the Spark rollup jobs (a local session unless ``SPARK_MASTER``
+names a cluster) and loads the rollups into the tables ``/reports/`` shows; see
+:mod:`streams_app.pipeline_run`. With ``--job`` it queues the same work as a background job for the
+Celery worker instead (progress on ``/jobs/<id>/``) and returns at once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from streams_app import export, pipeline_run
+from streams_app.redis_ops.client import connection
+from streams_app.redis_ops.errors import OpsError
+
+
+class Command(BaseCommand):
+    help = "Export stream history, compute the Spark rollups and load them for /reports/."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--conn", action="append", help="Connection name (repeatable; default: all).")
+        parser.add_argument("--match", default="*", help="Only export streams whose key matches this glob.")
+        parser.add_argument("--since", help="Skip entries before this entry ID or ISO-8601 time.")
+        parser.add_argument("--job", action="store_true", help="Queue as a background job and return.")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        if options["job"]:
+            if options["conn"] or options["since"] or options["match"] != "*":
+                raise CommandError("--job runs everything: --conn, --match and --since apply to direct runs.")
+            try:
+                job = pipeline_run.pipeline_job_start(user=None)
+            except OpsError as exc:
+                raise CommandError(exc.message) from exc
+            self.stdout.write(f"Queued pipeline job {job.pk}: follow it at /jobs/{job.pk}/ (needs a Celery worker).")
+            return
+        try:
+            for name in options["conn"] or []:
+                connection(name)
+            if options["since"]:
+                export.since_id(options["since"])
+            run = pipeline_run.pipeline_run(
+                conns=options["conn"],
+                match=options["match"].encode(),
+                since=options["since"],
+                on_phase=self._report,
+            )
+        except OpsError as exc:
+            raise CommandError(exc.message) from exc
+        except export.ExportBusy as exc:
+            raise CommandError(str(exc)) from exc
+        stats = run.stats
+        self.stdout.write(
+            f"Pipeline done in {stats['seconds']:.1f} s (Spark start-up {stats.get('spark_startup_s', 0):.1f} s): "
+            + ", ".join(f"{n} {name}" for name, n in stats["loaded"].items())
+            + " rollup rows loaded."
+        )
+        for failure in stats["export"]["failed"]:
+            self.stderr.write(f"export failed: {failure}")
+
+    def _report(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "exported":
+            self.stdout.write(
+                f"Exported {info['entries']} entries from {info['streams']} streams, {info['samples']} snapshot "
+                f"rows ({info['files']} files) in {info['seconds']:.1f} s."
+            )
+        elif phase == "spark":
+            rows = ", ".join(f"{n} {name}" for name, n in info["rows"].items())
+            self.stdout.write(f"Spark job {info['job']}: {rows} rows in {info['seconds']:.1f} s.")

@@ -1,0 +1,178 @@
+"""Load the Spark rollups (Parquet under ``<lake>/rollups``) into the console's tables, idempotently.
+
+Each rollup is upserted by its natural key (``INSERT ... ON CONFLICT (key) DO UPDATE``, which SQLite and
+PostgreSQL both speak), then the rows this load did not touch are deleted: after a load the table is
+exactly the rollup, however often the same rollup is loaded, and a row's id stays the same from one
+run to the next. One rollup is one transaction, so a page never shows half a rollup.
+
+Per-minute throughput is kept in the lake; only its last ``BUSCONSOLE_PIPELINE_MINUTE_HOURS`` hours
+(before the newest minute) come into the database, where a page may want them. Everything else is
+small: hours, groups, signatures.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from django.conf import settings
+from django.db import models, transaction
+from django.utils import timezone
+
+from pipeline import lake as lake_layout
+from pipeline import load
+from pipeline.failures import search_text
+from streams_app.models import (
+    AnomalyRollup,
+    ErrorSignatureRollup,
+    LagTrendRollup,
+    LatencyRollup,
+    RetryRollup,
+    ThroughputRollup,
+)
+
+BATCH = 1000
+_TEXT = 1000
+
+
+def _digest(raw: bytes) -> str:
+    return hashlib.sha256(raw).hexdigest()
+
+
+def _stream(row: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "connection": row["conn"],
+        "stream": row["stream"],
+        "stream_hash": _digest(row["stream"]),
+        "stream_text": (row["stream_text"] or "")[:_TEXT],
+    }
+
+
+def _throughput(row: dict[str, Any]) -> dict[str, Any]:
+    return {
+        **_stream(row),
+        "scope": row["scope"],
+        "event_type": row["event_type"][:200],
+        "resolution": row["resolution"],
+        "bucket": row["bucket"],
+        "entries": row["entries"],
+        "bytes": row["bytes"] or 0,
+    }
+
+
+def _latency(row: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "connection": row["conn"],
+        "stream": row["stream"][:_TEXT],
+        "group": row["group"][:_TEXT],
+        "event_type": row["event_type"][:200],
+        **{name: row[name] for name in ("hour", "runs", "failed", "mean_ms", "p50_ms", "p95_ms", "p99_ms", "max_ms")},
+    }
+
+
+def _signature(row: dict[str, Any]) -> dict[str, Any]:
+    return {
+        **_stream(row),
+        "dlq": row["dlq"],
+        "dlq_hash": _digest(row["dlq"]),
+        "dlq_text": row["dlq_text"][:_TEXT],
+        "signature": row["signature"],
+        "search": search_text(row["signature"]),
+        **{name: row[name] for name in ("count", "first_seen", "last_seen", "example_entry_id", "rank")},
+        "example_error": row["example_error"] or "",
+    }
+
+
+def _retries(row: dict[str, Any]) -> dict[str, Any]:
+    return {**_stream(row), "retries": row["retries"], "count": row["count"]}
+
+
+def _lag(row: dict[str, Any]) -> dict[str, Any]:
+    names = ("hour", "samples", "mean_lag", "max_lag", "last_lag", "lag_change", "max_pending", "max_idle_ms")
+    return {
+        **_stream(row),
+        "group": row["group"],
+        "group_hash": _digest(row["group"]),
+        "group_text": row["group_text"][:_TEXT],
+        **{name: row[name] for name in names},
+    }
+
+
+def _anomaly(row: dict[str, Any]) -> dict[str, Any]:
+    names = ("hour", "entries", "baseline_mean", "baseline_std", "baseline_points", "z", "threshold", "direction")
+    return {**_stream(row), **{name: row[name] for name in names}}
+
+
+def _recent_minutes(table: pa.Table) -> pa.Table:
+    """Hourly rows, and minute rows of the last ``BUSCONSOLE_PIPELINE_MINUTE_HOURS`` hours of data."""
+    minute = pc.equal(table["resolution"], "minute")
+    buckets = table["bucket"].filter(minute)
+    if len(buckets) == 0:
+        return table
+    hours = settings.BUSCONSOLE_PIPELINE_MINUTE_HOURS
+    since = pc.max(buckets).as_py() - timedelta(hours=hours)
+    keep = pc.or_(pc.invert(minute), pc.greater(table["bucket"], pa.scalar(since, table["bucket"].type)))
+    return table.filter(keep)
+
+
+@dataclass(frozen=True, slots=True)
+class _Spec:
+    name: str
+    model: type[models.Model]
+    unique: tuple[str, ...]
+    build: Callable[[dict[str, Any]], dict[str, Any]]
+    prepare: Callable[[pa.Table], pa.Table] | None = None
+
+
+SPECS = (
+    _Spec(load.THROUGHPUT, ThroughputRollup,
+          ("connection", "stream_hash", "scope", "event_type", "resolution", "bucket"), _throughput, _recent_minutes),
+    _Spec(load.LATENCY, LatencyRollup, ("connection", "stream", "group", "event_type", "hour"), _latency),
+    _Spec(load.ERROR_SIGNATURES, ErrorSignatureRollup, ("connection", "stream_hash", "dlq_hash", "signature"),
+          _signature),
+    _Spec(load.RETRIES, RetryRollup, ("connection", "stream_hash", "retries"), _retries),
+    _Spec(load.LAG_TREND, LagTrendRollup, ("connection", "stream_hash", "group_hash", "hour"), _lag),
+    _Spec(load.ANOMALIES, AnomalyRollup, ("connection", "stream_hash", "hour"), _anomaly),
+)
+
+
+def rollups_uri(lake_uri: str | None = None) -> str:
+    return (lake_uri or settings.BUSCONSOLE_LAKE).rstrip("/") + "/" + lake_layout.ROLLUPS
+
+
+def rollups_load(*, lake_uri: str | None = None, source: str | None = None) -> dict[str, int]:
+    """Upsert every rollup found under ``source`` (default ``<lake>/rollups``); rows loaded per rollup.
+
+    A rollup directory that does not exist (its job was not run) leaves its table alone.
+    """
+    rollups = lake_layout.Lake(source or rollups_uri(lake_uri))
+    counts: dict[str, int] = {}
+    for spec in SPECS:
+        if not rollups.files(spec.name):
+            continue
+        table = rollups.read(spec.name)
+        assert table is not None
+        counts[spec.name] = _load_one(spec, spec.prepare(table) if spec.prepare else table)
+    return counts
+
+
+def _load_one(spec: _Spec, table: pa.Table) -> int:
+    started = timezone.now()
+    fields = [f.name for f in spec.model._meta.concrete_fields if not f.primary_key]
+    update = [name for name in fields if name not in spec.unique]
+    loaded = 0
+    with transaction.atomic():
+        for batch in table.to_batches(max_chunksize=BATCH):
+            objects = [spec.model(**spec.build(row)) for row in batch.to_pylist()]
+            spec.model.objects.bulk_create(
+                objects, update_conflicts=True, unique_fields=list(spec.unique), update_fields=update
+            )
+            loaded += len(objects)
+        # rows of an earlier load that this rollup no longer has (auto_now stamped every row above)
+        spec.model.objects.filter(updated_at__lt=started).delete()
+    return loaded

@@ -1,0 +1,51 @@
+"""``/reports/``: what the data pipeline found (issue 7), and the operators' "Run pipeline now" button."""
+
+from __future__ import annotations
+
+from django import forms
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+
+from streams_app import links, pipeline_run, report_data
+from streams_app.forms import validated
+from streams_app.redis_ops.errors import OpsError
+from streams_app.views.common import render_screen
+
+
+class ReportsForm(forms.Form):
+    stream = forms.RegexField(regex=r"^[0-9a-f]{64}$", required=False)  # a stream_hash, for the heat map
+
+
+@require_GET
+def reports(request: HttpRequest) -> HttpResponse:
+    params = validated(ReportsForm, request.GET)
+    done, latest = report_data.last_runs()
+    context = {
+        "params": params,
+        "last_done": done,
+        "latest_run": latest,
+        "heatmap": report_data.heatmap(stream_hash=params["stream"] or None),
+        "heatmap_streams": report_data.throughput_streams(),
+        "hours": range(24),
+        "latency": report_data.latency_rows(),
+        "signatures": report_data.top_signatures(),
+        "retries": report_data.retries_histogram(),
+        "anomalies": report_data.anomalies(),
+        "lag_charts": report_data.lag_charts(),
+        "top_per_stream": report_data.TOP_PER_STREAM,
+    }
+    return render_screen(request, "streams_app/reports.html", context, partial="heatmap")
+
+
+@require_POST
+def reports_run(request: HttpRequest) -> HttpResponse:
+    """Queue a pipeline run (operators; a viewer gets 403 from the action layer) and show its job."""
+    try:
+        job = pipeline_run.pipeline_start(user=request.user)
+    except OpsError as exc:
+        messages.error(request, exc.message)
+        return HttpResponseRedirect(reverse("reports"))
+    messages.success(request, f"Pipeline run queued as job {job.pk}.")
+    return HttpResponseRedirect(links.job_url(job.pk))
