@@ -223,6 +223,8 @@ CELERY_BEAT_SCHEDULE: dict = {
 BUSCONSOLE_PIPELINE_CRON = envstr("BUSCONSOLE_PIPELINE_CRON", "30 3 * * *")
 BUSCONSOLE_PIPELINE_INTERVAL_S = envint("BUSCONSOLE_PIPELINE_INTERVAL_S", 0)
 BUSCONSOLE_PIPELINE_MINUTE_HOURS = envint("BUSCONSOLE_PIPELINE_MINUTE_HOURS", 6)
+# Processes exporting streams in parallel on big exports (0: one per core, at most 4).
+BUSCONSOLE_EXPORT_WORKERS = envint("BUSCONSOLE_EXPORT_WORKERS", 0)
 
 
 def _pipeline_schedule() -> object:

@@ -20,6 +20,7 @@ import os
 import sys
 from collections.abc import Mapping
 
+from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
 
 BASE_CONF = {
@@ -38,6 +39,17 @@ LOCAL_CONF = {
 }
 
 
+_LOCAL_SQL_CONF = {"spark.sql.shuffle.partitions": LOCAL_CONF["spark.sql.shuffle.partitions"]}
+
+
+def _submitted_master() -> str:
+    """The master spark-submit was given (its JVM is up already); "" when not under spark-submit."""
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:
+        return ""
+    SparkContext._ensure_initialized()
+    return SparkConf().get("spark.master", "") or ""
+
+
 def build_session(
     master: str | None = None, *, app_name: str = "busconsole-pipeline", conf: Mapping[str, str] | None = None
 ) -> SparkSession:
@@ -54,6 +66,10 @@ def build_session(
             settings.update(LOCAL_CONF)
             if os.environ.get("SPARK_DRIVER_MEMORY"):
                 settings.pop("spark.driver.memory")  # spark-submit reads the variable itself
+    elif _submitted_master().startswith("local"):
+        # spark-submit --master local[...]: its conf is fixed, but the runtime SQL defaults still help
+        submitted = SparkConf()
+        settings.update({k: v for k, v in _LOCAL_SQL_CONF.items() if not submitted.contains(k)})
     settings.update(conf or {})
     for key, value in settings.items():
         builder = builder.config(key, value)

@@ -229,6 +229,52 @@ class ReplayForm(forms.Form):
     batch = forms.IntegerField(required=False, min_value=1, max_value=5000)
 
 
+# ------------------------------------------------------------------------------- admin actions
+
+
+class ConsumerDeleteForm(forms.Form):
+    force = forms.BooleanField(required=False)  # delete even with pending entries (they are dropped)
+
+
+class GroupDeleteForm(forms.Form):
+    confirm = forms.CharField(max_length=1024, strip=False)  # the group's name, typed
+
+
+class TrimForm(forms.Form):
+    """Exactly one of ``maxlen`` (entries to keep, about) and ``minid`` (older entries go)."""
+
+    maxlen = forms.IntegerField(required=False, min_value=0)
+    minid = PositionField(required=False)
+    dry_run = forms.BooleanField(required=False)
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        if self.errors:
+            return data
+        if (data.get("maxlen") is None) == (not data.get("minid")):
+            raise forms.ValidationError("Give exactly one of maxlen (entries to keep) and minid (an ID or a time).")
+        data["minid"] = data.get("minid") or None
+        return data
+
+
+class EntriesDeleteForm(forms.Form):
+    """Entry IDs as a list (``ids``: checkboxes, the JSON array) and/or typed (``ids_text``)."""
+
+    ids = IdListField(required=False)
+    ids_text = forms.CharField(required=False, max_length=64 * MAX_SELECTION, widget=forms.Textarea)
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        if self.errors:
+            return data
+        typed = (data.get("ids_text") or "").replace(",", " ").split()
+        try:
+            data["ids"] = IdListField().clean([*data.get("ids", []), *typed])
+        except forms.ValidationError as exc:
+            raise forms.ValidationError(exc.messages) from None
+        return data
+
+
 # --------------------------------------------------------------------------------- jobs, audit
 
 

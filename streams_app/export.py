@@ -33,10 +33,13 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
+import multiprocessing
+import os
 import queue
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -67,6 +70,8 @@ REPLY_BYTES = 8 * 1024 * 1024
 CHUNK_ROWS = 250_000
 CHUNK_BYTES = 128 * 1024 * 1024
 SAMPLE_BATCH = 50_000
+PARALLEL_MIN_ENTRIES = 200_000
+"""Below this many entries in the streams looked at, one process exports them (spawning costs ~1 s)."""
 SETTLE_S = {"raw": 60, "1m": 180, "1h": 3900}
 """A snapshot row is exported once its ``at`` is this old: raw rows are written once per tick, rollup
 rows are rewritten while their minute or hour is open."""
@@ -158,55 +163,140 @@ def export_run(
     lake_uri: str | None = None,
     tables: bool = True,
     chunk_rows: int = CHUNK_ROWS,
+    workers: int | None = None,
     now: datetime | None = None,
     on_progress: ProgressFn | None = None,
     on_written: WrittenFn | None = None,
 ) -> ExportStats:
     """Export new entries of every stream matching ``match`` on ``conns`` (all connections by default),
-    then the snapshot tables. Take :func:`pipeline_lock` around it when other runs may start."""
+    then the snapshot tables. Take :func:`pipeline_lock` around it when other runs may start.
+
+    With more than :data:`PARALLEL_MIN_ENTRIES` entries in the streams to look at, streams are exported
+    by ``workers`` processes (``BUSCONSOLE_EXPORT_WORKERS``; 0 means one per core, at most 4): parsing
+    replies and building Arrow arrays hold the GIL, so one process cannot use a second core.
+    """
     started = time.monotonic()
-    target = lake.Lake(lake_uri or settings.BUSCONSOLE_LAKE)
+    uri = lake_uri or settings.BUSCONSOLE_LAKE
     stats = ExportStats()
     first = since_id(since) if since else None
+    plan: list[StreamTask] = []
     for conn in conns or [c.name for c in connections()]:
         try:
-            keys = _stream_keys(conn, match)
+            plan += _streams(conn, match)
         except OpsError as exc:
             stats.failed.append(f"{conn}: {exc.message}")
-            continue
-        for key, last_id in keys:
-            try:
-                _export_stream(
-                    target, conn, key, newest=last_id, since=first, chunk_rows=chunk_rows, stats=stats,
-                    on_progress=on_progress, on_written=on_written,
-                )
-            except Unreachable as exc:
-                stats.failed.append(f"{conn}: {exc.message}")
-                break
-            except (OpsError, pa.ArrowException) as exc:
-                message = exc.message if isinstance(exc, OpsError) else str(exc)
-                stats.failed.append(f"{conn} {display_text(key)}: {message}")
-                log.warning("export of %s %r failed: %s", conn, key, message)
-            stats.streams += 1
+    count = _workers(workers, plan)
+    if count > 1 and on_written is None:
+        _export_parallel(uri, plan, since=first, chunk_rows=chunk_rows, workers=count, stats=stats,
+                         on_progress=on_progress)
+    else:
+        unreachable: set[str] = set()
+        for item in plan:
+            if item.conn in unreachable:
+                continue
+            part = export_one(uri, item, since=first, chunk_rows=chunk_rows, on_progress=on_progress,
+                              on_written=on_written, base=stats)
+            if part.unreachable:
+                unreachable.add(item.conn)
     if tables:
         since_ms = parse_id(first).ms if first else 0
-        export_tables(target, now=now or timezone.now(), since_ms=since_ms, stats=stats, on_written=on_written)
+        export_tables(lake.Lake(uri), now=now or timezone.now(), since_ms=since_ms, stats=stats, on_written=on_written)
     stats.seconds = round(time.monotonic() - started, 3)
     if on_progress:
         on_progress(stats)
     return stats
 
 
-def _stream_keys(conn: str, match: bytes) -> list[tuple[bytes, str | None]]:
-    """Every stream matching ``match`` with its newest ID, by SCAN pages (no KEYS)."""
-    out: list[tuple[bytes, str | None]] = []
+@dataclass(frozen=True, slots=True)
+class StreamTask:
+    conn: str
+    key: bytes
+    newest: str | None
+    length: int
+
+
+@dataclass
+class _Part:
+    stats: ExportStats
+    unreachable: bool = False
+
+
+def _streams(conn: str, match: bytes) -> list[StreamTask]:
+    """Every stream matching ``match`` with its newest ID and length, by SCAN pages (no KEYS)."""
+    out: list[StreamTask] = []
     cursor = 0
     while True:
         page = reads.streams_scan(conn, match=match, cursor=cursor, count=reads.MAX_PAGE)
-        out += [(s.key, s.last_id) for s in page.streams]
+        out += [StreamTask(conn, s.key, s.last_id, s.length) for s in page.streams]
         cursor = page.next_cursor
         if cursor == 0:
             return out
+
+
+def _workers(requested: int | None, plan: list[StreamTask]) -> int:
+    configured = requested if requested is not None else settings.BUSCONSOLE_EXPORT_WORKERS
+    count = configured or min(4, os.cpu_count() or 1)
+    if len(plan) < 2 or sum(item.length for item in plan) < PARALLEL_MIN_ENTRIES:
+        return 1
+    return max(1, min(count, len(plan)))
+
+
+def export_one(
+    uri: str,
+    item: StreamTask,
+    *,
+    since: str | None,
+    chunk_rows: int,
+    on_progress: ProgressFn | None = None,
+    on_written: WrittenFn | None = None,
+    base: ExportStats | None = None,
+) -> _Part:
+    """Export one stream, counting into ``base`` (or a new ExportStats); failures are counted, not raised."""
+    stats = base if base is not None else ExportStats()
+    part = _Part(stats)
+    try:
+        _export_stream(
+            lake.Lake(uri), item.conn, item.key, newest=item.newest, since=since, chunk_rows=chunk_rows,
+            stats=stats, on_progress=on_progress, on_written=on_written,
+        )
+    except Unreachable as exc:
+        stats.failed.append(f"{item.conn}: {exc.message}")
+        part.unreachable = True
+    except (OpsError, pa.ArrowException) as exc:
+        message = exc.message if isinstance(exc, OpsError) else str(exc)
+        stats.failed.append(f"{item.conn} {display_text(item.key)}: {message}")
+        log.warning("export of %s %r failed: %s", item.conn, item.key, message)
+    stats.streams += 1
+    return part
+
+
+def _export_parallel(
+    uri: str,
+    plan: list[StreamTask],
+    *,
+    since: str | None,
+    chunk_rows: int,
+    workers: int,
+    stats: ExportStats,
+    on_progress: ProgressFn | None,
+) -> None:
+    """Streams spread over ``workers`` fresh processes (spawned: no fork of a threaded process), longest
+    first; each reports its streams' counts back when done."""
+    from streams_app import export_worker
+
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=export_worker.setup) as pool:
+        futures = [
+            pool.submit(export_worker.export_stream, uri, item.conn, item.key, item.newest, item.length, since, chunk_rows)
+            for item in sorted(plan, key=lambda item: -item.length)
+        ]
+        for future in as_completed(futures):
+            part: ExportStats = future.result()
+            for name in ("streams", "entries", "files", "metrics", "dead_letters", "samples"):
+                setattr(stats, name, getattr(stats, name) + getattr(part, name))
+            stats.failed += part.failed
+            if on_progress:
+                on_progress(stats)
 
 
 def _checkpoint(conn: str, kind: str, key: bytes) -> ExportCheckpoint:

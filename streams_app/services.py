@@ -20,20 +20,23 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from django import forms
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
+from django.http import Http404
 
 from streams_app import auth, jobs
 from streams_app.forms import validated
-from streams_app.models import AuditEvent, Job
+from streams_app.models import ApiToken, AuditEvent, Job
 from streams_app.redis_ops import actions, conventions, reads
 from streams_app.redis_ops.decoding import display_text
 from streams_app.redis_ops.errors import InvalidArgument, OpsError
 
 if TYPE_CHECKING:
+    from django.contrib.auth.base_user import AbstractBaseUser
+
     from streams_app.auth import UserLike
 
 log = logging.getLogger(__name__)
@@ -57,7 +60,22 @@ ACTION_ROLES: dict[str, auth.Role] = {
     "pipeline.run": auth.Role.OPERATOR,  # data pipeline (issue 7): start export + Spark rollups
     "dlq.delete": auth.Role.ADMIN,
     "dlq.purge": auth.Role.ADMIN,
+    # admin actions: previews too, so a viewer never sees what a deletion would take
+    "consumer.delete.preview": auth.Role.ADMIN,
+    "consumer.delete": auth.Role.ADMIN,
+    "group.delete": auth.Role.ADMIN,
+    "stream.trim.preview": auth.Role.ADMIN,
+    "stream.trim": auth.Role.ADMIN,
+    "stream.delete.preview": auth.Role.ADMIN,
+    "stream.delete": auth.Role.ADMIN,
+    # personal API tokens page: every user manages their own
+    "token.create": auth.Role.VIEWER,
+    "token.revoke": auth.Role.VIEWER,
 }
+
+#: Actions on the console's own records that read-only mode allows: it protects the monitored Redis,
+#: and a read-only console is still read through the API, with personal tokens.
+READ_ONLY_ALLOWED: frozenset[str] = frozenset({"token.create", "token.revoke"})
 
 #: IDs kept in one audit row; a bigger selection is recorded by its count (``ids_count``).
 AUDIT_MAX_IDS = 1000
@@ -84,9 +102,10 @@ def action_authorize(*, user: UserLike | None, action: str) -> None:
     """Raise PermissionDenied unless ``user`` may run ``action`` now.
 
     Read-only mode is checked first: it refuses everyone, admins included, and its message says so
-    rather than talking about roles.
+    rather than talking about roles (except for the console-only actions of :data:`READ_ONLY_ALLOWED`).
     """
-    auth.require_writable()
+    if action not in READ_ONLY_ALLOWED:
+        auth.require_writable()
     role = ACTION_ROLES.get(action)
     if role is None:
         raise PermissionDenied(f"{action!r} is not an action the console knows.")
@@ -578,3 +597,129 @@ def job_resume(*, user: UserLike | None, job: Job) -> Job:
         jobs.job_resume(job_id=job.pk)
     job.refresh_from_db()
     return job
+
+
+# ------------------------------------------------------------------------------- admin actions
+
+
+def consumer_delete_preview(
+    *, user: UserLike | None, conn: str, key: bytes, group: bytes, consumer: bytes
+) -> actions.ConsumerPlan:
+    """The consumer's pending count, shown before the admin confirms deleting it."""
+    return action_run(
+        user=user, conn=conn, action="consumer.delete.preview", stream=key, group=group,
+        params={"consumer": consumer},
+        fn=lambda: actions.consumer_delete_preview(conn, key, group, consumer=consumer),
+    )
+
+
+def consumer_delete(
+    *, user: UserLike | None, conn: str, key: bytes, group: bytes, consumer: bytes, force: bool = False
+) -> actions.ConsumerDeleted:
+    """Delete a consumer of a group (admin); refused while it owns pending entries unless ``force``.
+
+    Its pending entries would leave the PEL for good (nobody is told about them again), so the safe
+    order is: claim them to another consumer, then delete. ``force`` drops them, and the audit row
+    says how many (``affected``).
+    """
+    params = {"consumer": consumer, "force": force}
+    with action_audit(user=user, conn=conn, action="consumer.delete", stream=key, group=group, params=params) as record:
+        result = actions.consumer_delete(conn, key, group, consumer=consumer, force=force)
+        record.affected = result.pending_dropped
+        record.params["pending_dropped"] = result.pending_dropped
+    return result
+
+
+def group_delete(
+    *, user: UserLike | None, conn: str, key: bytes, group: bytes, confirm: str
+) -> actions.GroupDestroyed:
+    """Delete a consumer group (admin), once its name was typed to confirm; the stream stays.
+
+    The typed name is checked here, not in the form, so the API cannot delete by accident either.
+    """
+    with action_audit(user=user, conn=conn, action="group.delete", stream=key, group=group) as record:
+        if confirm != display_text(group):
+            raise InvalidArgument("To delete the group, type its name exactly as shown.", conn=conn)
+        result = actions.group_destroy(conn, key, group)
+        record.affected = result.pending_dropped
+        record.params.update(
+            consumers=result.consumers, pending_dropped=result.pending_dropped,
+            last_delivered_id=result.last_delivered_id,
+        )
+    return result
+
+
+def stream_trim_preview(
+    *, user: UserLike | None, conn: str, key: bytes, maxlen: int | None = None, minid: str | None = None
+) -> actions.TrimPlan:
+    """How many entries a trim removes ("about" for MAXLEN ~) and which groups have pending ones there."""
+    params = {"maxlen": maxlen} if maxlen is not None else {"minid": minid}
+    with action_audit(user=user, conn=conn, action="stream.trim.preview", stream=key, params=params) as record:
+        plan = actions.trim_preview(conn, key, maxlen=maxlen, minid=minid)
+        if plan.minid:
+            record.params["minid"] = plan.minid  # a time, resolved to the exact ID the trim will use
+        record.params.update(will_remove=plan.will_remove, approximate=plan.approximate)
+    return plan
+
+
+def stream_trim(
+    *, user: UserLike | None, conn: str, key: bytes, maxlen: int | None = None, minid: str | None = None
+) -> actions.TrimResult:
+    """Trim the stream (admin): keep about the newest ``maxlen`` entries, or drop those older than ``minid``."""
+    params = {"maxlen": maxlen} if maxlen is not None else {"minid": minid}
+    with action_audit(user=user, conn=conn, action="stream.trim", stream=key, params=params) as record:
+        result = actions.trim(conn, key, maxlen=maxlen, minid=minid)
+        record.affected = result.removed
+        record.params.update(strategy=result.strategy, length_after=result.length)
+        if result.minid:
+            record.params["minid"] = result.minid
+    return result
+
+
+def stream_entries_delete_preview(
+    *, user: UserLike | None, conn: str, key: bytes, ids: Sequence[str]
+) -> actions.EntriesPlan:
+    """Which of the IDs exist and which are pending in some group, before the admin confirms."""
+    return action_run(
+        user=user, conn=conn, action="stream.delete.preview", stream=key, ids=ids,
+        fn=lambda: actions.entries_delete_preview(conn, key, ids=list(ids)),
+    )
+
+
+def stream_entries_delete(
+    *, user: UserLike | None, conn: str, key: bytes, ids: Sequence[str]
+) -> actions.EntriesDeleted:
+    """XDEL entries (admin). Deleted entries still pending in a group stay there until acked."""
+    with action_audit(user=user, conn=conn, action="stream.delete", stream=key, ids=ids) as record:
+        result = actions.entries_delete(conn, key, ids=list(ids))
+        record.affected = len(result.deleted)
+        record.params.update(
+            missing=list(result.missing),
+            still_pending={display_text(p.group): list(p.ids) for p in result.pending},
+        )
+    return result
+
+
+# -------------------------------------------------------------------------- personal API tokens
+
+
+def token_issue(*, user: UserLike | None, name: str) -> tuple[ApiToken, str]:
+    """A new personal API token for ``user``: the row and the raw token, shown to them once."""
+    with action_audit(user=user, conn="", action="token.create", params={"name": name}) as record:
+        owner = cast("AbstractBaseUser", user)  # action_audit refused anonymous users
+        token, raw = auth.token_create(user=owner, name=name)
+        record.params.update(token_id=token.pk, prefix=token.prefix)
+        record.affected = 1
+    return token, raw
+
+
+def token_revoke(*, user: UserLike | None, token_id: int) -> ApiToken:
+    """Delete one of ``user``'s own tokens; another user's token is a 404 (and an audited error)."""
+    with action_audit(user=user, conn="", action="token.revoke", params={"token_id": token_id}) as record:
+        token = ApiToken.objects.filter(pk=token_id, user_id=getattr(user, "pk", None)).first()
+        if token is None:
+            raise Http404("You have no API token with that id.")
+        record.params.update(name=token.name, prefix=token.prefix)
+        token.delete()
+        record.affected = 1
+    return token

@@ -10,6 +10,7 @@ from django.urls import path, register_converter
 
 from streams_app.links import BytesSegmentConverter, ConnConverter
 from streams_app.views import actions as action_views  # operations (issue 4)
+from streams_app.views import admin_actions as admin_views  # admin actions
 from streams_app.views import alerts as alert_views  # alerts & charts (issue 6)
 from streams_app.views import (  # audit, dlq, jobs: issue 4
     audit,
@@ -25,7 +26,9 @@ from streams_app.views import charts as chart_views  # alerts & charts (issue 6)
 from streams_app.views import handlers as handler_views  # alerts & charts (issue 6)
 from streams_app.views import metrics as metrics_views  # metrics (issue 6)
 from streams_app.views import reports as report_views  # reports (issue 7)
+from streams_app.views import tokens as token_views  # personal API tokens page
 from streams_app.views.api import actions as api_actions  # operations (issue 4)
+from streams_app.views.api import admin_actions as api_admin  # admin actions
 from streams_app.views.api import read as api_read
 from streams_app.views.tail import tail as tail_view
 
@@ -49,6 +52,7 @@ STREAM = "c/<conn:conn>/streams/<seg:key>/"
 API_STREAM = "api/v1/" + STREAM
 DLQ = "c/<conn:conn>/dlq/<seg:key>/"  # operations (issue 4)
 API_DLQ = "api/v1/" + DLQ  # operations (issue 4)
+CONSUMER = STREAM + "groups/<seg:group>/consumers/<seg:consumer>/"  # admin actions
 
 urlpatterns = [
     path("", overview.overview, name="overview"),
@@ -118,4 +122,19 @@ urlpatterns = [
     # reports (issue 7): the data pipeline's rollups, and "Run pipeline now"
     path("reports/", report_views.reports, name="reports"),
     path("reports/run/", report_views.reports_run, name="reports-run"),
+    # admin actions: delete a consumer or a group, trim, delete entries (confirm pages, then POST)
+    path(CONSUMER + "delete/preview/", admin_views.consumer_delete_preview, name="consumer-delete-preview"),
+    path(CONSUMER + "delete/", admin_views.consumer_delete, name="consumer-delete"),
+    path(STREAM + "groups/<seg:group>/delete/", admin_views.group_delete, name="group-delete"),
+    path(STREAM + "trim/preview/", admin_views.trim_preview, name="trim-preview"),
+    path(STREAM + "trim/", admin_views.trim, name="trim"),
+    path(STREAM + "delete/preview/", admin_views.entries_delete_preview, name="entries-delete-preview"),
+    path(STREAM + "delete/", admin_views.entries_delete, name="entries-delete"),
+    path("api/v1/" + CONSUMER + "delete", api_admin.consumer_delete, name="api-consumer-delete"),
+    path(API_STREAM + "groups/<seg:group>/delete", api_admin.group_delete, name="api-group-delete"),
+    path(API_STREAM + "trim", api_admin.trim, name="api-trim"),
+    path(API_STREAM + "delete", api_admin.entries_delete, name="api-entries-delete"),
+    # personal API tokens page
+    path("tokens/", token_views.tokens, name="tokens"),
+    path("tokens/<int:token_id>/revoke/", token_views.token_revoke, name="token-revoke"),
 ]

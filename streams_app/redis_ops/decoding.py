@@ -22,7 +22,8 @@ Heuristics, chosen to avoid calling text "JSON" or "msgpack" by accident:
 
 Values larger than ``limit`` bytes are never parsed: only their prefix is shown, as text or hex, because a
 cut JSON or msgpack document does not parse anyway and parsing a 50 MB value on a page view is the kind
-of unbounded work SPEC rule 6 forbids.
+of unbounded work SPEC rule 6 forbids. The one exception is a FastStream envelope, whose headers (at its
+start) are read from the prefix, followed by the start of its body as text or hex.
 """
 
 from __future__ import annotations
@@ -172,7 +173,7 @@ def _try_msgpack(data: bytes) -> Decoded | None:
 _MSGPACK_CONTAINER_LEADS = frozenset([*range(0x80, 0xA0), 0xDC, 0xDD, 0xDE, 0xDF])
 
 
-def _try_faststream(data: bytes) -> Decoded | None:
+def _try_faststream(data: bytes, *, whole_size: int | None = None) -> Decoded | None:
     """FastStream's ``BinaryMessageFormatV1`` (``faststream/redis/parser/binary.py``, FastStream 0.6).
 
     Layout, integers big-endian::
@@ -186,9 +187,13 @@ def _try_faststream(data: bytes) -> Decoded | None:
         data_start:  the body, to the end of the buffer
 
     FastStream writes ``len(str)`` as a header's length, which is a character count, not a byte count, so
-    a non-ASCII header is cut short and FastStream's own parser gives up on the whole message. We locate
-    the body by ``data_start``, which FastStream computes from the real byte length, and show whatever the
-    headers read as (a cut UTF-8 sequence appears as ``\\xNN``).
+    a non-ASCII header is cut short (and the headers after it misread) by a byte-count reader such as
+    FastStream's own parser, which then gives up on the whole message. We locate the body by
+    ``data_start``, which FastStream computes from the real byte length, and read the headers by
+    characters when that is what makes them end at ``data_start`` (see :func:`_faststream_headers`).
+
+    With ``whole_size``, ``data`` is only the first bytes of a longer value: its headers are shown whole
+    (they must fit in ``data``) and the start of its body as text or hex, marked truncated.
     """
     if not data.startswith(FASTSTREAM_MAGIC) or len(data) < _FASTSTREAM_MIN_HEADERS_START:
         return None
@@ -197,20 +202,15 @@ def _try_faststream(data: bytes) -> Decoded | None:
         headers_start >= _FASTSTREAM_MIN_HEADERS_START and headers_start + 2 <= data_start <= len(data)
     ):
         return None
-    headers: dict[str, str] = {}
-    offset = headers_start
-    (count,) = struct.unpack_from(">H", data, offset)
-    offset += 2
-    for _ in range(count):
-        key, offset = _faststream_string(data, offset, data_start)
-        value, offset = _faststream_string(data, offset, data_start)
-        if key is None or value is None:
-            return None
-        headers[key] = value
+    headers = _faststream_headers(data, headers_start, data_start)
+    if headers is None:
+        return None
     body = data[data_start:]
     content_type = headers.get("content-type", "").split(";")[0].strip().lower()
     inner: Decoded | None = None
-    if content_type == "application/json":
+    if whole_size is not None:
+        inner = _text_or_hex_prefix(body, size=whole_size - data_start)
+    elif content_type == "application/json":
         inner = _try_json(body, any_top_level=True)
     elif content_type == "text/plain":
         inner = _text_or_hex(body, size=len(body), truncated=False)
@@ -218,17 +218,81 @@ def _try_faststream(data: bytes) -> Decoded | None:
         inner = _try_json(body) or _try_msgpack(body) or _text_or_hex(body, size=len(body), truncated=False)
     value = {"headers": headers, "data": inner.value, "data_format": inner.format}
     header_lines = "".join(f"{key}: {text}\n" for key, text in headers.items())
+    if whole_size is not None:
+        return Decoded("faststream", value, f"{header_lines}\n{inner.pretty}", whole_size, True)
     return Decoded("faststream", value, f"{header_lines}\n{inner.pretty}", len(data), False)
 
 
-def _faststream_string(data: bytes, offset: int, end: int) -> tuple[str | None, int]:
+def _faststream_headers(data: bytes, start: int, end: int) -> dict[str, str] | None:
+    """The header block between ``headers_start`` and ``data_start``, or None when it does not parse.
+
+    FastStream writes ``len(value)`` before each key and value: a character count for a ``str``, so
+    a non-ASCII header carries fewer than its bytes, while ``data_start`` is computed from the real
+    bytes. A block that ends exactly at ``data_start`` when read by byte counts is read that way (every
+    ASCII header); otherwise, if it ends exactly there when the lengths are read as characters, it is
+    what FastStream wrote. Failing both, whatever byte counts read inside the bounds is shown.
+    """
+    by_bytes = _faststream_header_block(data, start, end, chars=False)
+    if by_bytes is not None and by_bytes[1] == end:
+        return by_bytes[0]
+    by_chars = _faststream_header_block(data, start, end, chars=True)
+    if by_chars is not None and by_chars[1] == end:
+        return by_chars[0]
+    return by_bytes[0] if by_bytes is not None else None
+
+
+def _faststream_header_block(
+    data: bytes, start: int, end: int, *, chars: bool
+) -> tuple[dict[str, str], int] | None:
+    headers: dict[str, str] = {}
+    (count,) = struct.unpack_from(">H", data, start)
+    offset = start + 2
+    for _ in range(count):
+        key, offset = _faststream_string(data, offset, end, chars=chars)
+        value, offset = _faststream_string(data, offset, end, chars=chars)
+        if key is None or value is None:
+            return None
+        headers[key] = value
+    return headers, offset
+
+
+def _faststream_string(data: bytes, offset: int, end: int, *, chars: bool = False) -> tuple[str | None, int]:
     if offset + 2 > end:
         return None, offset
     (length,) = struct.unpack_from(">H", data, offset)
     offset += 2
-    if offset + length > end:
+    stop = _utf8_span(data, offset, length, end) if chars else offset + length
+    if stop is None or stop > end:
         return None, offset
-    return display_text(data[offset : offset + length]), offset + length
+    return display_text(data[offset:stop]), stop
+
+
+def _utf8_span(data: bytes, offset: int, chars: int, end: int) -> int | None:
+    """Where ``chars`` UTF-8 characters starting at ``offset`` end, or None if they are not valid UTF-8."""
+    pos = offset
+    for _ in range(chars):
+        if pos >= end:
+            return None
+        width = _utf8_width(data[pos])
+        if not width or pos + width > end:
+            return None
+        pos += width
+    try:
+        data[offset:pos].decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return pos
+
+
+def _utf8_width(lead: int) -> int:
+    """The byte length of a UTF-8 character from its first byte; 0 when it cannot start one."""
+    if lead < 0x80:
+        return 1
+    if 0xC2 <= lead < 0xE0:
+        return 2
+    if 0xE0 <= lead < 0xF0:
+        return 3
+    return 4 if 0xF0 <= lead < 0xF5 else 0
 
 
 def _text_or_hex(data: bytes, *, size: int, truncated: bool) -> Decoded:
@@ -246,7 +310,14 @@ def _text(text: str, data: bytes, *, size: int, truncated: bool) -> Decoded:
 
 
 def _decode_prefix(prefix: bytes, size: int) -> Decoded:
-    """Text or hex of the first ``limit`` bytes of a long value.
+    """The first ``limit`` bytes of a long value: a FastStream envelope's headers and the start of its
+    body (an envelope always starts with binary bytes, which would make the whole of it hex), else
+    text or hex."""
+    return _try_faststream(prefix, whole_size=size) or _text_or_hex_prefix(prefix, size=size)
+
+
+def _text_or_hex_prefix(prefix: bytes, *, size: int) -> Decoded:
+    """Text or hex of a cut value.
 
     The cut may fall inside a multi-byte character: an incremental decoder drops those trailing bytes
     instead of calling the whole value binary.

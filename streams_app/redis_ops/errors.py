@@ -43,6 +43,13 @@ class InvalidArgument(OpsError):
     status = 400
 
 
+class Conflict(OpsError):
+    """The action would lose data the caller did not agree to lose (a consumer's pending entries)."""
+
+    code = "conflict"
+    status = 409
+
+
 class RedisRefused(OpsError):
     """Redis answered with an error reply."""
 

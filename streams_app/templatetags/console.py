@@ -100,8 +100,11 @@ def dlq_of_url(conn: str, key: bytes) -> str:
 
 
 @register.filter
-def can_act(role: str) -> bool:
-    """Whether a role (``console_role``) may press operator buttons; the server checks again."""
+def can_act(role: str, needed: str = "operator") -> bool:
+    """Whether a role (``console_role``) may press operator buttons (``|can_act``) or admin ones
+    (``|can_act:"admin"``); only a hint for the page, the server checks again."""
+    if needed == "admin":
+        return role == "admin"
     return role in ("operator", "admin")
 
 

@@ -21,7 +21,8 @@ source, target and cursor key) must share a hash slot, and the bulk requeue scri
 from the entries, so it cannot declare them. The console targets standalone servers (SPEC section 9).
 
 Layout: :mod:`.claims` (claim, autoclaim, ack), :mod:`.rewind`, :mod:`.dlq` (requeue, delete, purge,
-list), :mod:`.replay`, and :mod:`._common` (constants, script loading, validation). Callers keep
+list), :mod:`.replay`, :mod:`.admin` (delete a consumer or a group, trim, delete entries: admin only)
+and :mod:`._common` (constants, script loading, validation). Callers keep
 using ``from streams_app.redis_ops import actions`` and ``actions.<name>``.
 """
 
@@ -33,6 +34,25 @@ from ._common import MAX_BATCH as MAX_BATCH
 from ._common import MAX_IDS as MAX_IDS
 from ._common import REPLAY_CURSOR_TTL_MS as REPLAY_CURSOR_TTL_MS
 from ._common import ZERO_ID as ZERO_ID
+from .admin import PENDING_AT_RISK_MAX as PENDING_AT_RISK_MAX
+from .admin import (
+    ConsumerDeleted,
+    ConsumerPlan,
+    EntriesDeleted,
+    EntriesPlan,
+    GroupDestroyed,
+    GroupPending,
+    PendingAtRisk,
+    TrimPlan,
+    TrimResult,
+    consumer_delete,
+    consumer_delete_preview,
+    entries_delete,
+    entries_delete_preview,
+    group_destroy,
+    trim,
+    trim_preview,
+)
 from .claims import ClaimResult, ack, autoclaim, claim
 from .dlq import EVENTBUS_SWITCH_FIELD as EVENTBUS_SWITCH_FIELD
 from .dlq import (
@@ -59,6 +79,13 @@ from .rewind import RewindPlan, rewind, rewind_preview
 
 __all__ = [
     "ClaimResult",
+    "ConsumerDeleted",
+    "ConsumerPlan",
+    "EntriesDeleted",
+    "EntriesPlan",
+    "GroupDestroyed",
+    "GroupPending",
+    "PendingAtRisk",
     "ReplayBatch",
     "ReplayCount",
     "RequeueBatch",
@@ -66,12 +93,19 @@ __all__ = [
     "RequeueResult",
     "Requeued",
     "RewindPlan",
+    "TrimPlan",
+    "TrimResult",
     "ack",
     "autoclaim",
     "claim",
+    "consumer_delete",
+    "consumer_delete_preview",
     "dlq_delete",
     "dlq_entries",
     "dlq_purge",
+    "entries_delete",
+    "entries_delete_preview",
+    "group_destroy",
     "replay_count",
     "replay_count_detail",
     "replay_cursor",
@@ -81,4 +115,6 @@ __all__ = [
     "resolve_range",
     "rewind",
     "rewind_preview",
+    "trim",
+    "trim_preview",
 ]

@@ -37,7 +37,7 @@ ZERO_ID = "0-0"
 # ---------------------------------------------------------------- scripts
 
 
-_SCRIPT_NAMES = ("requeue", "requeue_rule", "count_range", "purge", "replay")
+_SCRIPT_NAMES = ("requeue", "requeue_rule", "count_range", "purge", "replay", "consumer_delete", "walk")
 _scripts: weakref.WeakKeyDictionary[redis.Redis, dict[str, Script]] = weakref.WeakKeyDictionary()
 _scripts_lock = threading.Lock()
 

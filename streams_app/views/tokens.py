@@ -1,0 +1,62 @@
+"""Personal API tokens: every user lists, creates and revokes their own (SPEC section 3).
+
+A new token is shown once, in the answer to the POST that created it (never stored in clear, not even
+in the session, and the page is not cached); afterwards only its prefix is ever shown. Creating and
+revoking are audited (``token.create``, ``token.revoke``) through :mod:`streams_app.services`. Other
+users' tokens are managed by staff in the Django admin.
+"""
+
+from __future__ import annotations
+
+from django import forms
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import render
+from django.urls import reverse
+from django.utils.cache import add_never_cache_headers
+from django.views.decorators.http import require_http_methods, require_POST
+
+from streams_app import auth, services
+from streams_app.models import ApiToken
+
+
+class TokenForm(forms.Form):
+    name = forms.CharField(
+        max_length=ApiToken._meta.get_field("name").max_length, strip=True,
+        help_text="What the token is for, e.g. 'deploy script'.",
+    )
+
+
+def _page(request: HttpRequest, *, form: TokenForm, raw: str | None = None, created: ApiToken | None = None,
+          status: int = 200) -> HttpResponse:
+    context = {
+        "form": form,
+        "tokens": ApiToken.objects.filter(user_id=request.user.pk).order_by("-created_at", "-pk"),
+        "raw_token": raw,
+        "created": created,
+        "is_admin": auth.role_of(request.user) >= auth.Role.ADMIN,
+    }
+    response = render(request, "streams_app/tokens.html", context, status=status)
+    if raw:
+        add_never_cache_headers(response)  # the one page holding the raw token: not in any cache
+    return response
+
+
+@require_http_methods(["GET", "POST"])
+def tokens(request: HttpRequest) -> HttpResponse:
+    """GET: the user's tokens and the form. POST: create one and show it, this once."""
+    if request.method == "GET":
+        return _page(request, form=TokenForm())
+    form = TokenForm(request.POST)
+    if not form.is_valid():
+        return _page(request, form=form, status=400)
+    token, raw = services.token_issue(user=request.user, name=form.cleaned_data["name"])
+    return _page(request, form=TokenForm(), raw=raw, created=token)
+
+
+@require_POST
+def token_revoke(request: HttpRequest, token_id: int) -> HttpResponse:
+    """Revoke one of the user's own tokens; anyone else's is a 404."""
+    token = services.token_revoke(user=request.user, token_id=token_id)
+    messages.success(request, f"Revoked the token {token.name} ({token.prefix}…): it no longer works.")
+    return HttpResponseRedirect(reverse("tokens"))
