@@ -627,3 +627,16 @@ def _id_ms(entry_id: str) -> int | None:
         return parse_id(entry_id, allow_bare=False).ms
     except OpsError:
         return None
+
+
+def dlq_candidates(key: bytes, group_names: Iterable[bytes] = ()) -> list[bytes]:
+    """Keys where the dead letters of stream ``key`` would be, by the built-in conventions.
+
+    ``{stream}:dlq`` (the event bus, the seed ``streams`` module) and, for OmniDaemon's
+    ``omni-stream:{topic}``, ``omni-dlq:{group}`` for each of the stream's consumer groups. Which of
+    them exist is for the caller to ask Redis.
+    """
+    candidates = [key + b":dlq"]
+    if key.startswith(b"omni-stream:"):
+        candidates += [b"omni-dlq:" + name for name in group_names]
+    return candidates

@@ -534,3 +534,16 @@ def is_stream(conn: str, key: bytes) -> bool:
     """Whether ``key`` exists and holds a stream (one TYPE call)."""
     with translated(conn):
         return get_client(conn).type(key) in (b"stream", "stream")
+
+
+def existing_streams(conn: str, keys: Sequence[bytes]) -> list[bytes]:
+    """Those of ``keys`` that exist and hold streams, in order (one pipelined TYPE per key)."""
+    if not keys:
+        return []
+    client = get_client(conn)
+    with translated(conn):
+        pipe = client.pipeline(transaction=False)
+        for key in keys:
+            pipe.type(key)
+        types = pipe.execute()
+    return [key for key, kind in zip(keys, types, strict=True) if kind in (b"stream", "stream")]

@@ -93,12 +93,6 @@ def dlq_url(conn: str, key: bytes) -> str:
     return links.dlq_url(conn, key)
 
 
-@register.simple_tag
-def dlq_of_url(conn: str, key: bytes) -> str:
-    """The dead-letter page of the stream ``key``'s own ``{key}:dlq``."""
-    return links.dlq_url(conn, key + b":dlq")
-
-
 @register.filter
 def can_act(role: str, needed: str = "operator") -> bool:
     """Whether a role (``console_role``) may press operator buttons (``|can_act``) or admin ones

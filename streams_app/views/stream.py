@@ -8,7 +8,7 @@ from django.views.decorators.http import require_GET
 from streams_app import links
 from streams_app.forms import EntriesForm, validated
 from streams_app.presenters import dlq_convention, entry_view
-from streams_app.redis_ops import reads
+from streams_app.redis_ops import conventions, reads
 from streams_app.redis_ops.decoding import decode_value, display_text
 from streams_app.redis_ops.errors import InvalidArgument
 from streams_app.views.common import connection_context, render_screen
@@ -23,7 +23,7 @@ def stream_detail(request: HttpRequest, conn: str, key: bytes) -> HttpResponse:
         conn, key, order=params["order"], after=params["after"], before=params["before"],
         at=params["at"], count=params["count"],
     )
-    dlq_key = key + b":dlq"
+    dlq_keys = reads.existing_streams(conn, conventions.dlq_candidates(key, [g.name for g in info.groups]))
     context.update(
         key=key,
         key_text=display_text(key),
@@ -32,7 +32,10 @@ def stream_detail(request: HttpRequest, conn: str, key: bytes) -> HttpResponse:
         page=page,
         entries=[entry_view(conn, key, e) for e in page.entries],
         dlq=dlq_convention(key),
-        dlq_url=links.stream_url(conn, dlq_key) if reads.is_stream(conn, dlq_key) else None,
+        dead_letters=[
+            {"text": display_text(k), "page": links.dlq_url(conn, k), "stream": links.stream_url(conn, k)}
+            for k in dlq_keys
+        ],
         api_url=links.api_stream_url(conn, key),
     )
     return render_screen(request, "streams_app/stream.html", context, partial="entries")

@@ -189,3 +189,15 @@ def test_htmx_request_gets_only_the_partial(viewer_client: Client, bus) -> None:
 def test_healthz_needs_no_login(client: Client, db) -> None:
     response = client.get("/healthz")
     assert response.status_code == 200 and response.content == b"ok"
+
+
+def test_stream_page_links_the_dead_letters_of_each_convention(viewer_client: Client, r: redis.Redis) -> None:
+    r.xadd("omni-stream:orders", {"data": "{}"})
+    r.xgroup_create("omni-stream:orders", "agent-a", id="0")
+    r.xgroup_create("omni-stream:orders", "agent-b", id="0")
+    r.xadd("omni-dlq:agent-a", {"data": '{"error": "boom"}'})  # agent-b has no DLQ: no link
+    body = viewer_client.get(_url("omni-stream:orders")).content.decode()
+    assert 'href="/c/default/dlq/omni-dlq%3Aagent-a/"' in body
+    assert "omni-dlq%3Aagent-b" not in body
+    r.xadd("plain", {"a": "1"})
+    assert "Dead letters" not in viewer_client.get(_url("plain")).content.decode()
