@@ -164,7 +164,7 @@ SCHEMAS: dict[str, pa.Schema] = {
 #: Columns with few distinct values, dictionary-encoded in Parquet; the others (payloads, IDs) are
 #: mostly unique, where a dictionary costs time and saves nothing.
 _DICTIONARY_COLUMNS = [
-    "conn", "stream", "stream_text", "event_type", "fields.list.item.name", "event", "group", "type",
+    "conn", "stream", "stream_text", "event_type", "fields.list.element.name", "event", "group", "type",
     "consumer", "dlq", "dlq_text", "convention", "resolution", "group_text",
 ]
 

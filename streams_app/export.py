@@ -21,8 +21,7 @@ exporter saw, for the Spark jobs. For every stream of every connection (``SCAN .
 Beside the raw entries (``entries``), ``eventbus:metrics`` is also written with typed columns
 (``metrics``) and every DLQ the console recognises (:func:`conventions.detect_dlq`, all conventions) with
 its parsed facts (``dlq``), in the same chunk and under the same checkpoint. The metric snapshot tables
-(``StreamSample``, ``GroupSample``, ``DlqSample``) are exported by time, per resolution, once rows can no
-longer change (:data:`SETTLE_S`).
+are exported by time (:mod:`streams_app.export_tables`).
 
 This module reads Redis through :func:`redis_ops.client.get_client` like the access layer does (raw
 XRANGE replies, errors translated per connection); it never runs ``XRANGE - +`` without ``COUNT``.
@@ -42,18 +41,17 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import pyarrow as pa
 import redis
 from django.conf import settings
-from django.db.models import Model, Q
 from django.utils import timezone
 
 from eventbus.keys import METRICS_STREAM
 from pipeline import convert, lake
-from streams_app.models import DlqSample, ExportCheckpoint, GroupSample, StreamSample
+from streams_app.models import ExportCheckpoint
 from streams_app.redis_ops import conventions, reads
 from streams_app.redis_ops.client import connections, get_client
 from streams_app.redis_ops.decoding import display_text
@@ -69,12 +67,8 @@ REPLY_BYTES = 8 * 1024 * 1024
 """COUNT is adapted so one XRANGE reply is about this big (Arrow bytes)."""
 CHUNK_ROWS = 250_000
 CHUNK_BYTES = 128 * 1024 * 1024
-SAMPLE_BATCH = 50_000
 PARALLEL_MIN_ENTRIES = 200_000
 """Below this many entries in the streams looked at, one process exports them (spawning costs ~1 s)."""
-SETTLE_S = {"raw": 60, "1m": 180, "1h": 3900}
-"""A snapshot row is exported once its ``at`` is this old: raw rows are written once per tick, rollup
-rows are rewritten while their minute or hour is open."""
 LOCK_NAME = "busconsole:pipeline-lock"
 LOCK_TIMEOUT_S = 600
 
@@ -164,6 +158,7 @@ def export_run(
     tables: bool = True,
     chunk_rows: int = CHUNK_ROWS,
     workers: int | None = None,
+    parallel_min: int = PARALLEL_MIN_ENTRIES,
     now: datetime | None = None,
     on_progress: ProgressFn | None = None,
     on_written: WrittenFn | None = None,
@@ -171,9 +166,11 @@ def export_run(
     """Export new entries of every stream matching ``match`` on ``conns`` (all connections by default),
     then the snapshot tables. Take :func:`pipeline_lock` around it when other runs may start.
 
-    With more than :data:`PARALLEL_MIN_ENTRIES` entries in the streams to look at, streams are exported
-    by ``workers`` processes (``BUSCONSOLE_EXPORT_WORKERS``; 0 means one per core, at most 4): parsing
-    replies and building Arrow arrays hold the GIL, so one process cannot use a second core.
+    With at least ``parallel_min`` entries in the streams to look at, streams are exported by ``workers``
+    processes (``BUSCONSOLE_EXPORT_WORKERS``; 0 means one per core, at most 4): parsing replies and
+    building Arrow arrays hold the GIL, so one process cannot use a second core. The workers are spawned
+    (a fork of a process running threads may deadlock), so the program calling this needs the usual
+    ``if __name__ == "__main__"`` guard, as ``manage.py``, ``celery`` and pytest have.
     """
     started = time.monotonic()
     uri = lake_uri or settings.BUSCONSOLE_LAKE
@@ -185,7 +182,7 @@ def export_run(
             plan += _streams(conn, match)
         except OpsError as exc:
             stats.failed.append(f"{conn}: {exc.message}")
-    count = _workers(workers, plan)
+    count = _workers(workers, plan, parallel_min)
     if count > 1 and on_written is None:
         _export_parallel(uri, plan, since=first, chunk_rows=chunk_rows, workers=count, stats=stats,
                          on_progress=on_progress)
@@ -200,6 +197,8 @@ def export_run(
                 unreachable.add(item.conn)
     if tables:
         since_ms = parse_id(first).ms if first else 0
+        from streams_app.export_tables import export_tables  # it builds on this module
+
         export_tables(lake.Lake(uri), now=now or timezone.now(), since_ms=since_ms, stats=stats, on_written=on_written)
     stats.seconds = round(time.monotonic() - started, 3)
     if on_progress:
@@ -233,10 +232,10 @@ def _streams(conn: str, match: bytes) -> list[StreamTask]:
             return out
 
 
-def _workers(requested: int | None, plan: list[StreamTask]) -> int:
+def _workers(requested: int | None, plan: list[StreamTask], parallel_min: int) -> int:
     configured = requested if requested is not None else settings.BUSCONSOLE_EXPORT_WORKERS
     count = configured or min(4, os.cpu_count() or 1)
-    if len(plan) < 2 or sum(item.length for item in plan) < PARALLEL_MIN_ENTRIES:
+    if len(plan) < 2 or sum(item.length for item in plan) < parallel_min:
         return 1
     return max(1, min(count, len(plan)))
 
@@ -285,7 +284,10 @@ def _export_parallel(
     from streams_app import export_worker
 
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=export_worker.setup) as pool:
+    with ProcessPoolExecutor(
+        max_workers=workers, mp_context=context, initializer=export_worker.setup,
+        initargs=(export_worker.parent_settings(),),
+    ) as pool:
         futures = [
             pool.submit(export_worker.export_stream, uri, item.conn, item.key, item.newest, item.length, since, chunk_rows)
             for item in sorted(plan, key=lambda item: -item.length)
@@ -299,7 +301,7 @@ def _export_parallel(
                 on_progress(stats)
 
 
-def _checkpoint(conn: str, kind: str, key: bytes) -> ExportCheckpoint:
+def checkpoint_get(conn: str, kind: str, key: bytes) -> ExportCheckpoint:
     checkpoint, _ = ExportCheckpoint.objects.get_or_create(
         connection=conn, kind=kind, key_hash=key_hash(key),
         defaults={"key": key, "key_text": display_text(key)[:1000]},
@@ -307,7 +309,7 @@ def _checkpoint(conn: str, kind: str, key: bytes) -> ExportCheckpoint:
     return checkpoint
 
 
-def _clear_pending(target: lake.Lake, checkpoint: ExportCheckpoint) -> None:
+def checkpoint_clear_pending(target: lake.Lake, checkpoint: ExportCheckpoint) -> None:
     """Delete the files of a chunk that never reached its checkpoint (a crashed run)."""
     if not checkpoint.pending:
         return
@@ -324,10 +326,11 @@ def _clear_pending(target: lake.Lake, checkpoint: ExportCheckpoint) -> None:
 class _Replies:
     """A stream's XRANGE replies from ``start`` on, fetched one ahead by a thread.
 
-    While the caller converts and writes one reply (Arrow kernels and Parquet writes release the GIL),
-    Redis serves the next and hiredis parses it: about a third off the export time on two cores.
-    Memory stays bounded: one reply converting, one queued, one in flight. ``COUNT`` is the caller's
-    to adapt (:meth:`adapt`); an error in the thread is raised to the caller.
+    While the caller converts and writes one reply, the next is on its way: the round trip and Redis's
+    own time hide behind the conversion, which matters most when Redis is across a network (on one
+    machine the process is CPU-bound and the workers of :func:`export_run` are what scale). Memory stays
+    bounded: one reply converting, one queued, one in flight. ``COUNT`` is the caller's to adapt
+    (:meth:`adapt`); an error in the thread is raised to the caller.
     """
 
     def __init__(self, conn: str, key: bytes, start: str, *, limit: int) -> None:
@@ -392,8 +395,8 @@ def _export_stream(
     on_progress: ProgressFn | None,
     on_written: WrittenFn | None,
 ) -> None:
-    checkpoint = _checkpoint(conn, ExportCheckpoint.Kind.STREAM, key)
-    _clear_pending(target, checkpoint)
+    checkpoint = checkpoint_get(conn, ExportCheckpoint.Kind.STREAM, key)
+    checkpoint_clear_pending(target, checkpoint)
     start = f"({checkpoint.last_id}" if checkpoint.last_id else "-"
     if since and (not checkpoint.last_id or parse_id(since) > parse_id(checkpoint.last_id)):
         start = since
@@ -505,132 +508,3 @@ def _dlq_table(conn: str, key: bytes, key_text: str, reply: convert.Reply) -> pa
         failed_at=pa.array(cols["failed_ms"], pa.int64()).cast(lake.TS),
     )
     return pa.table([cols[name] for name in lake.DLQ_SCHEMA.names], schema=lake.DLQ_SCHEMA)
-
-
-# ----------------------------------------------------------------------------------- snapshot tables
-
-
-def _stream_sample_rows(rows: list[dict[str, Any]]) -> dict[str, list[Any]]:
-    return {
-        "stream": [bytes(r["stream__key"]) for r in rows],
-        "stream_text": [r["stream__key_text"] for r in rows],
-        "conn": [r["stream__connection"] for r in rows],
-        "length": [r["length"] for r in rows],
-        "added": [r["added"] for r in rows],
-        "rate_per_s": [r["rate_per_s"] for r in rows],
-    }
-
-
-def _group_sample_rows(rows: list[dict[str, Any]]) -> dict[str, list[Any]]:
-    return {
-        "stream": [bytes(r["group__stream__key"]) for r in rows],
-        "stream_text": [r["group__stream__key_text"] for r in rows],
-        "conn": [r["group__stream__connection"] for r in rows],
-        "group": [bytes(r["group__name"]) for r in rows],
-        "group_text": [r["group__name_text"] for r in rows],
-        "lag": [r["lag"] for r in rows],
-        "pending": [r["pending"] for r in rows],
-        "oldest_pending_idle_ms": [r["oldest_pending_idle_ms"] for r in rows],
-    }
-
-
-def _dlq_sample_rows(rows: list[dict[str, Any]]) -> dict[str, list[Any]]:
-    return {
-        "stream": [bytes(r["stream__key"]) for r in rows],
-        "stream_text": [r["stream__key_text"] for r in rows],
-        "conn": [r["stream__connection"] for r in rows],
-        "depth": [r["depth"] for r in rows],
-    }
-
-
-_STREAM_COLS = ("stream__key", "stream__key_text", "stream__connection")
-_TABLES: tuple[tuple[str, type[Model], tuple[str, ...], Callable[[list[dict[str, Any]]], dict[str, list[Any]]]], ...] = (
-    (lake.STREAM_SAMPLES, StreamSample, (*_STREAM_COLS, "length", "added", "rate_per_s"), _stream_sample_rows),
-    (
-        lake.GROUP_SAMPLES,
-        GroupSample,
-        (
-            "group__stream__key", "group__stream__key_text", "group__stream__connection", "group__name",
-            "group__name_text", "lag", "pending", "oldest_pending_idle_ms",
-        ),
-        _group_sample_rows,
-    ),
-    (lake.DLQ_SAMPLES, DlqSample, (*_STREAM_COLS, "depth"), _dlq_sample_rows),
-)
-
-
-def export_tables(
-    target: lake.Lake, *, now: datetime, since_ms: int = 0, stats: ExportStats, on_written: WrittenFn | None = None
-) -> None:
-    """Export snapshot rows whose ``at`` is past the checkpoint and settled (:data:`SETTLE_S`).
-
-    Rows are read in keyset pages of (at, id), so memory stays bounded. The checkpoint of a table and
-    resolution holds the ``at`` (ms) exported up to; a crash leaves the run's files in ``pending``.
-    """
-    now_ms = lake.utc_ms(now)
-    for dataset, model, columns, shape in _TABLES:
-        for resolution, settle in SETTLE_S.items():
-            name = f"{dataset}:{resolution}".encode()
-            checkpoint = _checkpoint("", ExportCheckpoint.Kind.TABLE, name)
-            _clear_pending(target, checkpoint)
-            from_ms = max(int(checkpoint.last_id or 0), since_ms)
-            to_ms = now_ms - settle * 1000
-            if to_ms <= from_ms:
-                continue
-            written = _export_table_range(
-                target, checkpoint, dataset, model, columns, shape, resolution, from_ms, to_ms, stats
-            )
-            if on_written and written:
-                on_written(written)
-            checkpoint.last_id = str(to_ms)
-            checkpoint.pending = []
-            checkpoint.save(update_fields=["last_id", "exported", "pending", "updated_at"])
-
-
-def _export_table_range(
-    target: lake.Lake,
-    checkpoint: ExportCheckpoint,
-    dataset: str,
-    model: type[Model],
-    columns: tuple[str, ...],
-    shape: Callable[[list[dict[str, Any]]], dict[str, list[Any]]],
-    resolution: str,
-    from_ms: int,
-    to_ms: int,
-    stats: ExportStats,
-) -> list[str]:
-    schema = lake.SCHEMAS[dataset]
-    low, high = _aware(from_ms), _aware(to_ms)
-    base = model.objects.filter(resolution=resolution, at__gt=low, at__lte=high).order_by("at", "pk")
-    after: tuple[datetime, int] | None = None
-    written: list[str] = []
-    number = 0
-    while True:
-        page = base if after is None else base.filter(Q(at__gt=after[0]) | Q(at=after[0], pk__gt=after[1]))
-        rows = list(page.values("pk", "at", *columns)[:SAMPLE_BATCH])
-        if not rows:
-            return written
-        after = (rows[-1]["at"], rows[-1]["pk"])
-        cols = shape(rows)
-        ats = [lake.utc_ms(r["at"]) for r in rows]
-        cols.update(
-            id=[r["pk"] for r in rows],
-            at=pa.array([r["at"] for r in rows], lake.TS_US),
-            date=pa.array([ms // 86_400_000 for ms in ats], pa.int32()).view(pa.date32()),
-            resolution=[resolution] * len(rows),
-        )
-        table = pa.table([cols[name] for name in schema.names], schema=schema)
-        for day, part in convert.split_by_day(table):
-            number += 1
-            path = lake.sample_file(dataset, day, resolution, from_ms, to_ms, number)
-            checkpoint.pending = [*written, path]
-            checkpoint.save(update_fields=["pending", "updated_at"])
-            target.write(part, path)
-            written.append(path)
-            stats.files += 1
-        checkpoint.exported += len(rows)
-        stats.samples += len(rows)
-
-
-def _aware(ms: int) -> datetime:
-    return datetime.fromtimestamp(ms / 1000, tz=UTC)

@@ -218,3 +218,17 @@ def test_export_history_command_match_and_since(r, lake_dir: Path, capsys) -> No
     rows = lake_rows(lake_dir)
     assert {row["stream"] for row in rows} == {b"orders"}
     assert sorted(row["ms"] for row in rows) == [BASE_MS + i * 1000 for i in range(5, 10)]
+
+
+@pytest.mark.django_db(transaction=True)  # the worker processes write checkpoints to the same database
+def test_worker_processes_export_every_entry_once(r, lake_dir: Path) -> None:
+    keys = [f"s{i}".encode() for i in range(5)] + [BINARY_KEY]
+    for n, key in enumerate(keys):
+        add(r, key, 20 + n, start_ms=BASE_MS, binary=key == BINARY_KEY)
+    stats = export.export_run(workers=2, parallel_min=0, chunk_rows=9, tables=False)
+    assert (stats.streams, stats.entries, stats.failed) == (6, sum(20 + n for n in range(6)), [])
+    assert_exactly_once(r, lake_dir, keys)
+    assert ExportCheckpoint.objects.filter(kind="stream").count() == 6
+    add(r, b"s0", 3, start_ms=BASE_MS + DAY_MS)
+    assert export.export_run(workers=2, parallel_min=0, tables=False).entries == 3
+    assert_exactly_once(r, lake_dir, keys)
