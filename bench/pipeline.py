@@ -8,9 +8,9 @@ which is how 10M entries fit in seconds): event entries shaped like the bus's (`
 aggregated per stream, group, type and 10 minutes for two groups, plus ``failed`` events), and a DLQ per
 stream. Then it times, on a fresh SQLite database and an empty lake:
 
-1. the export (``streams_app.export.export_run``): entries/s, files, the process's peak RSS, against
-   the baseline of the same run: a bare ``XRANGE ... COUNT`` loop reading the same entries with no
-   conversion (how close the exporter comes to Redis's own read rate);
+1. the export (``streams_app.export.export_run``, one worker process per core): entries/s, files, peak
+   RSS (bounded memory: it must not grow with the data), against the baseline of the same run: a bare
+   single-process ``XRANGE ... COUNT`` loop reading one stream with no conversion;
 2. the Spark session's start-up, separately;
 3. the Spark jobs (``pipeline.main.run_all``: throughput, latency, failures, lag trend, anomalies);
 4. the load into the console's tables (``streams_app.rollup_load``);
@@ -183,11 +183,13 @@ def main() -> int:
         stats = export.export_run()
         export_s = time.perf_counter() - t
         rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        worker_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # the largest reaped worker
         rate = stats.entries / export_s
         lake_mb = sum(p.stat().st_size for p in Path(settings.BUSCONSOLE_LAKE).rglob("*.parquet")) / 2**20
         print(f"export: {stats.entries:,} entries ({stats.metrics:,} metrics, {stats.dead_letters:,} dead letters) in "
               f"{export_s:.1f} s = {rate:,.0f} entries/s ({rate / base_rate:.2f}x the bare XRANGE loop); "
-              f"{stats.files} files, {lake_mb:,.0f} MiB of Parquet; peak RSS {rss_mb:,.0f} MiB"
+              f"{stats.files} files, {lake_mb:,.0f} MiB of Parquet; peak RSS {rss_mb:,.0f} MiB (largest export worker "
+              f"{worker_mb:,.0f} MiB)"
               + (f"; FAILED: {stats.failed}" if stats.failed else ""))
 
         t = time.perf_counter()

@@ -292,13 +292,17 @@ def _export_parallel(
             pool.submit(export_worker.export_stream, uri, item.conn, item.key, item.newest, item.length, since, chunk_rows)
             for item in sorted(plan, key=lambda item: -item.length)
         ]
-        for future in as_completed(futures):
-            part: ExportStats = future.result()
-            for name in ("streams", "entries", "files", "metrics", "dead_letters", "samples"):
-                setattr(stats, name, getattr(stats, name) + getattr(part, name))
-            stats.failed += part.failed
-            if on_progress:
-                on_progress(stats)
+        try:
+            for future in as_completed(futures):
+                part: ExportStats = future.result()
+                for name in ("streams", "entries", "files", "metrics", "dead_letters", "samples"):
+                    setattr(stats, name, getattr(stats, name) + getattr(part, name))
+                stats.failed += part.failed
+                if on_progress:
+                    on_progress(stats)  # may raise (a cancelled job): streams not started are dropped
+        except BaseException:
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
 
 
 def checkpoint_get(conn: str, kind: str, key: bytes) -> ExportCheckpoint:

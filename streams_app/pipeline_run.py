@@ -96,48 +96,49 @@ def pipeline_run(
 
     lake_uri = lake_uri or settings.BUSCONSOLE_LAKE
     as_of = as_of or timezone.now()
-    run = PipelineRun.objects.create(started_at=timezone.now(), as_of=as_of, job=job)
     stats: dict[str, Any] = {}
     # stop the session at the end only if this run started it (not the tests', not a shell's)
     own_session = spark is None and Session.getActiveSession() is None
-    started = time.monotonic()
 
     def phase(name: str, info: dict[str, Any]) -> None:
         if on_phase:
             on_phase(name, info)
 
-    try:
-        with export.pipeline_lock() as lock, _heartbeat([lock.renew, *beats]):
-            exported = export.export_run(
-                conns=conns, match=match, since=since, lake_uri=lake_uri, now=as_of,
-                on_progress=lambda s: phase("export", s.as_dict()),
+    with export.pipeline_lock() as lock:  # ExportBusy while another run holds it: no run recorded
+        run = PipelineRun.objects.create(started_at=timezone.now(), as_of=as_of, job=job)
+        started = time.monotonic()
+        try:
+            with _heartbeat([lock.renew, *beats]):
+                exported = export.export_run(
+                    conns=conns, match=match, since=since, lake_uri=lake_uri, now=as_of,
+                    on_progress=lambda s: phase("export", s.as_dict()),
+                )
+                stats["export"] = exported.as_dict()
+                phase("exported", stats["export"])
+                lock.renew()
+                if spark is None:
+                    opened = time.monotonic()
+                    spark = build_session(settings.SPARK_MASTER, app_name="busconsole")
+                    stats["spark_startup_s"] = round(time.monotonic() - opened, 3)
+                results = main.run_all(
+                    spark, lake_uri, as_of=as_of,
+                    on_step=lambda result: (lock.renew(), phase("spark", asdict(result))),
+                )
+                stats["jobs"] = {r.job: {"rows": r.rows, "seconds": r.seconds} for r in results}
+                loading = time.monotonic()
+                stats["loaded"] = rollup_load.rollups_load(lake_uri=lake_uri)
+                stats["load_s"] = round(time.monotonic() - loading, 3)
+                phase("loaded", stats["loaded"])
+        except BaseException as exc:
+            stats["seconds"] = round(time.monotonic() - started, 3)
+            PipelineRun.objects.filter(pk=run.pk).update(
+                state=PipelineRun.State.FAILED, finished_at=timezone.now(), stats=stats,
+                error=f"{type(exc).__name__}: {exc}"[:4000],
             )
-            stats["export"] = exported.as_dict()
-            phase("exported", stats["export"])
-            lock.renew()
-            if spark is None:
-                opened = time.monotonic()
-                spark = build_session(settings.SPARK_MASTER, app_name="busconsole")
-                stats["spark_startup_s"] = round(time.monotonic() - opened, 3)
-            results = main.run_all(
-                spark, lake_uri, as_of=as_of,
-                on_step=lambda result: (lock.renew(), phase("spark", asdict(result))),
-            )
-            stats["jobs"] = {r.job: {"rows": r.rows, "seconds": r.seconds} for r in results}
-            loading = time.monotonic()
-            stats["loaded"] = rollup_load.rollups_load(lake_uri=lake_uri)
-            stats["load_s"] = round(time.monotonic() - loading, 3)
-            phase("loaded", stats["loaded"])
-    except BaseException as exc:
-        stats["seconds"] = round(time.monotonic() - started, 3)
-        PipelineRun.objects.filter(pk=run.pk).update(
-            state=PipelineRun.State.FAILED, finished_at=timezone.now(), stats=stats,
-            error=f"{type(exc).__name__}: {exc}"[:4000],
-        )
-        raise
-    finally:
-        if own_session and spark is not None:
-            spark.stop()
+            raise
+        finally:
+            if own_session and spark is not None:
+                spark.stop()
     stats["seconds"] = round(time.monotonic() - started, 3)
     run.state, run.finished_at, run.stats = PipelineRun.State.DONE, timezone.now(), stats
     run.save(update_fields=["state", "finished_at", "stats"])

@@ -18,6 +18,7 @@ from streams_app.models import (
     AuditEvent,
     ErrorSignatureRollup,
     Job,
+    LagTrendRollup,
     LatencyRollup,
     PipelineRun,
     RetryRollup,
@@ -49,6 +50,10 @@ def rollups() -> None:
         example_entry_id="1-0", rank=1,
     )
     RetryRollup.objects.create(**stream, retries=5, count=17)
+    for hours, lag in ((13, 4), (14, 90)):
+        LagTrendRollup.objects.create(**stream, group=b"billing", group_hash=digest(b"billing"), group_text="billing",
+                                      hour=MONDAY + timedelta(days=7, hours=hours), samples=6, mean_lag=lag,
+                                      max_lag=lag, last_lag=lag, lag_change=0, max_pending=1, max_idle_ms=None)
     AnomalyRollup.objects.create(**stream, hour=MONDAY + timedelta(days=7, hours=14), entries=60, baseline_mean=20.0,
                                  baseline_std=2.0, baseline_points=7, z=20.0, threshold=3.0, direction="spike")
     PipelineRun.objects.create(started_at=MONDAY + timedelta(days=8), finished_at=MONDAY + timedelta(days=8, minutes=1),
@@ -73,6 +78,7 @@ def test_viewer_reads_the_rollups(viewer_client: Client, rollups: None) -> None:
     assert "ValueError: order &lt;num&gt; not found" in page
     assert f'href="/c/default/dlq/orders%3Adlq/?error={quote("ValueError: order").replace("%20", "+")}"' in page
     assert "spike" in page
+    assert 'data-chart="orders-billing"' in page and 'data-points="2"' in page  # the lag trend chart
     assert "Run pipeline now" not in page  # a viewer has no button
 
 
