@@ -4,9 +4,10 @@
 
 - ``{"type": "entry", "id", "fields", "decoded"}``, or several as ``{"type": "entries", "entries": [...]}``
   (the same entry JSON as the page and the API, from ``presenters.entry_json``);
-- ``{"type": "skipped", "count", "resume_after", "last_skipped"}``: entries in (resume_after,
-  last_skipped] were not sent because the client fell behind (``count`` is null when a replay was cut
-  at its limit and the older part was not counted);
+- ``{"type": "skipped", "count", "resume_after", "last_skipped"[, "reason"]}``: entries in
+  (resume_after, last_skipped] were not sent: this client fell behind (``count`` exact), or, with
+  ``count`` null because nobody counted them, a reconnect's replay was cut at its limit
+  (``reason: "replay_limit"``) or the whole process could not keep up (``reason: "lagging"``);
 - ``{"type": "status", "state": "replaying" | "live" | "reconnecting" | "error", ...}``;
 - ``{"type": "changed", ...}`` (an operator action on the stream) and ``{"type": "job", ...}`` (progress
   of a background job about it), relayed from the channel layer.
