@@ -39,4 +39,5 @@ EXPOSE 8000
 # GET /healthz answers "ok" without login. The Host header is the first ALLOWED_HOSTS entry and
 # X-Forwarded-Proto says https, so host validation and SECURE_SSL_REDIRECT let the probe through.
 HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 CMD ["python", "-c", "import os, urllib.request; host = (os.environ.get('ALLOWED_HOSTS') or 'localhost').split(',')[0].strip().lstrip('.').replace('*', '') or 'localhost'; urllib.request.urlopen(urllib.request.Request('http://127.0.0.1:8000/healthz', headers={'Host': host, 'X-Forwarded-Proto': 'https'}), timeout=4)"]
-CMD ["uvicorn", "busconsole.asgi:application", "--host", "0.0.0.0", "--port", "8000", "--ws", "websockets"]
+CMD ["uvicorn", "busconsole.asgi:application", "--host", "0.0.0.0", "--port", "8000", "--ws", "websockets", \
+     "--ws-per-message-deflate", "false"]

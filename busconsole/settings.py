@@ -42,6 +42,12 @@ BUSCONSOLE_DLQ_PATTERNS = envstr("BUSCONSOLE_DLQ_PATTERNS", "")
 BUSCONSOLE_REDIS_TIMEOUT = float(envint("BUSCONSOLE_REDIS_TIMEOUT_MS", 5000)) / 1000
 # How many keys one streams-list page may SCAN before it stops and hands back a cursor.
 BUSCONSOLE_SCAN_BUDGET = envint("BUSCONSOLE_SCAN_BUDGET", 20000)
+# Live tail (streams_app/live/hub.py): per-client queue, reconnect replay cap, XREAD BLOCK, and how long
+# a stream's reader may stay behind before it jumps to the newest entry.
+BUSCONSOLE_TAIL_QUEUE = envint("BUSCONSOLE_TAIL_QUEUE", 500)
+BUSCONSOLE_TAIL_REPLAY_MAX = envint("BUSCONSOLE_TAIL_REPLAY_MAX", 1000)
+BUSCONSOLE_TAIL_BLOCK_MS = envint("BUSCONSOLE_TAIL_BLOCK_MS", 2000)
+BUSCONSOLE_TAIL_MAX_LAG_MS = envint("BUSCONSOLE_TAIL_MAX_LAG_MS", 1000)
 # Failed logins per username or client address within the window before logins are refused.
 BUSCONSOLE_LOGIN_MAX_FAILURES = envint("BUSCONSOLE_LOGIN_MAX_FAILURES", 5)
 BUSCONSOLE_LOGIN_WINDOW_S = envint("BUSCONSOLE_LOGIN_WINDOW_S", 900)

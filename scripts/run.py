@@ -264,6 +264,8 @@ def main() -> int:
         services.append(Child("web", [
             PYTHON, "-m", "uvicorn", "busconsole.asgi:application",
             "--host", host, "--port", str(port), "--ws", "websockets",
+            # Per-client deflate doubles the live tail's CPU and memory (bench/tail.py).
+            "--ws-per-message-deflate", "false",
         ], env))
         services.append(Child("worker", [
             PYTHON, "-m", "celery", "-A", "busconsole", "worker", "-l", "info", "--concurrency", "2",

@@ -6,16 +6,24 @@ The snapshot job broadcasts ``{"type": "metrics.snapshot", "tick": iso}`` to one
 ``metrics-snapshot`` DOM event the chart panels' ``hx-trigger`` listens for. Only that small control
 event travels here (SPEC section 9); the charts themselves are fetched over HTTP. Close codes: 4401
 for anonymous users, 4503 when the channel layer is unreachable (the page then polls every 10 s).
+
+A page about one stream (stream, group, DLQ pages) adds ``?conn=<name>&key=<percent-encoded key>``:
+the socket then also relays that stream's operator actions and job progress
+(:mod:`streams_app.live.broadcast`) as ``{"type": "changed", ...}`` and ``{"type": "job", ...}``,
+which ``metrics.js`` turns into the ``stream-changed`` and ``job-progress`` DOM events.
 """
 
 from __future__ import annotations
 
 import logging
+from urllib.parse import unquote_to_bytes
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.conf import settings
 
 from streams_app.auth import Role, role_of
+from streams_app.live.groups import stream_group
 from streams_app.signals import snapshot_group
 
 log = logging.getLogger(__name__)
@@ -26,8 +34,25 @@ def _may_read(user: object) -> bool:
     return role_of(user) >= Role.VIEWER
 
 
+def _stream_of(scope: dict) -> tuple[str, bytes] | None:
+    """The (connection, key) a page asked to follow, if any and if the connection exists.
+
+    The query string is parsed from its raw bytes so that a key that is not UTF-8 survives.
+    """
+    params: dict[bytes, bytes] = {}
+    for pair in scope.get("query_string", b"").split(b"&"):
+        name, _, value = pair.partition(b"=")
+        params.setdefault(name, unquote_to_bytes(value.replace(b"+", b" ")))
+    conn = params.get(b"conn", b"").decode("latin-1")
+    key = params.get(b"key", b"")
+    if not conn or not key or conn not in settings.BUS_REDIS_URLS:
+        return None
+    return conn, key
+
+
 class MetricsConsumer(AsyncJsonWebsocketConsumer):
     group: str | None = None
+    stream_group: str | None = None
 
     async def connect(self) -> None:
         await self.accept()  # accept first so the close code reaches the client
@@ -41,17 +66,34 @@ class MetricsConsumer(AsyncJsonWebsocketConsumer):
             await self.close(code=4503)
             return
         self.group = snapshot_group()
+        followed = _stream_of(self.scope)
+        if followed is not None:
+            self.stream_group = stream_group(*followed)
+            try:
+                await self.channel_layer.group_add(self.stream_group, self.channel_name)
+            except Exception as exc:  # noqa: BLE001 - charts still refresh; the page can be reloaded
+                log.warning("page socket: cannot follow the stream: %s", exc)
+                self.stream_group = None
         await self.send_json({"type": "status", "state": "live"})
 
     async def receive_json(self, content: object, **kwargs: object) -> None:
         """Nothing to receive."""
 
     async def disconnect(self, code: int) -> None:
-        if self.group is not None:
+        for group in (self.group, self.stream_group):
+            if group is None:
+                continue
             try:
-                await self.channel_layer.group_discard(self.group, self.channel_name)
+                await self.channel_layer.group_discard(group, self.channel_name)
             except Exception as exc:  # noqa: BLE001 - the group entry expires on its own
                 log.debug("metrics socket: group_discard failed: %s", exc)
 
     async def metrics_snapshot(self, event: dict) -> None:
         await self.send_json({"type": "snapshot", "tick": str(event.get("tick", ""))[:40]})
+
+    async def stream_changed(self, event: dict) -> None:
+        info = event.get("info") or {}
+        await self.send_json({**info, "type": "changed", "conn": event.get("conn"), "key": event.get("key")})
+
+    async def job_progress(self, event: dict) -> None:
+        await self.send_json({"type": "job", **{k: v for k, v in event.items() if k != "type"}})

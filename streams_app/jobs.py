@@ -33,13 +33,12 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 import redis
-from asgiref.sync import async_to_sync
 from celery.exceptions import SoftTimeLimitExceeded
-from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from streams_app.live import broadcast
 from streams_app.models import AuditEvent, Job
 from streams_app.redis_ops import actions, reads
 from streams_app.redis_ops.decoding import display_text
@@ -408,11 +407,6 @@ def _job_lock(job_id: int) -> redis.lock.Lock:
     )
 
 
-def job_group(job_id: int) -> str:
-    """The channel-layer group of a job's progress events (letters, digits and '-' only)."""
-    return f"job-{int(job_id)}"
-
-
 _last_broadcast: dict[int, float] = {}
 
 
@@ -428,9 +422,10 @@ def job_broadcast(job: Job, *, force: bool = False) -> None:
     _last_broadcast[job.pk] = now
     if job.is_finished:
         _last_broadcast.pop(job.pk, None)
-    try:
-        layer = get_channel_layer()
-        if layer is not None:
-            async_to_sync(layer.group_send)(job_group(job.pk), {"type": "job.progress", **job.to_api()})
-    except Exception:  # broadcasting is a courtesy: never fail the job over it
-        log.warning("could not broadcast the progress of job %s", job.pk, exc_info=True)
+    api = job.to_api()
+    key_hex = (job.parameters or {}).get("key")
+    # To the job's watchers and to the open pages of the stream it works on (never raises).
+    broadcast.job_progress(
+        job.pk, state=api["state"], done=api["done"], total=api["total"], error=api["error"], kind=api["kind"],
+        conn=job.connection or None, key=bytes.fromhex(key_hex) if key_hex else None,
+    )

@@ -29,6 +29,7 @@ from django.http import Http404
 
 from streams_app import auth, jobs
 from streams_app.forms import validated
+from streams_app.live import broadcast
 from streams_app.models import ApiToken, AuditEvent, Job
 from streams_app.redis_ops import actions, conventions, reads
 from streams_app.redis_ops.decoding import display_text
@@ -112,6 +113,11 @@ def action_authorize(*, user: UserLike | None, action: str) -> None:
     auth.require_role(user, role)
 
 
+def _is_preview(action: str) -> bool:
+    """Previews and dry-run counts change nothing: no one needs telling."""
+    return action.endswith((".preview", ".count"))
+
+
 @contextmanager
 def action_audit(
     *,
@@ -145,6 +151,12 @@ def action_audit(
         _audit_write(user=user, record=record, outcome=AuditEvent.Outcome.ERROR, error=_describe(exc), started=started)
         raise
     _audit_write(user=user, record=record, outcome=AuditEvent.Outcome.OK, error="", started=started)
+    if record.stream is not None and not _is_preview(action):
+        # Open pages of the stream (tail, stream, group, DLQ) refresh themselves; never raises.
+        broadcast.stream_changed(
+            conn, record.stream, action=action, affected=record.affected,
+            user=getattr(user, "get_username", lambda: "")(),
+        )
 
 
 def action_input(

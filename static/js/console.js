@@ -9,6 +9,15 @@
     return !!(box && box.checked && document.visibilityState === "visible");
   };
 
+  // Used by hx-trigger="stream-changed[undisturbed('id')] from:body": a section refreshes itself after
+  // an operator action only while nobody is working in it (boxes ticked, an entry expanded, typing).
+  window.undisturbed = function (id) {
+    var section = document.getElementById(id);
+    if (!section) return false;
+    if (section.querySelector("input:checked, details[open]")) return false;
+    return !section.contains(document.activeElement) || document.activeElement === section;
+  };
+
   document.addEventListener("DOMContentLoaded", function () {
     var box = document.getElementById("autorefresh");
     if (!box) return;

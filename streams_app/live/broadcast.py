@@ -45,7 +45,8 @@ def job_progress(
     key: bytes | None = None,
 ) -> None:
     """Broadcast a job's progress to its watchers and, given ``conn`` and ``key``, to that stream's tails."""
-    event = {"type": "job.progress", "job": str(job_id), "kind": kind, "state": state, "done": done,
+    # The API's job shape (GET /api/v1/jobs/<id>), so a page can treat both alike.
+    event = {"type": "job.progress", "id": job_id, "kind": kind, "state": state, "done": done,
              "total": total, "error": (error or "")[:500] or None}
     _send(job_group(job_id), event)
     if conn is not None and key is not None:

@@ -83,19 +83,19 @@ UNBLOCK_ATTEMPTS = 25
 
 
 def queue_capacity() -> int:
-    return int(getattr(settings, "BUSCONSOLE_TAIL_QUEUE", 500))
+    return int(settings.BUSCONSOLE_TAIL_QUEUE)
 
 
 def replay_max() -> int:
-    return int(getattr(settings, "BUSCONSOLE_TAIL_REPLAY_MAX", 1000))
+    return int(settings.BUSCONSOLE_TAIL_REPLAY_MAX)
 
 
 def block_ms() -> int:
-    return int(getattr(settings, "BUSCONSOLE_TAIL_BLOCK_MS", 2000))
+    return int(settings.BUSCONSOLE_TAIL_BLOCK_MS)
 
 
 def max_lag_s() -> float:
-    return int(getattr(settings, "BUSCONSOLE_TAIL_MAX_LAG_MS", 1000)) / 1000
+    return int(settings.BUSCONSOLE_TAIL_MAX_LAG_MS) / 1000
 
 
 

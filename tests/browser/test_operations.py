@@ -14,7 +14,7 @@ import pytest
 import redis
 
 from streams_app.redis_ops import client as redis_client
-from tests.console.conftest import PASSWORD
+from tests.browser.conftest import login_through_form
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -31,12 +31,7 @@ def _fresh_clients(settings) -> Iterator[None]:
 @pytest.fixture
 def operator_page(page, operator, asgi_server):
     """The shared browser's fresh tab, logged in as an operator through the login form."""
-    page.goto("/login/")
-    page.fill("input[name=username]", operator.username)
-    page.fill("input[name=password]", PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{asgi_server.url}/")
-    return page
+    return login_through_form(page, operator, asgi_server)
 
 
 def test_requeue_one_dlq_entry_and_see_it_leave_the_list(operator_page, r: redis.Redis) -> None:
@@ -87,3 +82,32 @@ def test_claim_a_pending_entry_to_another_consumer_from_the_group_page(operator_
     expect(page.locator(f'tr[data-id="{ids[0]}"] td:nth-child(3)')).to_have_text("worker-1")
     owners = {p["message_id"].decode(): p["consumer"].decode() for p in r.xpending_range("orders", "billing", "-", "+", 10)}
     assert owners == {ids[0]: "worker-1", ids[1]: "worker-2", ids[2]: "worker-1"}
+
+
+def test_an_open_dlq_page_follows_another_operators_requeue_without_reload(operator_page, operator,
+                                                                          r: redis.Redis) -> None:
+    """Issue 5 item 4: an action taken elsewhere reaches open pages of the stream over the channel layer."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from playwright.sync_api import expect
+
+    from streams_app import services
+
+    page = operator_page
+    ids = [
+        r.xadd("orders:dlq", {"type": "t", "data": "{}", "dlq_original_stream": "orders", "dlq_error": "E"}).decode()
+        for _ in range(3)
+    ]
+    page.goto(f"/c/default/dlq/{quote(b'orders:dlq', safe='')}/")
+    expect(page.locator("tr[data-id]")).to_have_count(3)
+    expect(page.locator("body")).to_have_attribute("data-metrics-socket", "open")
+    page.evaluate("window.__marker = 'not reloaded'")
+
+    # "Someone else", from another thread: this one runs Playwright's event loop, where async_to_sync
+    # (the broadcast) refuses to run.
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(services.dlq_requeue, user=operator, conn="default", key=b"orders:dlq", ids=[ids[0]]).result()
+
+    expect(page.locator(f'tr[data-id="{ids[0]}"]')).to_have_count(0)
+    expect(page.locator("tr[data-id]")).to_have_count(2)
+    assert page.evaluate("window.__marker") == "not reloaded"

@@ -13,8 +13,7 @@ import os
 import signal
 import subprocess
 import tempfile
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,8 +21,10 @@ import redis
 from django.db import connection
 
 from streams_app import jobs, services, tasks
+from streams_app.live.groups import job_group
 from streams_app.models import AuditEvent, Job
 from streams_app.redis_ops import client as redis_client
+from tests.console.helpers import wait_for
 from tests.servers import REPO
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -31,17 +32,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 CONN = "default"
 CELERY = str(REPO / ".venv" / "bin" / "celery")
 LOCK_S = 2  # the job lock of these workers: a killed worker's lock is gone within 2 s
-
-
-def wait_for(predicate: Callable[[], object], *, timeout: float, what: str, step: float = 0.02) -> object:
-    """Poll until ``predicate()`` is truthy (bounded: a hang fails with ``what``, it never blocks)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(step)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 class Worker:
@@ -269,7 +259,7 @@ def test_progress_is_broadcast_to_the_job_group(no_worker, r: redis.Redis, opera
     job = services.dlq_requeue_all(user=operator, conn=CONN, key=b"orders:dlq", up_to=ids[-1], batch=10)
     layer = get_channel_layer()
     channel = async_to_sync(layer.new_channel)()
-    async_to_sync(layer.group_add)(jobs.job_group(job.pk), channel)
+    async_to_sync(layer.group_add)(job_group(job.pk), channel)
     jobs.job_run(job.pk)  # in this process: the Celery path is tested above
     events = []
     while True:

@@ -600,7 +600,7 @@ def test_operator_actions_and_job_progress_reach_open_tails(asgi_server, cookies
     changed, job = run(scenario())
     assert changed == {"type": "changed", "action": "requeue", "count": 3, "who": "otto", "conn": "default",
                        "key": "orders:dlq"}
-    assert job == {"type": "job", "job": "42", "kind": "requeue_all", "state": "running", "done": 10, "total": 30,
+    assert job == {"type": "job", "id": 42, "kind": "requeue_all", "state": "running", "done": 10, "total": 30,
                    "error": None, "conn": "default", "key": "orders:dlq"}
 
 
