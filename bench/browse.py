@@ -23,10 +23,8 @@ from __future__ import annotations
 import math
 import os
 import random
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -38,6 +36,7 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from bench._common import django_bench  # noqa: E402
 from tests.servers import RedisServer  # noqa: E402
 
 CONN = "default"
@@ -204,12 +203,6 @@ def fill_many_streams(raw, n: int) -> tuple[float, int]:
 
 
 def run(server: RedisServer) -> None:
-    import django
-    from django.core.management import call_command
-
-    django.setup()
-    call_command("migrate", verbosity=0, interactive=False)
-
     import redis
     from django.contrib.auth.models import Group, User
     from django.test import Client
@@ -428,23 +421,9 @@ def run(server: RedisServer) -> None:
 
 
 def main() -> int:
-    server = RedisServer()
-    var_dir = tempfile.mkdtemp(prefix="busconsole-bench-var-")
     started = time.perf_counter()
-    try:
-        server.start()
-        os.environ["DJANGO_SETTINGS_MODULE"] = "busconsole.settings"
-        os.environ["BUS_REDIS_URL"] = server.url(0)
-        os.environ.pop("BUS_REDIS_URLS", None)
-        os.environ["REDIS_URL"] = server.url(1)
-        os.environ["BUSCONSOLE_VAR_DIR"] = var_dir
-        os.environ["DEBUG"] = "1"
-        os.environ["BUSCONSOLE_READ_ONLY"] = "1"
-        os.environ.setdefault("LOG_LEVEL", "WARNING")
+    with django_bench(read_only=True) as server:
         run(server)
-    finally:
-        server.cleanup()
-        shutil.rmtree(var_dir, ignore_errors=True)
     print(f"(benchmark ran {time.perf_counter() - started:.0f} s)")
     return 0
 

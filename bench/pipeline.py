@@ -21,10 +21,8 @@ and prints the end-to-end time and the budget check (export + Spark start-up + j
 from __future__ import annotations
 
 import argparse
-import os
 import resource
 import sys
-import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,7 +30,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tests.servers import RedisServer  # noqa: E402 - needs the repo root on sys.path
+from bench._common import django_bench  # noqa: E402 - needs the repo root on sys.path
 
 BUDGET_S = 120.0
 DAY_MS = 86_400_000
@@ -84,23 +82,6 @@ for w = w0, w1 - 1 do
 end
 return written
 """
-
-
-def _setup_django(server: RedisServer, var_dir: str) -> None:
-    os.environ["BUS_REDIS_URL"] = server.url(0)
-    os.environ.pop("BUS_REDIS_URLS", None)
-    os.environ["REDIS_URL"] = server.url(1)
-    os.environ["BUSCONSOLE_VAR_DIR"] = var_dir
-    os.environ["BUSCONSOLE_LAKE"] = f"{var_dir}/lake"
-    os.environ["DATABASE_URL"] = f"sqlite:///{var_dir}/bench.sqlite3"
-    os.environ.setdefault("DEBUG", "1")
-    os.environ["DJANGO_SETTINGS_MODULE"] = "busconsole.settings"
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
 
 
 def _fill(r, *, entries: int, streams: int, days: int) -> tuple[int, int]:
@@ -160,9 +141,7 @@ def main() -> int:
 
     import redis
 
-    server = RedisServer().start()
-    var_dir = tempfile.mkdtemp(prefix="busconsole-bench-pipeline-")
-    try:
+    with django_bench() as server:
         r = redis.Redis.from_url(server.url(0))
         t = time.perf_counter()
         entries, metric_entries = _fill(r, entries=args.entries, streams=args.streams, days=args.days)
@@ -172,7 +151,6 @@ def main() -> int:
         base_n, base_rate = _baseline_read(r, "bench:s00")
         print(f"baseline: bare XRANGE COUNT 10000 loop: {base_n:,} entries at {base_rate:,.0f} entries/s")
 
-        _setup_django(server, var_dir)
         from django.conf import settings
 
         from pipeline import main as jobs
@@ -221,11 +199,6 @@ def main() -> int:
         print(f"budget: export + Spark (start-up + jobs) of {entries:,} entries = {budgeted:.1f} s vs {BUDGET_S:.0f} s: "
               f"{budgeted / BUDGET_S:.2f}x the budget, {verdict}")
         return 0 if budgeted <= BUDGET_S else 1
-    finally:
-        server.cleanup()
-        import shutil
-
-        shutil.rmtree(var_dir, ignore_errors=True)
 
 
 if __name__ == "__main__":

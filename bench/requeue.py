@@ -19,9 +19,7 @@ After each run it checks the end state (the DLQ empty, one new entry per dead le
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -29,28 +27,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tests.servers import RedisServer  # noqa: E402 - needs the repo root on sys.path
+from bench._common import django_bench  # noqa: E402 - needs the repo root on sys.path
 
 DLQ = b"orders:dlq"
 TARGET = b"orders"
 BUDGET_RATE = 20_000
 BUDGET_RATIO = 10.0
-
-
-def _setup_django(server: RedisServer, var_dir: str) -> None:
-    os.environ["BUS_REDIS_URL"] = server.url(0)
-    os.environ.pop("BUS_REDIS_URLS", None)
-    os.environ["REDIS_URL"] = server.url(1)
-    os.environ["BUSCONSOLE_VAR_DIR"] = var_dir
-    os.environ["DATABASE_URL"] = f"sqlite:///{var_dir}/bench.sqlite3"
-    os.environ.setdefault("DEBUG", "1")
-    os.environ["DJANGO_SETTINGS_MODULE"] = "busconsole.settings"
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
 
 
 def _fill(r, n: int) -> str:
@@ -123,10 +105,7 @@ def main() -> int:
     args = parser.parse_args()
     n = args.entries
 
-    server = RedisServer().start()
-    var_dir = tempfile.mkdtemp(prefix="busconsole-bench-")
-    try:
-        _setup_django(server, var_dir)
+    with django_bench() as server:
         import redis
 
         from streams_app import jobs
@@ -210,8 +189,6 @@ def main() -> int:
             + ("met" if ok else "NOT MET")
         )
         return 0 if ok else 1
-    finally:
-        server.cleanup()
 
 
 if __name__ == "__main__":

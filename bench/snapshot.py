@@ -22,11 +22,8 @@ information: it runs every 30 s and has no budget of its own.
 
 from __future__ import annotations
 
-import os
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -35,6 +32,7 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from bench._common import django_bench  # noqa: E402
 from tests.servers import RedisServer  # noqa: E402
 
 CONN = "default"
@@ -92,17 +90,12 @@ def commandstats(client) -> dict[str, int]:
 
 
 def run(server: RedisServer) -> None:
-    import django
-
-    django.setup()
     import redis
-    from django.core.management import call_command
 
     from streams_app import snapshots
     from streams_app.models import GroupSample, StreamSample
     from streams_app.redis_ops import snapshot_reads
 
-    call_command("migrate", verbosity=0)
     raw = redis.Redis.from_url(server.url(0))
     t = time.perf_counter()
     fill(raw)
@@ -170,23 +163,9 @@ def run(server: RedisServer) -> None:
 
 
 def main() -> int:
-    server = RedisServer()
-    var_dir = tempfile.mkdtemp(prefix="busconsole-bench-var-")
     started = time.perf_counter()
-    try:
-        server.start()
-        os.environ["DJANGO_SETTINGS_MODULE"] = "busconsole.settings"
-        os.environ["BUS_REDIS_URL"] = server.url(0)
-        os.environ.pop("BUS_REDIS_URLS", None)
-        os.environ["REDIS_URL"] = server.url(1)
-        os.environ["BUSCONSOLE_VAR_DIR"] = var_dir
-        os.environ["DATABASE_URL"] = f"sqlite:///{var_dir}/bench.sqlite3"
-        os.environ["DEBUG"] = "1"
-        os.environ.setdefault("LOG_LEVEL", "WARNING")
+    with django_bench() as server:
         run(server)
-    finally:
-        server.cleanup()
-        shutil.rmtree(var_dir, ignore_errors=True)
     print(f"(benchmark ran {time.perf_counter() - started:.0f} s)")
     return 0
 

@@ -10,7 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
+import redis
 from django.conf import settings
 
 from .client import get_client
@@ -358,18 +360,10 @@ def entries_page(
     else:
         forward, start = order == "asc", "-" if order == "asc" else "+"
 
-    with translated(conn):
-        pipe = client.pipeline(transaction=False)
-        pipe.type(key)
-        if forward:
-            pipe.execute_command("XRANGE", key, start, "+", "COUNT", count + 1)
-        else:
-            pipe.execute_command("XREVRANGE", key, start, "-", "COUNT", count + 1)
-        key_type, raw = pipe.execute(raise_on_error=False)
-    _require_stream(conn, key_type)
-    if isinstance(raw, Exception):
-        with translated(conn):
-            raise raw
+    if forward:
+        raw = _stream_read(conn, client, key, "XRANGE", key, start, "+", "COUNT", count + 1)
+    else:
+        raw = _stream_read(conn, client, key, "XREVRANGE", key, start, "-", "COUNT", count + 1)
 
     entries = [_entry(e) for e in raw[:count]]
     more_in_read_direction = len(raw) > count
@@ -496,6 +490,23 @@ def _require_stream(conn: str, key_type: object) -> None:
         raise NotFound("No such stream.", conn=conn)
     if key_type not in (b"stream", "stream"):
         raise NotFound("That key holds another type, not a stream.", conn=conn)
+
+
+def _stream_read(conn: str, client: redis.Redis, key: bytes, *command: object) -> Any:
+    """The reply to one read ``command`` on ``key``, sent in one round trip with the key's TYPE.
+
+    A range read of a missing key answers like an empty stream: the TYPE beside it is what tells
+    "no such stream" (or "another type") from "no entries here", without a round trip of its own.
+    """
+    with translated(conn):
+        pipe = client.pipeline(transaction=False)
+        pipe.type(key)
+        pipe.execute_command(*command)
+        key_type, reply = pipe.execute(raise_on_error=False)
+        _require_stream(conn, key_type)
+        if isinstance(reply, Exception):
+            raise reply
+    return reply
 
 
 def server_overview(conn: str) -> dict[str, object]:

@@ -10,7 +10,11 @@ from collections.abc import Iterator
 import pytest
 
 from tests.console.conftest import *  # noqa: F403 - the standing users and their clients
-from tests.console.conftest import _clean_login_throttle, _fast_password_hashing  # noqa: F401 - autouse
+from tests.console.conftest import (  # noqa: F401 - the two fixtures are autouse here too
+    PASSWORD,
+    _clean_login_throttle,
+    _fast_password_hashing,
+)
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -48,6 +52,16 @@ def page(browser, asgi_server) -> Iterator[object]:
     page.set_default_timeout(15_000)
     yield page
     context.close()
+
+
+def login_through_form(page, user, asgi_server):
+    """``page`` logged in as ``user`` the way a person does it: the login form, then the overview."""
+    page.goto("/login/")
+    page.fill("input[name=username]", user.username)
+    page.fill("input[name=password]", PASSWORD)
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{asgi_server.url}/")
+    return page
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ import pytest
 import redis
 
 from streams_app.redis_ops import client as redis_client
-from tests.console.conftest import PASSWORD
+from tests.browser.conftest import login_through_form
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 SCREENSHOTS = os.environ.get("BUSCONSOLE_SCREENSHOTS")  # a directory: save what the admin saw
@@ -29,12 +29,7 @@ def _fresh_clients(settings) -> Iterator[None]:
 
 @pytest.fixture
 def admin_page(page, admin_user, asgi_server):
-    page.goto("/login/")
-    page.fill("input[name=username]", admin_user.username)
-    page.fill("input[name=password]", PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{asgi_server.url}/")
-    return page
+    return login_through_form(page, admin_user, asgi_server)
 
 
 def _shot(page, name: str) -> None:

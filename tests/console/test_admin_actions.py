@@ -14,7 +14,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from types import SimpleNamespace
-from urllib.parse import quote
 
 import httpx
 import pytest
@@ -26,8 +25,8 @@ from django.test import Client
 from streams_app.auth import token_create
 from streams_app.models import ApiToken, AuditEvent
 from streams_app.redis_ops import client as redis_client
+from tests.console.helpers import CONN, api, bearer, consumer_url, group_url, post_json, seg, stream_url
 
-CONN = "default"
 TOKEN_SHAPE = re.compile(r"bct_[A-Za-z0-9_-]{40}")
 
 
@@ -37,34 +36,6 @@ def _fresh_clients(settings):
     redis_client.reset()
     yield
     redis_client.reset()
-
-
-def seg(value: str | bytes) -> str:
-    return quote(value.encode() if isinstance(value, str) else value, safe="")
-
-
-def stream_url(key: str | bytes) -> str:
-    return f"/c/{CONN}/streams/{seg(key)}/"
-
-
-def group_url(key: str, group: str) -> str:
-    return f"{stream_url(key)}groups/{seg(group)}/"
-
-
-def consumer_url(key: str, group: str, consumer: str) -> str:
-    return f"{group_url(key, group)}consumers/{seg(consumer)}/"
-
-
-def api(path: str) -> str:
-    return "/api/v1" + path
-
-
-def bearer(token: str) -> dict[str, str]:
-    return {"HTTP_AUTHORIZATION": f"Bearer {token}"}
-
-
-def post_json(url: str, body: dict, token: str, *, web: Client | None = None):
-    return (web or Client()).post(url, json.dumps(body), content_type="application/json", **bearer(token))
 
 
 @pytest.fixture

@@ -15,9 +15,8 @@ import signal
 import subprocess
 import tempfile
 import threading
-import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -41,6 +40,7 @@ from streams_app.models import (
 )
 from streams_app.models_metrics import name_hash
 from streams_app.redis_ops import client as redis_client
+from tests.console.helpers import wait_for
 from tests.servers import REPO, RedisServer
 
 CONN = "default"
@@ -52,17 +52,6 @@ def _fresh_clients() -> Iterator[None]:
     redis_client.reset()
     yield
     redis_client.reset()
-
-
-def wait_for(predicate: Callable[[], object], *, timeout: float, what: str, step: float = 0.05) -> object:
-    """Poll until ``predicate()`` is truthy; bounded, failing with ``what``."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(step)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 def bus(r: redis.Redis) -> None:
@@ -646,8 +635,8 @@ def test_beat_and_worker_fill_the_mirror_and_the_samples(r: redis.Redis, tmp_pat
                              "-s", str(tmp_path / "celerybeat-schedule")], env)
     try:
         wait_for(lambda: worker.alive() and beat.alive() and SnapshotRun.objects.filter(streams=4).count() >= 2,
-                 timeout=90, what="two snapshot runs written by the worker")
-        wait_for(lambda: ConsumerMirror.objects.exists(), timeout=60, what="the mirror sync (consumers)")
+                 timeout=90, what="two snapshot runs written by the worker", step=0.05)
+        wait_for(lambda: ConsumerMirror.objects.exists(), timeout=60, what="the mirror sync (consumers)", step=0.05)
     finally:
         beat.stop()
         worker.stop()

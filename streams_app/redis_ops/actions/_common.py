@@ -1,8 +1,9 @@
-"""Shared by the action modules: constants, Lua script loading and input validation.
+"""Shared by the action modules: constants, Lua script loading, the reads several actions begin with,
+and input validation.
 
 The scripts stay in ``streams_app/redis_ops/lua/`` and are registered once per client (EVALSHA,
-reloaded on NOSCRIPT). The validators raise :class:`InvalidArgument` (or :class:`NotFound` for a
-missing stream) before anything reaches Redis.
+reloaded on NOSCRIPT). The validators raise :class:`InvalidArgument` before anything reaches Redis;
+a missing stream is :class:`NotFound` (``_require_stream``, shared with :mod:`..reads`).
 """
 
 from __future__ import annotations
@@ -15,9 +16,9 @@ from importlib import resources
 import redis
 from redis.commands.core import Script
 
-from ..errors import InvalidArgument, NotFound, translated
+from ..errors import InvalidArgument, translated
 from ..ids import StreamId, parse_id
-from ..reads import _s
+from ..reads import _pairs, _require_stream, _s
 
 MAX_IDS = 1000
 """IDs one claim / ack / requeue / delete call accepts: one page of a selection, one bounded MULTI."""
@@ -71,6 +72,31 @@ def _count(client: redis.Redis, key: bytes, start: str, end: str, match: Sequenc
         start = "(" + _s(last)
 
 
+# ---------------------------------------------------------------- reads
+
+
+def _stream_snapshot(
+    conn: str, client: redis.Redis, key: bytes
+) -> tuple[dict[str, object], list[dict[str, object]]]:
+    """XINFO STREAM and XINFO GROUPS of one stream, as dicts, read in one MULTI.
+
+    The previews compare the stream's counters with its groups (a rewind's ENTRIESREAD, a trim's
+    pending warning): read apart, an XADD or a group's read in between would make them disagree.
+    TYPE rides along so a missing key or another type is NotFound, worded as everywhere else.
+    """
+    with translated(conn):
+        pipe = client.pipeline(transaction=True)
+        pipe.type(key)
+        pipe.execute_command("XINFO", "STREAM", key)
+        pipe.execute_command("XINFO", "GROUPS", key)
+        key_type, info, groups = pipe.execute(raise_on_error=False)
+        _require_stream(conn, key_type)
+        for reply in (info, groups):
+            if isinstance(reply, Exception):
+                raise reply
+    return _pairs(info), [_pairs(row) for row in groups]
+
+
 # ---------------------------------------------------------------- validation
 
 
@@ -116,16 +142,6 @@ def _positive(value: int, what: str, *, cap: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise InvalidArgument(f"{what} must be a whole number, 1 or more.")
     return min(value, cap) if cap else value
-
-
-def _require_stream(conn: str, key_type: object) -> None:
-    if isinstance(key_type, Exception):
-        with translated(conn):
-            raise key_type
-    if key_type in (b"none", "none"):
-        raise NotFound("No such stream.", conn=conn)
-    if key_type not in (b"stream", "stream"):
-        raise NotFound("That key holds another type, not a stream.", conn=conn)
 
 
 def _match_args(match: Mapping[bytes, bytes] | None) -> list[bytes]:

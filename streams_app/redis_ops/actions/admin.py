@@ -32,7 +32,7 @@ from ..client import get_client
 from ..errors import Conflict, InvalidArgument, NotFound, translated
 from ..ids import U64_MAX, StreamId, parse_position
 from ..reads import _entry_id, _pairs, _s
-from ._common import COUNT_BATCH, _count, _ids, _key, _name, _require_stream, _script, _sid
+from ._common import COUNT_BATCH, _count, _ids, _key, _name, _require_stream, _script, _sid, _stream_snapshot
 
 PENDING_AT_RISK_MAX = 1000
 """Pending entries counted per group by a trim preview (XPENDING COUNT); beyond that "1000+"."""
@@ -213,20 +213,11 @@ def trim_preview(conn: str, key: bytes, *, maxlen: int | None = None, minid: str
     strategy, maxlen, minid = _trim_args(maxlen, minid)
     client = get_client(conn)
     with translated(conn):
-        pipe = client.pipeline(transaction=True)
-        pipe.type(key)
-        pipe.execute_command("XINFO", "STREAM", key)
-        pipe.execute_command("XINFO", "GROUPS", key)
-        key_type, info_raw, groups_raw = pipe.execute(raise_on_error=False)
-        _require_stream(conn, key_type)
-        for reply in (info_raw, groups_raw):
-            if isinstance(reply, Exception):
-                raise reply
-        info = _pairs(info_raw)
+        info, all_groups = _stream_snapshot(conn, client, key)
         length = int(info["length"])
         first = _entry_id(info.get("first-entry"))
         last = _entry_id(info.get("last-entry"))
-        groups = [row for row in map(_pairs, groups_raw) if int(row["pending"])]
+        groups = [row for row in all_groups if int(row["pending"])]
         bound: tuple[StreamId, bool] | None  # (ID, inclusive) of the newest entry removed; None: nothing
         if strategy == "minid":
             assert minid is not None

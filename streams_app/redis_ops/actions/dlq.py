@@ -28,7 +28,7 @@ from ..conventions import (
 )
 from ..errors import OpsError, translated
 from ..ids import parse_id, parse_position
-from ..reads import _entry, _s
+from ..reads import _entry, _s, _stream_read
 from ._common import MAX_BATCH, MAX_IDS, _ids, _key, _positive, _require_stream, _script
 
 
@@ -126,13 +126,7 @@ def requeue_range(
     client = get_client(conn)
     with translated(conn):
         if rule is None:
-            pipe = client.pipeline(transaction=False)
-            pipe.type(dlq_key)
-            pipe.execute_command("XRANGE", dlq_key, start, upper, "COUNT", batch)
-            key_type, raw = pipe.execute(raise_on_error=False)
-            _require_stream(conn, key_type)
-            if isinstance(raw, Exception):
-                raise raw
+            raw = _stream_read(conn, client, dlq_key, "XRANGE", dlq_key, start, upper, "COUNT", batch)
             result = _requeue_entries(conn, client, dlq_key, raw)
             scanned, last = len(raw), _s(raw[-1][0]) if raw else None
         else:
@@ -293,13 +287,7 @@ def dlq_entries(
     with translated(conn):
         while True:
             step = count + 1 if needle is None else min(max(count, 200), scan_limit - scanned)
-            pipe = client.pipeline(transaction=False)
-            pipe.type(dlq_key)
-            pipe.execute_command("XREVRANGE", dlq_key, upper, lower, "COUNT", step)
-            key_type, raw = pipe.execute(raise_on_error=False)
-            _require_stream(conn, key_type)
-            if isinstance(raw, Exception):
-                raise raw
+            raw = _stream_read(conn, client, dlq_key, "XREVRANGE", dlq_key, upper, lower, "COUNT", step)
             if needle is None:
                 entries = [_parsed(dlq_key, item) for item in raw[:count]]
                 return entries, entries[-1].id if len(raw) > count else None

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from ..client import get_client
 from ..errors import InvalidArgument, translated
 from ..ids import parse_id, parse_position
-from ..reads import _pairs, _s
+from ..reads import _pairs, _s, _stream_read
 from ._common import (
     COUNT_BATCH,
     MAX_BATCH,
@@ -60,14 +60,7 @@ def resolve_range(conn: str, key: bytes, start: str, end: str) -> tuple[str, str
         ZERO_ID if (start or "").strip() in ("-", "0") else str(parse_position(start, what="start").lowest)
     )
     client = get_client(conn)
-    with translated(conn):
-        pipe = client.pipeline(transaction=False)
-        pipe.type(key)
-        pipe.execute_command("XINFO", "STREAM", key)
-        key_type, info = pipe.execute(raise_on_error=False)
-        _require_stream(conn, key_type)
-        if isinstance(info, Exception):
-            raise info
+    info = _stream_read(conn, client, key, "XINFO", "STREAM", key)
     last_generated = _sid(_s(_pairs(info)["last-generated-id"]) or ZERO_ID)
     if (end or "").strip() in ("+", "$"):
         upper = last_generated

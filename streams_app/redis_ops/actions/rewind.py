@@ -15,8 +15,8 @@ import redis
 from ..client import get_client
 from ..errors import InvalidArgument, NotFound, translated
 from ..ids import parse_position
-from ..reads import _int, _pairs, _s
-from ._common import ZERO_ID, _count, _key, _name, _require_stream, _sid
+from ..reads import _int, _s
+from ._common import ZERO_ID, _count, _key, _name, _sid, _stream_snapshot
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,17 +82,8 @@ def _rewind(conn: str, key: bytes, group: bytes, *, to: str, apply: bool) -> Rew
     client = get_client(conn)
     with translated(conn):
         # One snapshot of the stream's counters and the group, consistent with each other.
-        pipe = client.pipeline(transaction=True)
-        pipe.type(key)
-        pipe.execute_command("XINFO", "STREAM", key)
-        pipe.execute_command("XINFO", "GROUPS", key)
-        key_type, info_raw, groups_raw = pipe.execute(raise_on_error=False)
-        _require_stream(conn, key_type)
-        for reply in (info_raw, groups_raw):
-            if isinstance(reply, Exception):
-                raise reply
-        info = _pairs(info_raw)
-        group_row = next((row for row in map(_pairs, groups_raw) if row["name"] == group), None)
+        info, groups = _stream_snapshot(conn, client, key)
+        group_row = next((row for row in groups if row["name"] == group), None)
         if group_row is None:
             raise NotFound("No such consumer group on this stream.", conn=conn)
         length = int(info["length"])
