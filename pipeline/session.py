@@ -64,6 +64,9 @@ def build_session(
         builder = builder.master(master)
         if master.startswith("local"):
             settings.update(LOCAL_CONF)
+            # The JVM looks up the host's address before reading any conf: keep a local session on
+            # the loopback interface from the start (and quiet its "resolves to a loopback" warning).
+            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
             if os.environ.get("SPARK_DRIVER_MEMORY"):
                 settings.pop("spark.driver.memory")  # spark-submit reads the variable itself
     elif _submitted_master().startswith("local"):
