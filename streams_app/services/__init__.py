@@ -1,0 +1,116 @@
+"""The action layer: every change the console makes to a monitored Redis goes through here.
+
+One place decides, for the HTML pages and the JSON API alike (SPEC section 3):
+
+* who may do what (:data:`ACTION_ROLES`): checked here, where the action runs, so a hidden button is
+  never the only thing between a viewer and a purge;
+* that nothing changes while the console is read-only (``BUSCONSOLE_READ_ONLY=1``), for any role;
+* that each attempt leaves exactly one :class:`~streams_app.models.AuditEvent`, whether it worked,
+  failed or was refused, with how long it took and how many entries it changed.
+
+Views validate input and call the ``<entity>_<verb>`` functions below; those call the access layer
+(:mod:`streams_app.redis_ops.actions`) inside :func:`action_audit`. Long work (requeue of a whole DLQ,
+replay of a range) becomes a :class:`~streams_app.models.Job` run by Celery (:mod:`streams_app.jobs`).
+
+The package is split by concern, and callers use it through this module only (``from streams_app
+import services``; ``services.<entity>_<verb>(...)``): :mod:`.audit` holds the role table, read-only
+check and audit row that every other module runs its calls through; :mod:`.groups` the pending-entry
+and rewind actions; :mod:`.dlq` the dead-letter queues; :mod:`.replay` stream replays; :mod:`.job_control`
+cancelling and resuming background jobs; :mod:`.admin` the admin deletions and trims; :mod:`.tokens`
+personal API tokens. To patch a name in a test, patch it in the submodule that uses it.
+"""
+
+from __future__ import annotations
+
+from streams_app.services.admin import (
+    consumer_delete,
+    consumer_delete_preview,
+    group_delete,
+    stream_entries_delete,
+    stream_entries_delete_preview,
+    stream_trim,
+    stream_trim_preview,
+)
+from streams_app.services.audit import (
+    ACTION_ROLES,
+    AUDIT_MAX_IDS,
+    READ_ONLY_ALLOWED,
+    ActionRecord,
+    action_audit,
+    action_authorize,
+    action_input,
+    action_run,
+    audit_write_system,
+)
+from streams_app.services.dlq import (
+    DLQ_SAMPLE,
+    DLQ_SAMPLED_MAX,
+    DlqListing,
+    DlqSummary,
+    dlq_convention_of,
+    dlq_delete,
+    dlq_list,
+    dlq_purge,
+    dlq_requeue,
+    dlq_requeue_all,
+    dlq_require,
+)
+from streams_app.services.groups import (
+    group_rewind,
+    group_rewind_preview,
+    pending_ack,
+    pending_autoclaim,
+    pending_claim,
+)
+from streams_app.services.job_control import job_cancel, job_resume
+from streams_app.services.replay import ReplayPreview, stream_replay, stream_replay_count
+from streams_app.services.tokens import token_issue, token_revoke
+
+__all__ = [
+    # audit: roles, read-only mode, the audit row
+    "ACTION_ROLES",
+    "AUDIT_MAX_IDS",
+    "READ_ONLY_ALLOWED",
+    "ActionRecord",
+    "action_audit",
+    "action_authorize",
+    "action_input",
+    "action_run",
+    "audit_write_system",
+    # groups: pending entries and rewind
+    "group_rewind",
+    "group_rewind_preview",
+    "pending_ack",
+    "pending_autoclaim",
+    "pending_claim",
+    # dlq
+    "DLQ_SAMPLE",
+    "DLQ_SAMPLED_MAX",
+    "DlqListing",
+    "DlqSummary",
+    "dlq_convention_of",
+    "dlq_delete",
+    "dlq_list",
+    "dlq_purge",
+    "dlq_require",
+    "dlq_requeue",
+    "dlq_requeue_all",
+    # replay
+    "ReplayPreview",
+    "stream_replay",
+    "stream_replay_count",
+    # jobs
+    "job_cancel",
+    "job_resume",
+    # admin
+    "consumer_delete",
+    "consumer_delete_preview",
+    "group_delete",
+    "stream_entries_delete",
+    "stream_entries_delete_preview",
+    "stream_trim",
+    "stream_trim_preview",
+    # tokens
+    "token_issue",
+    "token_revoke",
+]
