@@ -74,6 +74,14 @@ class TailConsumer(AsyncJsonWebsocketConsumer):
         conn = self.scope["url_route"]["kwargs"]["conn"]
         key = tail_key(self.scope)
         after = parse_qs(self.scope.get("query_string", b"").decode("latin-1")).get("after", [None])[0] or None
+        # Join the stream's event group before going live: an action announced after the client saw
+        # "live" must reach it (events that arrive before the subscription exists are dropped).
+        self.group = stream_group(conn, key)
+        try:
+            await self.channel_layer.group_add(self.group, self.channel_name)
+        except Exception as exc:  # noqa: BLE001 - the tail works without operator-action events
+            log.warning("tail: channel layer unavailable, no live action events: %s", exc)
+            self.group = None
         try:
             self.sub = await get_hub().subscribe(conn, key, after=after)
         except OpsError as exc:
@@ -81,12 +89,6 @@ class TailConsumer(AsyncJsonWebsocketConsumer):
             await self.close(code=_CLOSE_CODES.get(exc.code, 4500))
             return
         self.pump_task = asyncio.get_running_loop().create_task(self._pump(self.sub))
-        self.group = stream_group(conn, key)
-        try:
-            await self.channel_layer.group_add(self.group, self.channel_name)
-        except Exception as exc:  # noqa: BLE001 - the tail works without operator-action events
-            log.warning("tail: channel layer unavailable, no live action events: %s", exc)
-            self.group = None
 
     async def _pump(self, sub: Subscription) -> None:
         try:
