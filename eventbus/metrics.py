@@ -105,9 +105,6 @@ class MetricsBuffer:
             self._window_started = now
         return out
 
-    def pending(self) -> bool:
-        return bool(self._events or self._processed)
-
     def _fields(
         self, kind: str, stream: str, group: str, type_: str, count: int, duration_ms: float, max_ms: float
     ) -> dict[str, str]:

@@ -300,8 +300,11 @@ class Worker:
             except asyncio.CancelledError:
                 raise  # still held: released by the shutdown that cancelled it
             except Exception:
-                # Redis unreachable while recording the outcome: the entry stays pending and is
-                # reclaimed after the lease, so nothing is lost. Keep the runner alive.
+                # Redis unreachable while recording the outcome: the entry stays pending, and
+                # is reclaimed (here or elsewhere) once its lease expires, so nothing is lost.
+                # Stop holding it, or the heartbeat would renew that lease for ever. Keep the
+                # runner alive.
+                self._unhold(delivery.sub, delivery.entry_id)
                 log.exception(
                     "could not record the outcome of %s on %s", delivery.entry_id, delivery.sub.stream
                 )

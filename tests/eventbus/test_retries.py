@@ -238,3 +238,37 @@ def test_tracebacks_are_trimmed_to_their_end() -> None:
     assert trimmed.endswith("ValueError: the cause\n")
     assert trimmed.startswith("… (")
     assert trim_traceback("short", limit=1_000) == "short"
+
+
+def test_an_outcome_redis_refused_to_record_is_reclaimed_not_held_forever(
+    bus: Bus, r: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Scheduling the retry fails once (Redis unreachable for a moment): the entry is still
+    # pending, and must be handed over to reclaim rather than heartbeated by its holder forever.
+    import eventbus.worker
+
+    real = eventbus.worker.schedule_retry
+    calls: list[str] = []
+
+    async def flaky(*args: object, **kwargs: object) -> int | None:
+        calls.append(str(kwargs["entry_id"]))
+        if len(calls) == 1:
+            raise redis.ConnectionError("connection reset")
+        return await real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(eventbus.worker, "schedule_retry", flaky)
+    attempts: list[int] = []
+
+    @bus.on("job", stream="jobs", group="g", start="0", retry=RetryPolicy(base=0.01))
+    def once_bad(event: Event) -> None:
+        attempts.append(event.deliveries)
+        if len(attempts) == 1:
+            raise RuntimeError("transient")
+
+    bus.publish("jobs", "job")
+    with running(bus, lease_ms=300):
+        assert wait_until(lambda: len(attempts) == 2, timeout=5)
+        assert wait_until(lambda: r.xpending("jobs", "g")["pending"] == 0)
+    # The second run is the same entry, reclaimed after its lease: Redis counted two deliveries.
+    assert attempts == [1, 2]
+    assert r.zcard("jobs:retry") == 0
