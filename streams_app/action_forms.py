@@ -52,9 +52,10 @@ class IdListField(forms.Field):
 
 
 class EntryIdField(forms.CharField):
-    """One exact entry ID."""
+    """One exact entry ID (``ms-seq``); with ``allow_bare``, a bare ``ms`` is read as ``ms-0``."""
 
-    def __init__(self, **kwargs: Any) -> None:
+    def __init__(self, *, allow_bare: bool = False, **kwargs: Any) -> None:
+        self.allow_bare = allow_bare
         kwargs.setdefault("max_length", 64)
         super().__init__(**kwargs)
 
@@ -63,7 +64,7 @@ class EntryIdField(forms.CharField):
         if not value:
             return None
         try:
-            return str(parse_id(value, allow_bare=False))
+            return str(parse_id(value, allow_bare=self.allow_bare))
         except InvalidArgument as exc:
             raise forms.ValidationError(exc.message) from None
 

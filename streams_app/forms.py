@@ -9,8 +9,8 @@ from __future__ import annotations
 from django import forms
 from django.http import QueryDict
 
+from streams_app.action_forms import EntryIdField, PositionField
 from streams_app.redis_ops.errors import InvalidArgument
-from streams_app.redis_ops.ids import parse_id, parse_position
 from streams_app.redis_ops.reads import DEFAULT_PAGE, MAX_PAGE
 
 
@@ -23,33 +23,6 @@ def validated(form_class: type[forms.Form], data: QueryDict) -> dict:
         )
         raise InvalidArgument(problems)
     return form.cleaned_data
-
-
-class _IdField(forms.CharField):
-    """An exact entry ID (``ms-seq``); a bare ``ms`` is read as ``ms-0``."""
-
-    def clean(self, value):
-        value = super().clean(value)
-        if not value:
-            return None
-        try:
-            return str(parse_id(value))
-        except InvalidArgument as exc:
-            raise forms.ValidationError(exc.message) from None
-
-
-class _PositionField(forms.CharField):
-    """An entry ID or an ISO-8601 date-time."""
-
-    def clean(self, value):
-        value = super().clean(value)
-        if not value:
-            return None
-        try:
-            parse_position(value)
-        except InvalidArgument as exc:
-            raise forms.ValidationError(exc.message) from None
-        return value.strip()
 
 
 class StreamsForm(forms.Form):
@@ -74,9 +47,9 @@ class StreamsForm(forms.Form):
 
 class EntriesForm(forms.Form):
     order = forms.ChoiceField(required=False, choices=[("desc", "newest first"), ("asc", "oldest first")])
-    after = _IdField(required=False, max_length=64)
-    before = _IdField(required=False, max_length=64)
-    at = _PositionField(required=False, max_length=64)
+    after = EntryIdField(required=False, allow_bare=True)
+    before = EntryIdField(required=False, allow_bare=True)
+    at = PositionField(required=False)
     count = forms.IntegerField(required=False, min_value=1, max_value=MAX_PAGE)
 
     def clean(self):
@@ -91,7 +64,7 @@ class EntriesForm(forms.Form):
 class PendingForm(forms.Form):
     consumer = forms.CharField(required=False, max_length=512, strip=False)
     min_idle_ms = forms.IntegerField(required=False, min_value=0)
-    after = _IdField(required=False, max_length=64)
+    after = EntryIdField(required=False, allow_bare=True)
     count = forms.IntegerField(required=False, min_value=1, max_value=MAX_PAGE)
 
     def clean(self):

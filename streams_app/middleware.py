@@ -13,8 +13,8 @@ import logging
 from urllib.parse import quote
 
 from django.contrib.auth.middleware import LoginRequiredMiddleware
-from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.core.exceptions import BadRequest, PermissionDenied, SuspiciousOperation
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 
 from streams_app import auth
@@ -92,6 +92,10 @@ class ConsoleLoginRequiredMiddleware(LoginRequiredMiddleware):
         return super().handle_no_permission(request, view_func)
 
 
+#: Exceptions Django itself turns into a 4xx through the project's error handlers.
+_DJANGO_ANSWERS = (Http404, PermissionDenied, BadRequest, SuspiciousOperation)
+
+
 class OpsErrorMiddleware:
     """Errors from Redis become a clear page or JSON, never a 500."""
 
@@ -114,8 +118,8 @@ class OpsErrorMiddleware:
                 status=exc.status,
             )
         if is_api(request):
-            if isinstance(exc, PermissionDenied):
-                return api_error("forbidden", str(exc) or "Your role does not allow this.", 403)
+            if isinstance(exc, _DJANGO_ANSWERS):
+                return None  # Django's handler400/403/404 (views/errors.py) answer these in JSON
             log.exception("unhandled error in %s %s", request.method, request.path)
             return api_error("internal", "The console failed to answer; the error is logged.", 500)
         return None

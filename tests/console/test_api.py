@@ -154,6 +154,13 @@ def test_not_found_is_json_404(viewer_client: Client, stream) -> None:
         assert response.json()["error"]["code"] == "not_found"
 
 
+def test_a_missing_object_found_by_a_view_is_json_404_not_500(viewer_client: Client) -> None:
+    """A view's own ``get_object_or_404`` (not only an unmatched URL) answers the API in JSON."""
+    response = viewer_client.get("/api/v1/jobs/999999")
+    assert response.status_code == 404
+    assert response.json()["error"]["code"] == "not_found"
+
+
 def test_pending_shape(viewer_client: Client, r: redis.Redis, stream) -> None:
     r.xdel("s", stream[1])
     data = viewer_client.get(_api("s", "groups/g/pending/")).json()
