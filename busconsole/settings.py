@@ -205,6 +205,7 @@ if BUSCONSOLE_RETENTION_RAW_H < 2 or BUSCONSOLE_RETENTION_1M_D < 1 or BUSCONSOLE
     # Hourly rollups are computed from raw samples, which must outlive the hour being rolled up.
     raise ImproperlyConfigured("BUSCONSOLE_RETENTION_RAW_H must be >= 2 and the _1M_D/_1H_D retentions >= 1")
 
+# Exactly one beat process runs this schedule (busconsole/celery.py says why).
 CELERY_BEAT_SCHEDULE: dict = {
     # operations (issue 4): pick up jobs whose worker died (SPEC section 9: jobs must be resumable)
     "resume-stalled-jobs": {"task": "streams_app.tasks.resume_stalled_jobs", "schedule": 60.0},

@@ -16,10 +16,10 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
-from django.core.cache import cache
 from django.db import transaction
 from django.utils import timezone
 
+from busconsole.locks import lock_held
 from streams_app.models import Alert
 
 log = logging.getLogger(__name__)
@@ -79,36 +79,37 @@ def alert_deliver(*, alert_id: int) -> str:
     task for the open transition arriving after the alert already resolved) sends nothing twice. A
     per-alert lock keeps two workers from posting the same transition at once.
     """
-    lock = f"busconsole:alert-notify:{alert_id}"
-    if not cache.add(lock, "1", timeout=int(WEBHOOK_TIMEOUT_S) + 30):
-        return "failed"  # someone else is delivering it now: try again later
+    with lock_held(name=f"alert-notify:{alert_id}", ttl_ms=int((WEBHOOK_TIMEOUT_S + 30) * 1000)) as acquired:
+        if not acquired:
+            return "failed"  # someone else is delivering it now: try again later
+        return _post_once(alert_id)
+
+
+def _post_once(alert_id: int) -> str:
+    alert = Alert.objects.select_related("rule").filter(pk=alert_id).first()
+    if alert is None or not alert.rule.webhook_url or alert.notified_state == alert.state:
+        return "skipped"
+    state = alert.state
+    Alert.objects.filter(pk=alert_id).update(notify_attempts=alert.notify_attempts + 1)
+    error = ""
     try:
-        alert = Alert.objects.select_related("rule").filter(pk=alert_id).first()
-        if alert is None or not alert.rule.webhook_url or alert.notified_state == alert.state:
-            return "skipped"
-        state = alert.state
-        Alert.objects.filter(pk=alert_id).update(notify_attempts=alert.notify_attempts + 1)
-        error = ""
-        try:
-            response = httpx.post(
-                alert.rule.webhook_url,
-                json=alert_payload(alert),
-                timeout=WEBHOOK_TIMEOUT_S,
-                follow_redirects=False,
-                headers={"User-Agent": "busconsole-alerts/1"},
-            )
-            if not response.is_success:
-                error = f"HTTP {response.status_code} from {webhook_display(alert.rule.webhook_url)}"
-        except httpx.HTTPError as exc:
-            error = f"{type(exc).__name__} posting to {webhook_display(alert.rule.webhook_url)}"
-        if error:
-            Alert.objects.filter(pk=alert_id).update(notify_error=error[:500])
-            log.warning("alert %s webhook failed: %s", alert_id, error)
-            return "failed"
-        Alert.objects.filter(pk=alert_id).update(notified_at=timezone.now(), notified_state=state, notify_error="")
-        return "sent"
-    finally:
-        cache.delete(lock)
+        response = httpx.post(
+            alert.rule.webhook_url,
+            json=alert_payload(alert),
+            timeout=WEBHOOK_TIMEOUT_S,
+            follow_redirects=False,
+            headers={"User-Agent": "busconsole-alerts/1"},
+        )
+        if not response.is_success:
+            error = f"HTTP {response.status_code} from {webhook_display(alert.rule.webhook_url)}"
+    except httpx.HTTPError as exc:
+        error = f"{type(exc).__name__} posting to {webhook_display(alert.rule.webhook_url)}"
+    if error:
+        Alert.objects.filter(pk=alert_id).update(notify_error=error[:500])
+        log.warning("alert %s webhook failed: %s", alert_id, error)
+        return "failed"
+    Alert.objects.filter(pk=alert_id).update(notified_at=timezone.now(), notified_state=state, notify_error="")
+    return "sent"
 
 
 def webhook_display(url: str) -> str:

@@ -46,11 +46,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TypeVar
 
-from django.core.cache import cache
 from django.db import IntegrityError, transaction
 from django.db.models import Min, Q, Sum
 
+from busconsole.locks import lock_held
 from streams_app.alert_webhooks import alerts_notify_on_commit
+from streams_app.bulk import chunks
 from streams_app.charts import format_value
 from streams_app.models import (
     Alert,
@@ -137,11 +138,6 @@ def _for_rule(
         if group_of is not None and not _matches(rule.group_glob, group_of(row).name_text):
             continue
         yield row
-
-
-def _chunks(items: list[int]) -> Iterator[list[int]]:
-    for i in range(0, len(items), _CHUNK):
-        yield items[i : i + _CHUNK]
 
 
 def _ms(value: float) -> str:
@@ -253,7 +249,7 @@ def evaluate_dlq_growth(rule: AlertRule, tick: datetime, open_alerts: dict[str, 
         now_rows = now_rows.filter(stream__connection=rule.connection)
     current = {d.stream_id: d for d in _for_rule(rule, now_rows, stream_of=lambda d: d.stream)}
     lowest: dict[int, int] = {}
-    for ids in _chunks(list(current)):
+    for ids in chunks(list(current), _CHUNK):
         for row in (
             DlqSample.objects.filter(stream_id__in=ids, resolution=RAW, at__gte=tick - timedelta(seconds=t), at__lte=tick)
             .values("stream_id")
@@ -323,7 +319,7 @@ def evaluate_stream_silent(rule: AlertRule, tick: datetime, open_alerts: dict[st
             candidates[s.pk] = (s, target, last_ms)
     # The mirror may be a sync interval old: entries the snapshots saw arrive since then end the silence.
     arrived: set[int] = set()
-    for ids in _chunks(list(candidates)):
+    for ids in chunks(list(candidates), _CHUNK):
         arrived.update(
             StreamSample.objects.filter(
                 stream_id__in=ids, resolution=RAW, at__gt=tick - timedelta(seconds=t), at__lte=tick, added__gt=0
@@ -334,7 +330,7 @@ def evaluate_stream_silent(rule: AlertRule, tick: datetime, open_alerts: dict[st
         start = tick - timedelta(milliseconds=tick_ms - baseline_start_ms)
         end = tick - timedelta(seconds=t)
         fresh = [pk for pk, (_, target, _) in candidates.items() if target.hash not in open_alerts and pk not in arrived]
-        for ids in _chunks(fresh):
+        for ids in chunks(fresh, _CHUNK):
             for row in (
                 StreamSample.objects.filter(stream_id__in=ids, resolution=RAW, at__gt=start, at__lte=end)
                 .values("stream_id")
@@ -420,41 +416,44 @@ def _reconcile(
 
 def alerts_evaluate(*, tick: datetime) -> Evaluation:
     """Evaluate every enabled rule at ``tick`` and move alerts between open and resolved."""
-    lock = f"busconsole:alerts-evaluate:{int(tick.timestamp())}"
-    if not cache.add(lock, "1", timeout=120):
-        log.info("alerts for tick %s are already being evaluated", tick)
-        return Evaluation(opened=(), resolved=(), still_open=0)
-    opened: list[int] = []
-    resolved: list[int] = []
-    failed: list[int] = []
-    run = SnapshotRun.objects.filter(tick=tick).first()
-    unsampled = frozenset(e.get("conn", "") for e in (run.errors if run else []) if isinstance(e, dict))
-    try:
-        for rule in AlertRule.objects.all():
-            open_alerts = {a.target_hash: a for a in rule.alerts.filter(state=Alert.State.OPEN)}
-            if not rule.enabled:
-                breaches: dict[str, Breach] = {}
-            else:
-                try:
-                    breaches = EVALUATORS[rule.kind](rule, tick, open_alerts)
-                except Exception:
-                    log.exception("alert rule %s (%s) failed to evaluate", rule.pk, rule.kind)
-                    failed.append(rule.pk)
-                    continue
-            with transaction.atomic():
-                o, r = _reconcile(rule, breaches, open_alerts, tick, unsampled=unsampled)
-            opened += o
-            resolved += r
-            if rule.webhook_url and (o or r):
-                alerts_notify_on_commit([*o, *r])
-    finally:
-        cache.delete(lock)
+    with lock_held(name=f"alerts-evaluate:{int(tick.timestamp())}", ttl_ms=120_000) as acquired:
+        if not acquired:
+            log.info("alerts for tick %s are already being evaluated", tick)
+            return Evaluation(opened=(), resolved=(), still_open=0)
+        opened, resolved, failed = _evaluate_rules(tick)
     return Evaluation(
         opened=tuple(opened),
         resolved=tuple(resolved),
         still_open=Alert.objects.filter(state=Alert.State.OPEN).count(),
         failed_rules=tuple(failed),
     )
+
+
+def _evaluate_rules(tick: datetime) -> tuple[list[int], list[int], list[int]]:
+    """Every rule in turn: the alerts opened, the alerts resolved, the rules that failed."""
+    opened: list[int] = []
+    resolved: list[int] = []
+    failed: list[int] = []
+    run = SnapshotRun.objects.filter(tick=tick).first()
+    unsampled = frozenset(e.get("conn", "") for e in (run.errors if run else []) if isinstance(e, dict))
+    for rule in AlertRule.objects.all():
+        open_alerts = {a.target_hash: a for a in rule.alerts.filter(state=Alert.State.OPEN)}
+        if not rule.enabled:
+            breaches: dict[str, Breach] = {}
+        else:
+            try:
+                breaches = EVALUATORS[rule.kind](rule, tick, open_alerts)
+            except Exception:
+                log.exception("alert rule %s (%s) failed to evaluate", rule.pk, rule.kind)
+                failed.append(rule.pk)
+                continue
+        with transaction.atomic():
+            o, r = _reconcile(rule, breaches, open_alerts, tick, unsampled=unsampled)
+        opened += o
+        resolved += r
+        if rule.webhook_url and (o or r):
+            alerts_notify_on_commit([*o, *r])
+    return opened, resolved, failed
 
 
 def on_snapshot_taken(sender: object, *, tick: datetime, **kwargs: object) -> None:

@@ -29,6 +29,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from streams_app.auth import Role, role_of
+from streams_app.live.broadcast import changed_frame, job_frame
 from streams_app.live.groups import stream_group
 from streams_app.live.hub import Subscription, get_hub
 from streams_app.redis_ops.errors import OpsError
@@ -127,9 +128,8 @@ class TailConsumer(AsyncJsonWebsocketConsumer):
 
     async def stream_changed(self, event: dict) -> None:
         if self.sub is not None:
-            info = event.get("info", {})
-            self.sub.post({**info, "type": "changed", "conn": event.get("conn"), "key": event.get("key")})
+            self.sub.post(changed_frame(event))
 
     async def job_progress(self, event: dict) -> None:
         if self.sub is not None:
-            self.sub.post({"type": "job", **{k: v for k, v in event.items() if k != "type"}})
+            self.sub.post(job_frame(event))

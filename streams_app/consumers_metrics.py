@@ -1,7 +1,7 @@
 """Websocket ``/ws/metrics/``: tells a page with charts that a new metric snapshot was committed.
 
 The snapshot job broadcasts ``{"type": "metrics.snapshot", "tick": iso}`` to one Channels group
-(:func:`streams_app.signals.snapshot_group`); this consumer relays it to the browser as
+(:func:`streams_app.live.groups.snapshot_group`); this consumer relays it to the browser as
 ``{"type": "snapshot", "tick": iso}``, and ``static/js/metrics.js`` turns that into the
 ``metrics-snapshot`` DOM event the chart panels' ``hx-trigger`` listens for. Only that small control
 event travels here (SPEC section 9); the charts themselves are fetched over HTTP. Close codes: 4401
@@ -23,8 +23,8 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 
 from streams_app.auth import Role, role_of
-from streams_app.live.groups import stream_group
-from streams_app.signals import snapshot_group
+from streams_app.live.broadcast import changed_frame, job_frame
+from streams_app.live.groups import snapshot_group, stream_group
 
 log = logging.getLogger(__name__)
 
@@ -92,8 +92,7 @@ class MetricsConsumer(AsyncJsonWebsocketConsumer):
         await self.send_json({"type": "snapshot", "tick": str(event.get("tick", ""))[:40]})
 
     async def stream_changed(self, event: dict) -> None:
-        info = event.get("info") or {}
-        await self.send_json({**info, "type": "changed", "conn": event.get("conn"), "key": event.get("key")})
+        await self.send_json(changed_frame(event))
 
     async def job_progress(self, event: dict) -> None:
-        await self.send_json({"type": "job", **{k: v for k, v in event.items() if k != "type"}})
+        await self.send_json(job_frame(event))

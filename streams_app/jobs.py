@@ -17,15 +17,14 @@ concurrently, and must behave as if it ran once:
 
 ``done`` counts what this job changed as far as it could save; after a worker was killed it may be
 short by the one batch whose result was never saved (the Redis state is exact; the number is not).
-Progress goes to the channel layer group ``job-<id>`` as small events for live pages; a failure to
-broadcast never fails the job.
+Progress goes to the job's channel-layer group (:func:`streams_app.live.groups.job_group`) as small
+events for live pages; a failure to broadcast never fails the job.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -38,6 +37,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from busconsole import locks
 from streams_app.live import broadcast
 from streams_app.models import AuditEvent, Job
 from streams_app.redis_ops import actions, reads
@@ -384,27 +384,9 @@ _RUNNERS: dict[str, Callable[[Job, _Progress], None]] = {
 
 # ------------------------------------------------------------------------------ locks, broadcast
 
-_console_redis: redis.Redis | None = None
-_console_redis_lock = threading.Lock()
-
-
-def _console_client() -> redis.Redis:
-    """The console's own Redis (REDIS_URL): broker, cache, channel layer, and these locks."""
-    global _console_redis
-    if _console_redis is None:
-        with _console_redis_lock:
-            if _console_redis is None:
-                _console_redis = redis.Redis.from_url(
-                    settings.REDIS_URL, socket_timeout=5, socket_connect_timeout=2
-                )
-    return _console_redis
-
 
 def _job_lock(job_id: int) -> redis.lock.Lock:
-    return _console_client().lock(
-        f"busconsole:job-lock:{job_id}", timeout=settings.BUSCONSOLE_JOB_LOCK_S, blocking=False,
-        thread_local=False,
-    )
+    return locks.renewable_lock(f"job-lock:{job_id}", timeout_s=settings.BUSCONSOLE_JOB_LOCK_S)
 
 
 _last_broadcast: dict[int, float] = {}

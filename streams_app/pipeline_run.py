@@ -25,10 +25,10 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
-from django.core.cache import cache
 from django.db import connections
 from django.utils import timezone
 
+from busconsole.locks import lock_held
 from streams_app import export, jobs, rollup_load, services
 from streams_app.models import Job, PipelineRun
 from streams_app.redis_ops.errors import InvalidArgument
@@ -43,7 +43,7 @@ log = logging.getLogger(__name__)
 PhaseFn = Callable[[str, dict[str, Any]], None]
 HEARTBEAT_S = 15.0
 STEPS = 7  # export, five Spark jobs, load: what a job's done/total count
-_SCHEDULE_LOCK = "busconsole:pipeline-schedule"
+_SCHEDULE_LOCK = "pipeline-schedule"
 
 
 @contextmanager
@@ -166,15 +166,14 @@ def pipeline_job_start(*, user: UserLike | None) -> Job:
 
 def pipeline_scheduled_start() -> int | None:
     """The beat task's work: start a run unless one is under way; the job id, or None."""
-    if not cache.add(_SCHEDULE_LOCK, "1", timeout=50):
-        return None
-    try:
-        return pipeline_job_start(user=None).pk
-    except InvalidArgument as exc:
-        log.info("scheduled pipeline run skipped: %s", exc.message)
-        return None
-    finally:
-        cache.delete(_SCHEDULE_LOCK)
+    with lock_held(name=_SCHEDULE_LOCK, ttl_ms=50_000) as acquired:
+        if not acquired:
+            return None
+        try:
+            return pipeline_job_start(user=None).pk
+        except InvalidArgument as exc:
+            log.info("scheduled pipeline run skipped: %s", exc.message)
+            return None
 
 
 def pipeline_job_run(job: Job, progress: Any) -> None:

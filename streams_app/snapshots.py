@@ -20,23 +20,20 @@ from __future__ import annotations
 
 import logging
 import math
-import secrets
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import redis
 from django.conf import settings
 from django.db import models, transaction
 from django.db.models import Avg, Max, Sum
 from django.utils import timezone
 
+from busconsole.locks import interval_lock_ms, lock_held
 from streams_app import signals
 from streams_app.bulk import rows_insert
+from streams_app.live import broadcast
 from streams_app.mirror import SyncResult, mirror_refresh, mirror_sync
 from streams_app.models_metrics import (
     DlqSample,
@@ -55,7 +52,6 @@ from streams_app.redis_ops.snapshot_reads import StreamFacts
 
 __all__ = [
     "SyncResult",
-    "lock_held",
     "mirror_sync",
     "mirror_sync_guarded",
     "samples_downsample",
@@ -191,53 +187,10 @@ def _announce(tick: datetime, run: SnapshotRun) -> None:
     for receiver, response in signals.snapshot_taken.send_robust(sender=SnapshotRun, tick=tick, run=run):
         if isinstance(response, Exception):
             log.error("snapshot_taken receiver %r failed", receiver, exc_info=response)
-    signals.snapshot_broadcast(tick)
+    broadcast.snapshot_broadcast(tick)
 
 
-# ----------------------------------------------------------------------------- locks (console Redis)
-
-_console: dict[str, redis.Redis] = {}
-_console_lock = threading.Lock()
-_RELEASE = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
-
-
-def _console_redis() -> redis.Redis:
-    """The console's own Redis (REDIS_URL), built on first use."""
-    url = settings.REDIS_URL
-    client = _console.get(url)
-    if client is None:
-        with _console_lock:
-            client = _console.get(url)
-            if client is None:
-                client = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=2)
-                _console[url] = client
-    return client
-
-
-@contextmanager
-def lock_held(*, name: str, ttl_ms: int) -> Iterator[bool]:
-    """``SET busconsole:lock:<name> <token> NX PX ttl_ms`` for the block; yields whether it was acquired.
-
-    The lock expires by itself after ``ttl_ms`` (a killed worker never wedges the schedule) and is released
-    at the end of the block only if it is still ours (compare-and-delete).
-    """
-    key = f"busconsole:lock:{name}"
-    token = secrets.token_hex(16)
-    client = _console_redis()
-    acquired = bool(client.set(key, token, nx=True, px=max(1, ttl_ms)))
-    try:
-        yield acquired
-    finally:
-        if acquired:
-            try:
-                client.eval(_RELEASE, 1, key, token)
-            except redis.RedisError as exc:  # it expires anyway
-                log.warning("could not release lock %s: %s", key, exc)
-
-
-def interval_lock_ms(interval_s: int) -> int:
-    """A lock that is shorter than the interval, so a stuck holder costs at most one run."""
-    return max(100, int(interval_s * 900))
+# ------------------------------------------------------------------------------- beat task bodies
 
 
 def snapshot_take_guarded(*, now: datetime) -> SnapshotRun | None:

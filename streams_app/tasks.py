@@ -11,15 +11,13 @@ import logging
 from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
-from django.core.cache import cache
 from django.utils import timezone
 
+from busconsole.locks import lock_held
 from streams_app import jobs, snapshots
 from streams_app.redis_ops.errors import Unreachable
 
 log = logging.getLogger(__name__)
-
-_RESUME_LOCK = "busconsole:resume-stalled-jobs"
 
 
 @shared_task(
@@ -55,12 +53,10 @@ def resume_stalled_jobs(stalled_after_s: float | None = None) -> list[int]:
     A lock shorter than the beat interval keeps two overlapping runs (a slow one, a second beat by
     mistake) from enqueueing the same jobs twice.
     """
-    if not cache.add(_RESUME_LOCK, "1", timeout=45):
-        return []
-    try:
+    with lock_held(name="resume-stalled-jobs", ttl_ms=45_000) as acquired:
+        if not acquired:
+            return []
         return jobs.jobs_resume_stalled(stalled_after_s=stalled_after_s)
-    finally:
-        cache.delete(_RESUME_LOCK)
 
 
 # alerts (issue 6)
@@ -84,7 +80,8 @@ def alert_notify(self, alert_id: int) -> None:
 
 # ------------------------------------------------------------------------------ metrics (issue 6)
 # Beat tasks (busconsole/settings.py CELERY_BEAT_SCHEDULE): each takes a Redis lock shorter than its
-# interval inside the service, so an overlapping run (a slow one, a second beat) returns at once.
+# interval (busconsole.locks.lock_held) inside the service, so an overlapping run (a slow one, a
+# second beat) returns at once.
 
 
 @shared_task(ignore_result=True, soft_time_limit=120, time_limit=150)

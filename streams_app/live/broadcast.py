@@ -1,7 +1,9 @@
-"""Tell open tail pages that something happened to their stream, from sync code (views, Celery tasks).
+"""Tell open pages that something happened, from sync code (views, Celery tasks).
 
 Only small events travel the channel layer (SPEC section 9): an operator action (``stream_changed``:
-requeue, claim, ack, rewind...) or a job's progress (``job_progress``). A broadcast is a courtesy to
+requeue, claim, ack, rewind...), a job's progress (``job_progress``) or a committed metric snapshot
+(``snapshot_broadcast``). The consumers turn the first two into browser frames with
+:func:`changed_frame` and :func:`job_frame`. A broadcast is a courtesy to
 watchers, never part of the action: failures (channel-layer Redis down, called from inside an event
 loop) are logged and swallowed, so a requeue never fails because a notification could not be sent.
 """
@@ -10,16 +12,19 @@ from __future__ import annotations
 
 import json
 import logging
+from datetime import datetime
 from typing import Any
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
-from streams_app.live.groups import job_group, stream_group
+from streams_app.live.groups import job_group, snapshot_group, stream_group
 from streams_app.redis_ops.decoding import display_text
 
 log = logging.getLogger(__name__)
 
+#: The channel-layer event type of a snapshot (a consumer's handler is ``metrics_snapshot``).
+SNAPSHOT_EVENT = "metrics.snapshot"
 #: An event bigger than this (as JSON) is cut to its keys: watchers refetch details if they need them.
 MAX_EVENT_BYTES = 8 * 1024
 
@@ -51,6 +56,21 @@ def job_progress(
     _send(job_group(job_id), event)
     if conn is not None and key is not None:
         _send(stream_group(conn, key), {**event, "conn": conn, "key": display_text(key)})
+
+
+def snapshot_broadcast(tick: datetime) -> None:
+    """Broadcast ``{"type": "metrics.snapshot", "tick": iso}`` to the pages showing charts."""
+    _send(snapshot_group(), {"type": SNAPSHOT_EVENT, "tick": tick.isoformat()})
+
+
+def changed_frame(event: dict[str, Any]) -> dict[str, Any]:
+    """The browser frame of a ``stream.changed`` event: ``{"type": "changed", "conn", "key", **info}``."""
+    return {**(event.get("info") or {}), "type": "changed", "conn": event.get("conn"), "key": event.get("key")}
+
+
+def job_frame(event: dict[str, Any]) -> dict[str, Any]:
+    """The browser frame of a ``job.progress`` event: ``{"type": "job", ...}``."""
+    return {"type": "job", **{k: v for k, v in event.items() if k != "type"}}
 
 
 def _small(info: dict[str, Any]) -> dict[str, Any]:

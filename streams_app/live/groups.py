@@ -38,3 +38,8 @@ def stream_group(conn: str, key: bytes) -> str:
 def job_group(job_id: str | int) -> str:
     """Watchers of one background job."""
     return group_name("job", str(job_id))
+
+
+def snapshot_group() -> str:
+    """Pages showing charts: every committed metric snapshot is announced here."""
+    return group_name("metrics", "snapshot")

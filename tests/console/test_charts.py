@@ -22,9 +22,10 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from streams_app import snapshots
 from streams_app.charts import WINDOWS, chart_build, format_value, nice_ceiling, reduce_points
+from streams_app.live.broadcast import SNAPSHOT_EVENT
+from streams_app.live.groups import snapshot_group
 from streams_app.models import StreamMirror, StreamSample
 from streams_app.redis_ops import client as redis_client
-from streams_app.signals import SNAPSHOT_EVENT, snapshot_group
 from tests.conftest import session_cookie
 
 END = datetime(2026, 3, 5, 12, 34, 56, tzinfo=UTC)

@@ -345,3 +345,25 @@ def test_a_job_held_by_another_worker_is_not_run_twice(no_worker, r: redis.Redis
     finally:
         lock.release()
     assert jobs.job_run(job.pk).state == "done"
+
+
+def test_a_resume_run_that_outlived_its_lock_leaves_the_next_runs_lock(db, settings, monkeypatch) -> None:
+    console = redis.Redis.from_url(settings.REDIS_URL)
+    taken_over: list[bytes] = []
+
+    def slow_run(*, stalled_after_s: float | None) -> list[int]:
+        # This run outlived its lock: the lock expired and the next beat's run took it meanwhile.
+        (key,) = [k for k in console.scan_iter(match="*resume-stalled-jobs*") if console.type(k) == b"string"]
+        console.set(key, b"the next run", px=30_000)
+        taken_over.append(key)
+        return []
+
+    monkeypatch.setattr(jobs, "jobs_resume_stalled", slow_run)
+    try:
+        assert tasks.resume_stalled_jobs() == []
+        assert console.get(taken_over[0]) == b"the next run"  # the late run released nothing of the next one's
+        assert tasks.resume_stalled_jobs() == [] and len(taken_over) == 1  # and it still keeps overlaps out
+    finally:
+        for key in taken_over:
+            console.delete(key)
+        console.close()

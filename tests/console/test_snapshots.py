@@ -28,7 +28,9 @@ from django.db import connection, connections
 from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
 
+from busconsole.locks import lock_held
 from streams_app import signals, snapshots
+from streams_app.live.groups import snapshot_group
 from streams_app.models import (
     ConsumerMirror,
     DlqSample,
@@ -265,10 +267,10 @@ def test_overlapping_runs_record_one_snapshot_per_tick(r: redis.Redis) -> None:
 
 def test_the_beat_task_skips_while_another_run_holds_the_lock(r: redis.Redis, db) -> None:
     r.xadd("s", {"x": "1"})
-    with snapshots.lock_held(name="snapshot", ttl_ms=5000) as held:
+    with lock_held(name="snapshot", ttl_ms=5000) as held:
         assert held
         assert snapshots.snapshot_take_guarded(now=T0) is None
-        with snapshots.lock_held(name="snapshot", ttl_ms=5000) as again:
+        with lock_held(name="snapshot", ttl_ms=5000) as again:
             assert not again
     assert SnapshotRun.objects.count() == 0
     run = snapshots.snapshot_take_guarded(now=T0 + timedelta(seconds=3))
@@ -287,7 +289,7 @@ def test_signal_then_broadcast_after_commit(r: redis.Redis, db, django_capture_o
     r.xadd("s", {"x": "1"})
     layer = get_channel_layer()
     channel = async_to_sync(layer.new_channel)()
-    async_to_sync(layer.group_add)(signals.snapshot_group(), channel)
+    async_to_sync(layer.group_add)(snapshot_group(), channel)
     seen: list[tuple[datetime, int]] = []
 
     def receiver(sender, *, tick, run, **kwargs) -> None:
