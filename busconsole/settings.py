@@ -185,7 +185,11 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_TIME_LIMIT = envint("CELERY_TASK_TIME_LIMIT", 3600)
 CELERY_TASK_SOFT_TIME_LIMIT = CELERY_TASK_TIME_LIMIT - 30
-CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": envint("CELERY_VISIBILITY_TIMEOUT", 3600)}
+# A task still running when the broker's visibility timeout passes is delivered again: keep the timeout
+# past the hard time limit, so only a task whose worker died is redelivered (jobs resume; see jobs.py).
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": envint("CELERY_VISIBILITY_TIMEOUT", CELERY_TASK_TIME_LIMIT + 600)
+}
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # Background jobs (streams_app.jobs): a job "running" with no progress saved for this long is
 # presumed dead (worker killed) and re-enqueued by the beat task; the per-job lock that keeps two
