@@ -66,6 +66,7 @@ from streams_app.models import (
     name_hash,
 )
 from streams_app.redis_ops.decoding import display_text
+from streams_app.redis_ops.ids import id_ms
 
 log = logging.getLogger(__name__)
 
@@ -142,15 +143,6 @@ def _for_rule(
 
 def _ms(value: float) -> str:
     return format_value(value, "ms")
-
-
-def _id_ms(entry_id: str | None) -> int | None:
-    if not entry_id:
-        return None
-    try:
-        return int(entry_id.split("-", 1)[0])
-    except ValueError:
-        return None
 
 
 def _utc(moment: datetime) -> str:
@@ -310,7 +302,7 @@ def evaluate_stream_silent(rule: AlertRule, tick: datetime, open_alerts: dict[st
         rows = rows.filter(connection=rule.connection)
     candidates: dict[int, tuple[StreamMirror, Target, int]] = {}
     for s in _for_rule(rule, rows, stream_of=lambda s: s):
-        last_ms = max((v for v in (_id_ms(s.last_generated_id), s.last_entry_ms) if v is not None), default=0)
+        last_ms = max((v for v in (id_ms(s.last_generated_id), s.last_entry_ms) if v is not None), default=0)
         if not last_ms or last_ms >= silent_after_ms:
             continue
         target = Target(connection=s.connection, key=s.key_bytes)

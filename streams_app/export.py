@@ -30,7 +30,6 @@ XRANGE replies, errors translated per connection); it never runs ``XRANGE - +`` 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import logging
 import multiprocessing
 import os
@@ -51,7 +50,7 @@ from django.utils import timezone
 
 from eventbus.keys import METRICS_STREAM
 from pipeline import convert, lake
-from streams_app.models import ExportCheckpoint
+from streams_app.models import ExportCheckpoint, name_hash
 from streams_app.redis_ops import conventions, reads
 from streams_app.redis_ops.client import connections, get_client
 from streams_app.redis_ops.decoding import display_text
@@ -134,10 +133,6 @@ def pipeline_lock() -> Iterator[PipelineLock]:
         yield lock
     finally:
         lock.release()
-
-
-def key_hash(key: bytes) -> str:
-    return hashlib.sha256(key).hexdigest()
 
 
 def since_id(value: str) -> str:
@@ -307,7 +302,7 @@ def _export_parallel(
 
 def checkpoint_get(conn: str, kind: str, key: bytes) -> ExportCheckpoint:
     checkpoint, _ = ExportCheckpoint.objects.get_or_create(
-        connection=conn, kind=kind, key_hash=key_hash(key),
+        connection=conn, kind=kind, key_hash=name_hash(key),
         defaults={"key": key, "key_text": display_text(key)[:1000]},
     )
     return checkpoint

@@ -38,6 +38,7 @@ from streams_app.models_metrics import (
 from streams_app.redis_ops import snapshot_reads
 from streams_app.redis_ops.conventions import detect_dlq, dlq_source_streams
 from streams_app.redis_ops.decoding import display_text
+from streams_app.redis_ops.ids import id_ms
 from streams_app.redis_ops.snapshot_reads import ConsumerFacts, GroupFacts, StreamFacts
 
 #: Ids per ``IN (...)`` (SQLite limits the parameters of one statement).
@@ -81,10 +82,6 @@ class SyncResult:
 # ------------------------------------------------------------------------------- values of a row
 
 
-def _id_ms(entry_id: str | None) -> int | None:
-    return int(entry_id.split("-", 1)[0]) if entry_id else None
-
-
 def stream_figures(facts: StreamFacts) -> tuple[Any, ...]:
     """The figures of a stream, in :data:`STREAM_FIGURES` order."""
     lags = [g.lag for g in facts.groups if g.lag is not None]
@@ -92,7 +89,7 @@ def stream_figures(facts: StreamFacts) -> tuple[Any, ...]:
         facts.length,
         facts.first_id,
         facts.last_id,
-        _id_ms(facts.last_id),
+        id_ms(facts.last_id),
         facts.last_generated_id,
         facts.entries_added,
         len(facts.groups),

@@ -14,7 +14,6 @@ small: hours, groups, signatures.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, timedelta
@@ -36,21 +35,18 @@ from streams_app.models import (
     LatencyRollup,
     RetryRollup,
     ThroughputRollup,
+    name_hash,
 )
 
 BATCH = 1000
 _TEXT = 1000
 
 
-def _digest(raw: bytes) -> str:
-    return hashlib.sha256(raw).hexdigest()
-
-
 def _stream(row: dict[str, Any]) -> dict[str, Any]:
     return {
         "connection": row["conn"],
         "stream": row["stream"],
-        "stream_hash": _digest(row["stream"]),
+        "stream_hash": name_hash(row["stream"]),
         "stream_text": (row["stream_text"] or "")[:_TEXT],
     }
 
@@ -81,7 +77,7 @@ def _signature(row: dict[str, Any]) -> dict[str, Any]:
     return {
         **_stream(row),
         "dlq": row["dlq"],
-        "dlq_hash": _digest(row["dlq"]),
+        "dlq_hash": name_hash(row["dlq"]),
         "dlq_text": row["dlq_text"][:_TEXT],
         "signature": row["signature"],
         "search": search_text(row["signature"]),
@@ -99,7 +95,7 @@ def _lag(row: dict[str, Any]) -> dict[str, Any]:
     return {
         **_stream(row),
         "group": row["group"],
-        "group_hash": _digest(row["group"]),
+        "group_hash": name_hash(row["group"]),
         "group_text": row["group_text"][:_TEXT],
         **{name: row[name] for name in names},
     }

@@ -68,8 +68,8 @@ from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 
 from .decoding import as_bytes, display_text
-from .errors import InvalidArgument, OpsError
-from .ids import parse_id
+from .errors import InvalidArgument
+from .ids import id_ms
 
 EVENTBUS = "eventbus"
 STREAMS = "streams"
@@ -548,7 +548,7 @@ def _entry(
     payload: list[tuple[bytes, bytes]] | None = None,
 ) -> DlqEntry:
     if failed_at_ms is None:
-        failed_at_ms = _id_ms(entry_id)
+        failed_at_ms = id_ms(entry_id)
     return DlqEntry(
         id=entry_id,
         convention=convention,
@@ -620,13 +620,6 @@ def _number_ms(value: object, *, unit: str) -> int | None:
     if not math.isfinite(number) or not 0 <= number < 2**63:
         return None
     return round(number)
-
-
-def _id_ms(entry_id: str) -> int | None:
-    try:
-        return parse_id(entry_id, allow_bare=False).ms
-    except OpsError:
-        return None
 
 
 def dlq_candidates(key: bytes, group_names: Iterable[bytes] = ()) -> list[bytes]:

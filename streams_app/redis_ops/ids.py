@@ -43,6 +43,14 @@ def parse_id(value: str, *, allow_bare: bool = True, what: str = "ID") -> Stream
     return StreamId(ms, seq)
 
 
+def id_ms(entry_id: str | None) -> int | None:
+    """The millisecond part of an entry ID as Redis gave it; None for a missing or malformed one."""
+    if not entry_id:
+        return None
+    head = str(entry_id).split("-", 1)[0]
+    return int(head) if head.isdigit() else None
+
+
 def id_time(ms: int) -> datetime:
     """The UTC time of an ID's millisecond part (clamped to what datetime can hold)."""
     try:

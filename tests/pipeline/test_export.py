@@ -24,6 +24,7 @@ from streams_app.models import (
     StreamMirror,
     StreamSample,
 )
+from streams_app.models_metrics import name_hash
 
 pytestmark = pytest.mark.django_db
 
@@ -93,7 +94,7 @@ def test_two_incremental_runs_export_every_entry_once(r, lake_dir: Path) -> None
 
     third = export.export_run(chunk_rows=7, tables=False)
     assert third.entries == 0 and third.files == 0
-    checkpoint = ExportCheckpoint.objects.get(connection="default", key_hash=export.key_hash(BINARY_KEY))
+    checkpoint = ExportCheckpoint.objects.get(connection="default", key_hash=name_hash(BINARY_KEY))
     assert bytes(checkpoint.key) == BINARY_KEY and checkpoint.exported == 15 and checkpoint.pending == []
 
     # Every column against the test's own reading of the same entries.
@@ -131,7 +132,7 @@ def test_crash_between_write_and_checkpoint_leaves_no_duplicate(r, lake_dir: Pat
 
     with pytest.raises(Crash):
         export.export_run(chunk_rows=8, tables=False, on_written=crash)
-    checkpoint = ExportCheckpoint.objects.get(key_hash=export.key_hash(b"orders"))
+    checkpoint = ExportCheckpoint.objects.get(key_hash=name_hash(b"orders"))
     assert checkpoint.pending and checkpoint.exported == 20
 
     if grows:  # the redo reads a longer range, so its file names differ from the crashed run's
@@ -184,11 +185,11 @@ def test_metrics_and_dead_letters_get_typed_datasets(r, lake_dir: Path) -> None:
 def test_snapshot_tables_are_exported_once_settled(lake_dir: Path) -> None:
     now = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
     stream = StreamMirror.objects.create(
-        connection="default", key=b"orders\xff", key_hash=export.key_hash(b"orders\xff"), key_text="orders\\xff",
+        connection="default", key=b"orders\xff", key_hash=name_hash(b"orders\xff"), key_text="orders\\xff",
         first_seen=now, last_seen=now, synced_at=now,
     )
     group = GroupMirror.objects.create(
-        stream=stream, name=b"billing", name_hash=export.key_hash(b"billing"), name_text="billing",
+        stream=stream, name=b"billing", name_hash=name_hash(b"billing"), name_text="billing",
         first_seen=now, last_seen=now,
     )
     at = [now - timedelta(minutes=m) for m in (30, 20, 10, 0)]  # the last one is not settled yet

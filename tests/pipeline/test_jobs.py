@@ -21,6 +21,7 @@ from pipeline import failures, main
 from pipeline.failures import NO_ERROR, normalize_error
 from streams_app import export
 from streams_app.models import GroupMirror, GroupSample, StreamMirror
+from streams_app.models_metrics import name_hash
 from tests.pipeline import data
 
 pytestmark = [pytest.mark.spark, pytest.mark.django_db]
@@ -188,11 +189,11 @@ def test_error_signatures_and_retries_histogram(spark, r, lake_dir: Path) -> Non
 def test_lag_trend_per_group_uses_each_hours_finest_samples(spark, lake_dir: Path) -> None:
     base = at(data.T0 + 9 * data.HOUR_MS)  # 09:00
     stream = StreamMirror.objects.create(
-        connection="default", key=b"orders", key_hash=export.key_hash(b"orders"), key_text="orders",
+        connection="default", key=b"orders", key_hash=name_hash(b"orders"), key_text="orders",
         first_seen=base, last_seen=base, synced_at=base,
     )
     group = GroupMirror.objects.create(
-        stream=stream, name=b"bill\xffing", name_hash=export.key_hash(b"bill\xffing"), name_text="bill\\xffing",
+        stream=stream, name=b"bill\xffing", name_hash=name_hash(b"bill\xffing"), name_text="bill\\xffing",
         first_seen=base, last_seen=base,
     )
     samples = [  # (minutes after 09:00, resolution, lag, pending, idle)
