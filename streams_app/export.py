@@ -48,6 +48,7 @@ import redis
 from django.conf import settings
 from django.utils import timezone
 
+from busconsole.locks import renewable_lock
 from eventbus.keys import METRICS_STREAM
 from pipeline import convert, lake
 from streams_app.models import ExportCheckpoint, name_hash
@@ -68,7 +69,7 @@ CHUNK_ROWS = 250_000
 CHUNK_BYTES = 128 * 1024 * 1024
 PARALLEL_MIN_ENTRIES = 200_000
 """Below this many entries in the streams looked at, one process exports them (spawning costs ~1 s)."""
-LOCK_NAME = "busconsole:pipeline-lock"
+LOCK_NAME = "pipeline-lock"  # the key is busconsole:pipeline-lock (busconsole.locks)
 LOCK_TIMEOUT_S = 600
 
 _METRICS_KEY = METRICS_STREAM.encode()
@@ -107,8 +108,7 @@ class PipelineLock:
     """
 
     def __init__(self) -> None:
-        client = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=5, socket_connect_timeout=2)
-        self._lock = client.lock(LOCK_NAME, timeout=LOCK_TIMEOUT_S, blocking=False, thread_local=False)
+        self._lock = renewable_lock(LOCK_NAME, timeout_s=LOCK_TIMEOUT_S)
 
     def acquire(self) -> None:
         if not self._lock.acquire(blocking=False):
