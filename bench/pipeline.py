@@ -8,12 +8,12 @@ which is how 10M entries fit in seconds): event entries shaped like the bus's (`
 aggregated per stream, group, type and 10 minutes for two groups, plus ``failed`` events), and a DLQ per
 stream. Then it times, on a fresh SQLite database and an empty lake:
 
-1. the export (``streams_app.export.export_run``, one worker process per core): entries/s, files, peak
+1. the export (``streams_app.lake.export.export_run``, one worker process per core): entries/s, files, peak
    RSS (bounded memory: it must not grow with the data), against the baseline of the same run: a bare
    single-process ``XRANGE ... COUNT`` loop reading one stream with no conversion;
 2. the Spark session's start-up, separately;
 3. the Spark jobs (``pipeline.main.run_all``: throughput, latency, failures, lag trend, anomalies);
-4. the load into the console's tables (``streams_app.rollup_load``);
+4. the load into the console's tables (``streams_app.lake.rollups``);
 
 and prints the end-to-end time and the budget check (export + Spark start-up + jobs <= 120 s).
 """
@@ -155,7 +155,8 @@ def main() -> int:
 
         from pipeline import main as jobs
         from pipeline.session import build_session
-        from streams_app import export, rollup_load
+        from streams_app.lake import export
+        from streams_app.lake import rollups as rollup_load
 
         t = time.perf_counter()
         stats = export.export_run()

@@ -6,7 +6,7 @@ stream three ways, in the same run, refilling the DLQ before each:
 
 1. ``requeue_range`` batches in a loop: one Lua call per batch (the access layer alone), at ``--batch``
    and at each ``--sweep`` size (a bigger batch is faster but blocks Redis longer per call);
-2. the job machinery: a ``dlq.requeue_all`` Job row run synchronously by ``streams_app.jobs.job_run``,
+2. the job machinery: a ``dlq.requeue_all`` Job row run synchronously by ``streams_app.jobs.runner.job_run``,
    which calls the same function and also saves progress to the database, renews its lock and
    broadcasts after every batch (what a Celery worker does);
 3. the baseline: a per-entry loop, XRANGE id id + XADD + XDEL, one round trip each, with the same
@@ -108,8 +108,8 @@ def main() -> int:
     with django_bench() as server:
         import redis
 
-        from streams_app import jobs
-        from streams_app.models import Job
+        from streams_app.jobs import runner as jobs
+        from streams_app.jobs.models import Job
         from streams_app.redis_ops import actions
         from streams_app.redis_ops.conventions import requeue_plan
 

@@ -92,8 +92,8 @@ def commandstats(client) -> dict[str, int]:
 def run(server: RedisServer) -> None:
     import redis
 
-    from streams_app import snapshots
-    from streams_app.models import GroupSample, StreamSample
+    from streams_app.metrics import snapshots
+    from streams_app.metrics.models import GroupSample, StreamSample
     from streams_app.redis_ops import snapshot_reads
 
     raw = redis.Redis.from_url(server.url(0))

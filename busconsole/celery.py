@@ -4,7 +4,7 @@ Run any number of workers but exactly ONE ``celery -A busconsole beat``: the sch
 process (``CELERY_BEAT_SCHEDULE``), and a second beat would send every periodic task twice. The tasks
 survive that mistake (each takes a lock shorter than its interval, :mod:`busconsole.locks`) but only
 as a guard. With the Redis broker a message unacked after ``visibility_timeout`` is delivered again,
-so every task is idempotent and every job resumable (:mod:`streams_app.jobs`).
+so every task is idempotent and every job resumable (:mod:`streams_app.jobs.runner`).
 """
 
 from __future__ import annotations

@@ -191,7 +191,7 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     "visibility_timeout": envint("CELERY_VISIBILITY_TIMEOUT", CELERY_TASK_TIME_LIMIT + 600)
 }
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-# Background jobs (streams_app.jobs): a job "running" with no progress saved for this long is
+# Background jobs (streams_app.jobs.runner): a job "running" with no progress saved for this long is
 # presumed dead (worker killed) and re-enqueued by the beat task; the per-job lock that keeps two
 # workers off one job expires this long after its holder stopped renewing it (after every batch).
 BUSCONSOLE_JOB_STALLED_S = envint("BUSCONSOLE_JOB_STALLED_S", 300)

@@ -3,7 +3,7 @@
 Data flows in three steps, each in its own module so a job can be read, tested and rerun alone:
 
 ``extract``
-    reads the Parquet *lake* the console's exporter writes (:mod:`streams_app.export`, layout in
+    reads the Parquet *lake* the console's exporter writes (:mod:`streams_app.lake.export`, layout in
     :mod:`pipeline.lake`): stream entries, typed ``eventbus:metrics`` rows, parsed DLQ entries and the
     metric snapshot tables.
 ``transform`` / ``failures``

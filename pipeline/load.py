@@ -2,7 +2,7 @@
 
 A run replaces every rollup (they are recomputed from the whole lake, which only grows), so the
 directory of a rollup always holds one run's result. The console reads them with pyarrow
-(:mod:`streams_app.rollup_load`); anything else that reads Parquet can too.
+(:mod:`streams_app.lake.rollups`); anything else that reads Parquet can too.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ Under ``spark-submit`` the master and resources come from its command line (``--
 else ``local[*]``). The lake may be any Hadoop-compatible URI (``hdfs://``, ``s3a://``, ``gs://``,
 ``abfs://``) or a local path. Prints one JSON line per job and a summary, and exits non-zero on failure.
 
-The console runs the same :func:`run_all` in-process (:mod:`streams_app.pipeline_run`).
+The console runs the same :func:`run_all` in-process (:mod:`streams_app.lake.run`).
 """
 
 from __future__ import annotations

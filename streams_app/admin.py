@@ -13,8 +13,10 @@ from typing import Any
 from django.contrib import admin
 from django.http import HttpRequest
 
-from streams_app.models import ApiToken, AuditEvent, Job
-from streams_app.models_metrics import ConsumerMirror, GroupMirror, SnapshotRun, StreamMirror
+from streams_app.accounts.models import ApiToken
+from streams_app.audit.models import AuditEvent
+from streams_app.jobs.models import Job
+from streams_app.metrics.models import ConsumerMirror, GroupMirror, SnapshotRun, StreamMirror
 
 
 class _ReadOnlyAdmin(admin.ModelAdmin):

@@ -17,6 +17,8 @@ class StreamsAppConfig(AppConfig):
         # A malformed BUSCONSOLE_DLQ_PATTERNS stops `check` and start-up with a named error.
         checks.register(check_dlq_patterns)
 
-        from streams_app import alerts  # issue 6: alert rules evaluate after every snapshot
+        from streams_app.alerts import (
+            evaluation as alerts,  # issue 6: alert rules evaluate after every snapshot
+        )
 
         alerts.connect()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.http import HttpRequest
 
-from streams_app import auth
+from streams_app.accounts import auth
 from streams_app.redis_ops import client
 
 

@@ -17,7 +17,7 @@ from django.core.exceptions import BadRequest, PermissionDenied, SuspiciousOpera
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 
-from streams_app import auth
+from streams_app.accounts import auth
 from streams_app.redis_ops.errors import OpsError
 
 log = logging.getLogger(__name__)

@@ -2,15 +2,15 @@
 
 The key pattern is permissive on purpose: servers decode ``%2F`` to ``/`` in ``scope["path"]``, so a
 key holding a slash spans several decoded segments; the consumer reads the exact key from
-``scope["raw_path"]`` (see :func:`streams_app.consumers.tail_key`).
+``scope["raw_path"]`` (see :func:`streams_app.views.tail_socket.tail_key`).
 """
 
 from __future__ import annotations
 
 from django.urls import re_path
 
-from streams_app.consumers import TailConsumer
-from streams_app.consumers_metrics import MetricsConsumer  # alerts & charts (issue 6)
+from streams_app.views.metrics_socket import MetricsConsumer  # alerts & charts (issue 6)
+from streams_app.views.tail_socket import TailConsumer
 
 websocket_urlpatterns: list = [
     re_path(r"^ws/c/(?P<conn>[A-Za-z0-9_.-]+)/streams/(?P<key>.+)/tail/$", TailConsumer.as_asgi()),

@@ -1,6 +1,6 @@
-"""Celery tasks: thin interfaces that fetch an id and call :mod:`streams_app.jobs`.
+"""Celery tasks: thin interfaces that fetch an id and call :mod:`streams_app.jobs.runner`.
 
-Enqueue a job with :func:`streams_app.jobs.job_enqueue` (``transaction.on_commit``), never by calling
+Enqueue a job with :func:`streams_app.jobs.runner.job_enqueue` (``transaction.on_commit``), never by calling
 ``run_job.delay`` inside a transaction: the worker must find the committed row.
 """
 
@@ -14,7 +14,8 @@ from django.conf import settings
 from django.utils import timezone
 
 from busconsole.locks import lock_held
-from streams_app import jobs, snapshots
+from streams_app.jobs import runner as jobs
+from streams_app.metrics import snapshots
 from streams_app.redis_ops.errors import Unreachable
 
 log = logging.getLogger(__name__)
@@ -64,11 +65,11 @@ def resume_stalled_jobs(stalled_after_s: float | None = None) -> list[int]:
 def alert_notify(self, alert_id: int) -> None:
     """POST an alert's open/resolved transition to its rule's webhook, retrying with backoff.
 
-    :func:`streams_app.alert_webhooks.alert_deliver` is idempotent (it records the state it delivered), so a
+    :func:`streams_app.alerts.webhooks.alert_deliver` is idempotent (it records the state it delivered), so a
     redelivered or duplicate task sends nothing twice. After ``WEBHOOK_MAX_ATTEMPTS`` tries in all
     the alert keeps its last ``notify_error`` for the alerts page and the task gives up.
     """
-    from streams_app import alert_webhooks as webhooks
+    from streams_app.alerts import webhooks
 
     if webhooks.alert_deliver(alert_id=alert_id) != "failed":
         return
@@ -114,9 +115,9 @@ def samples_retention() -> dict[str, object]:
 def run_pipeline_scheduled() -> int | None:
     """Beat task: start a pipeline job (export, Spark rollups, load) unless one is queued or running.
 
-    The run itself is a ``pipeline`` job (:mod:`streams_app.pipeline_run`) executed by :func:`run_job`,
+    The run itself is a ``pipeline`` job (:mod:`streams_app.lake.run`) executed by :func:`run_job`,
     so it shows its progress on the jobs page like a manual run; the id of the job, or None.
     """
-    from streams_app import pipeline_run
+    from streams_app.lake import run as pipeline_run
 
     return pipeline_run.pipeline_scheduled_start()

@@ -1,14 +1,13 @@
 """Console pages and the JSON API (SPEC section 4).
 
 ``<seg:key>`` and ``<seg:group>`` are byte strings carried as one percent-encoded path segment;
-build their URLs with :mod:`streams_app.links`, not ``reverse()``.
+build their URLs with :mod:`streams_app.views.links`, not ``reverse()``.
 """
 
 from __future__ import annotations
 
 from django.urls import path, register_converter
 
-from streams_app.links import BytesSegmentConverter, ConnConverter
 from streams_app.views import actions as action_views  # operations (issue 4)
 from streams_app.views import admin_actions as admin_views  # admin actions
 from streams_app.views import alerts as alert_views  # alerts & charts (issue 6)
@@ -30,6 +29,7 @@ from streams_app.views import tokens as token_views  # personal API tokens page
 from streams_app.views.api import actions as api_actions  # operations (issue 4)
 from streams_app.views.api import admin_actions as api_admin  # admin actions
 from streams_app.views.api import read as api_read
+from streams_app.views.links import BytesSegmentConverter, ConnConverter
 from streams_app.views.tail import tail as tail_view
 
 register_converter(BytesSegmentConverter, "seg")

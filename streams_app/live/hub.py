@@ -63,11 +63,11 @@ import redis
 import redis.asyncio as aioredis
 from django.conf import settings
 
-from streams_app.presenters import entry_json
 from streams_app.redis_ops.decoding import display_text
 from streams_app.redis_ops.errors import NotFound, OpsError, translated
 from streams_app.redis_ops.ids import parse_id
 from streams_app.redis_ops.reads import Entry
+from streams_app.views.presenters import entry_json
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ One place decides, for the HTML pages and the JSON API alike (SPEC section 3):
 
 Views validate input and call the ``<entity>_<verb>`` functions below; those call the access layer
 (:mod:`streams_app.redis_ops.actions`) inside :func:`action_audit`. Long work (requeue of a whole DLQ,
-replay of a range) becomes a :class:`~streams_app.models.Job` run by Celery (:mod:`streams_app.jobs`).
+replay of a range) becomes a :class:`~streams_app.models.Job` run by Celery (:mod:`streams_app.jobs.runner`).
 
 The package is split by concern, and callers use it through this module only (``from streams_app
 import services``; ``services.<entity>_<verb>(...)``): :mod:`.audit` holds the role table, read-only

@@ -16,15 +16,15 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from django import forms
 from django.core.exceptions import PermissionDenied
 
-from streams_app import auth
-from streams_app.forms import validated
+from streams_app.accounts import auth
+from streams_app.audit.models import AuditEvent
 from streams_app.live import broadcast
-from streams_app.models import AuditEvent
 from streams_app.redis_ops.decoding import display_text
 from streams_app.redis_ops.errors import InvalidArgument, OpsError
+from streams_app.views.forms import validated
 
 if TYPE_CHECKING:
-    from streams_app.auth import UserLike
+    from streams_app.accounts.auth import UserLike
 
 T = TypeVar("T")
 

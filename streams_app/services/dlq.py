@@ -8,15 +8,15 @@ from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 
-from streams_app import jobs
-from streams_app.models import Job
+from streams_app.jobs import runner as jobs
+from streams_app.jobs.models import Job
 from streams_app.redis_ops import actions, conventions, reads
 from streams_app.redis_ops.decoding import display_text
 from streams_app.redis_ops.errors import InvalidArgument
 from streams_app.services.audit import action_audit
 
 if TYPE_CHECKING:
-    from streams_app.auth import UserLike
+    from streams_app.accounts.auth import UserLike
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,7 +126,7 @@ def dlq_requeue_all(*, user: UserLike | None, conn: str, key: bytes, up_to: str,
 
     ``up_to`` is the newest entry the operator saw, so entries dead-lettered after the page loaded
     are never touched. The job runs in batches, survives a killed worker and never requeues an entry
-    twice (see :func:`streams_app.jobs.job_run`).
+    twice (see :func:`streams_app.jobs.runner.job_run`).
     """
     params: dict[str, Any] = {"up_to": up_to}
     if batch is not None:

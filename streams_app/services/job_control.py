@@ -1,15 +1,15 @@
-"""Cancel or resume a background job (the jobs themselves run in :mod:`streams_app.jobs`)."""
+"""Cancel or resume a background job (the jobs themselves run in :mod:`streams_app.jobs.runner`)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from streams_app import jobs
-from streams_app.models import Job
+from streams_app.jobs import runner as jobs
+from streams_app.jobs.models import Job
 from streams_app.services.audit import action_audit
 
 if TYPE_CHECKING:
-    from streams_app.auth import UserLike
+    from streams_app.accounts.auth import UserLike
 
 
 def job_cancel(*, user: UserLike | None, job: Job) -> Job:

@@ -6,14 +6,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from streams_app import jobs
-from streams_app.models import Job
+from streams_app.jobs import runner as jobs
+from streams_app.jobs.models import Job
 from streams_app.redis_ops import actions
 from streams_app.redis_ops.decoding import display_text
 from streams_app.services.audit import action_audit
 
 if TYPE_CHECKING:
-    from streams_app.auth import UserLike
+    from streams_app.accounts.auth import UserLike
 
 
 @dataclass(frozen=True, slots=True)

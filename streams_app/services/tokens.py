@@ -6,14 +6,14 @@ from typing import TYPE_CHECKING, cast
 
 from django.http import Http404
 
-from streams_app import auth
-from streams_app.models import ApiToken
+from streams_app.accounts import auth
+from streams_app.accounts.models import ApiToken
 from streams_app.services.audit import action_audit
 
 if TYPE_CHECKING:
     from django.contrib.auth.base_user import AbstractBaseUser
 
-    from streams_app.auth import UserLike
+    from streams_app.accounts.auth import UserLike
 
 
 def token_issue(*, user: UserLike | None, name: str) -> tuple[ApiToken, str]:

@@ -6,9 +6,9 @@ from datetime import datetime
 
 from django import template
 
-from streams_app import links
 from streams_app.redis_ops.decoding import display_text
 from streams_app.redis_ops.ids import id_time
+from streams_app.views import links
 
 register = template.Library()
 

@@ -14,9 +14,9 @@ from typing import Any
 
 from django import template
 
-from streams_app import links
-from streams_app.charts import format_value, window_of
+from streams_app.metrics.charts import format_value, window_of
 from streams_app.views import charts as chart_views
+from streams_app.views import links
 
 register = template.Library()
 

@@ -14,9 +14,10 @@ from django.contrib import messages
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 
-from streams_app import action_forms as af
-from streams_app import links, services
+from streams_app import services
 from streams_app.redis_ops.decoding import display_text
+from streams_app.views import action_forms as af
+from streams_app.views import links
 from streams_app.views.actions import _group_page, _ids_text, _plural, _stream_page, action_view
 
 PREVIEW_TEMPLATE = "streams_app/admin_action_preview.html"

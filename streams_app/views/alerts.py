@@ -1,6 +1,6 @@
 """Alerts and alert rules: everyone sees open and resolved alerts and the rules; admins edit rules.
 
-Rule changes are POSTs (CSRF-protected), checked and audited in :mod:`streams_app.alert_rules`, where
+Rule changes are POSTs (CSRF-protected), checked and audited in :mod:`streams_app.alerts.rules`, where
 they run; the edit buttons are hidden from other roles only as a courtesy.
 """
 
@@ -14,11 +14,12 @@ from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from streams_app import alert_rules, auth
-from streams_app.alert_webhooks import webhook_display
-from streams_app.forms import validated
-from streams_app.models import Alert, AlertRule
+from streams_app.accounts import auth
+from streams_app.alerts import rules as alert_rules
+from streams_app.alerts.models import Alert, AlertRule
+from streams_app.alerts.webhooks import webhook_display
 from streams_app.views.common import render_screen
+from streams_app.views.forms import validated
 
 PAGE = 50
 

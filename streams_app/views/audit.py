@@ -8,10 +8,10 @@ from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
-from streams_app.action_forms import AuditFiltersForm
-from streams_app.forms import validated
-from streams_app.models import AuditEvent
+from streams_app.audit.models import AuditEvent
+from streams_app.views.action_forms import AuditFiltersForm
 from streams_app.views.common import render_screen
+from streams_app.views.forms import validated
 
 
 def audit_events(params: dict) -> tuple[list[AuditEvent], int | None]:

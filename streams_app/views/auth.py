@@ -9,7 +9,7 @@ from __future__ import annotations
 from django.contrib.auth.decorators import login_not_required
 from django.contrib.auth.views import LoginView, LogoutView
 
-from streams_app.auth import ThrottledAuthenticationForm
+from streams_app.accounts.auth import ThrottledAuthenticationForm
 
 # Exempt from the console's login-required middleware: this is where anonymous users are sent.
 login_view = login_not_required(

@@ -20,11 +20,14 @@ from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
-from streams_app import alerts, links, snapshots
-from streams_app.charts import WINDOWS, Chart, Unit, Window, chart_build, window_of
-from streams_app.models import Alert, GroupMirror, SnapshotRun, StreamMirror, StreamSample, name_hash
+from streams_app.alerts import evaluation as alerts
+from streams_app.alerts.models import Alert
+from streams_app.metrics import snapshots
+from streams_app.metrics.charts import WINDOWS, Chart, Unit, Window, chart_build, window_of
+from streams_app.metrics.models import GroupMirror, SnapshotRun, StreamMirror, StreamSample, name_hash
 from streams_app.redis_ops import client
 from streams_app.redis_ops.decoding import display_text
+from streams_app.views import links
 from streams_app.views.common import render_screen
 
 NO_DATA = "No data yet: snapshots start within a minute."

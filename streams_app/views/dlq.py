@@ -7,13 +7,14 @@ from dataclasses import dataclass
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
-from streams_app import links, services
-from streams_app.action_forms import DlqPageForm
-from streams_app.forms import validated
+from streams_app import services
 from streams_app.redis_ops import actions, conventions, reads
 from streams_app.redis_ops.conventions import DlqEntry
 from streams_app.redis_ops.decoding import DecodedField, decode_fields, display_text
+from streams_app.views import links
+from streams_app.views.action_forms import DlqPageForm
 from streams_app.views.common import connection_context, render_screen
+from streams_app.views.forms import validated
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,10 +5,10 @@ from __future__ import annotations
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
-from streams_app.forms import PendingForm, validated
 from streams_app.redis_ops import reads
 from streams_app.redis_ops.decoding import display_text
 from streams_app.views.common import connection_context, render_screen
+from streams_app.views.forms import PendingForm, validated
 
 
 @require_GET

@@ -10,11 +10,11 @@ from __future__ import annotations
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
-from streams_app import links
 from streams_app.redis_ops import client
 from streams_app.redis_ops.decoding import display_text
 from streams_app.redis_ops.errors import OpsError
 from streams_app.redis_ops.handler_metrics import DEFAULT_WINDOW, WINDOWS_S, handler_metrics
+from streams_app.views import links
 from streams_app.views.common import render_screen
 
 

@@ -7,12 +7,13 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.views.decorators.http import require_GET, require_POST
 
-from streams_app import links, services
-from streams_app.action_forms import JobsForm
-from streams_app.forms import validated
-from streams_app.models import Job
+from streams_app import services
+from streams_app.jobs.models import Job
 from streams_app.redis_ops.errors import OpsError
+from streams_app.views import links
+from streams_app.views.action_forms import JobsForm
 from streams_app.views.common import render_screen
+from streams_app.views.forms import validated
 
 PAGE = 50
 

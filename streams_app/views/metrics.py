@@ -18,8 +18,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from streams_app import auth
-from streams_app.models_metrics import DlqSample, GroupSample, Resolution, SnapshotRun, StreamSample
+from streams_app.accounts import auth
+from streams_app.metrics.models import DlqSample, GroupSample, Resolution, SnapshotRun, StreamSample
 from streams_app.redis_ops.client import connections
 
 

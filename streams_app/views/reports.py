@@ -8,10 +8,12 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from streams_app import links, pipeline_run, report_data
-from streams_app.forms import validated
+from streams_app.lake import reports as report_data
+from streams_app.lake import run as pipeline_run
 from streams_app.redis_ops.errors import OpsError
+from streams_app.views import links
 from streams_app.views.common import render_screen
+from streams_app.views.forms import validated
 
 
 class ReportsForm(forms.Form):

@@ -5,13 +5,13 @@ from __future__ import annotations
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
-from streams_app import links
-from streams_app.forms import EntriesForm, validated
-from streams_app.presenters import dlq_convention, entry_view
 from streams_app.redis_ops import conventions, reads
 from streams_app.redis_ops.decoding import decode_value, display_text
 from streams_app.redis_ops.errors import InvalidArgument
+from streams_app.views import links
 from streams_app.views.common import connection_context, render_screen
+from streams_app.views.forms import EntriesForm, validated
+from streams_app.views.presenters import dlq_convention, entry_view
 
 
 @require_GET

@@ -12,12 +12,12 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
-from streams_app import mirror
-from streams_app.forms import StreamsForm, validated
-from streams_app.presenters import dlq_convention
+from streams_app.metrics import mirror
 from streams_app.redis_ops import reads
 from streams_app.redis_ops.errors import OpsError
 from streams_app.views.common import connection_context, render_screen
+from streams_app.views.forms import StreamsForm, validated
+from streams_app.views.presenters import dlq_convention
 
 
 @require_GET

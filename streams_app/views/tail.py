@@ -11,11 +11,11 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from streams_app import links
-from streams_app.presenters import dlq_convention
 from streams_app.redis_ops import reads
 from streams_app.redis_ops.decoding import display_text
+from streams_app.views import links
 from streams_app.views.common import connection_context
+from streams_app.views.presenters import dlq_convention
 
 #: Entries already in the stream that the page shows when it opens.
 BACKLOG = 50

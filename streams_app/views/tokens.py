@@ -16,8 +16,9 @@ from django.urls import reverse
 from django.utils.cache import add_never_cache_headers
 from django.views.decorators.http import require_http_methods, require_POST
 
-from streams_app import auth, services
-from streams_app.models import ApiToken
+from streams_app import services
+from streams_app.accounts import auth
+from streams_app.accounts.models import ApiToken
 
 
 class TokenForm(forms.Form):

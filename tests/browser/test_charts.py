@@ -13,7 +13,8 @@ import redis
 from django.utils import timezone
 from playwright.sync_api import expect
 
-from streams_app import signals, snapshots
+from streams_app import signals
+from streams_app.metrics import snapshots
 from streams_app.redis_ops import client as redis_client
 from tests.conftest import session_cookie
 

@@ -1,7 +1,7 @@
 """Alert rules against real Redis state: each kind opens and resolves; webhooks reach a local HTTP
 server (with a retry after a 500); rule changes are admin-only, CSRF-protected and audited.
 
-Snapshots are taken with :func:`streams_app.snapshots.snapshot_take` at explicit ticks and the rules are
+Snapshots are taken with :func:`streams_app.metrics.snapshots.snapshot_take` at explicit ticks and the rules are
 evaluated at those ticks, so "for T" is exercised without waiting. Idle times that Redis only lets time
 grow are set with ``XCLAIM ... IDLE`` (pending entries) or written into the mirror rows (consumers).
 """
@@ -21,18 +21,13 @@ from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
-from streams_app import alert_webhooks, snapshots, tasks
-from streams_app.alerts import alerts_evaluate
-from streams_app.models import (
-    Alert,
-    AlertRule,
-    AuditEvent,
-    ConsumerMirror,
-    SnapshotRun,
-    StreamMirror,
-    StreamSample,
-    name_hash,
-)
+from streams_app import tasks
+from streams_app.alerts import webhooks as alert_webhooks
+from streams_app.alerts.evaluation import alerts_evaluate
+from streams_app.alerts.models import Alert, AlertRule
+from streams_app.audit.models import AuditEvent
+from streams_app.metrics import snapshots
+from streams_app.metrics.models import ConsumerMirror, SnapshotRun, StreamMirror, StreamSample, name_hash
 from streams_app.redis_ops import client as redis_client
 from tests.console.test_jobs import Worker, wait_for
 
@@ -501,7 +496,7 @@ def test_ensure_alert_rules_creates_defaults_once(db) -> None:
 
     from django.core.management import call_command
 
-    from streams_app.models import AlertRule
+    from streams_app.alerts.models import AlertRule
 
     call_command("ensure_alert_rules", stdout=StringIO())
     kinds = sorted(AlertRule.objects.values_list("kind", flat=True))

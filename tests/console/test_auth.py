@@ -21,7 +21,7 @@ from django.http import HttpResponse
 from django.test import Client
 from django.urls import reverse
 
-from streams_app.auth import (
+from streams_app.accounts.auth import (
     ROLE_GROUPS,
     Role,
     read_only_blocked,
@@ -30,7 +30,8 @@ from streams_app.auth import (
     role_of,
     role_required,
 )
-from streams_app.models import AuditEvent, Job
+from streams_app.audit.models import AuditEvent
+from streams_app.jobs.models import Job
 from tests.console.conftest import PASSWORD, make_user
 from tests.servers import free_port
 

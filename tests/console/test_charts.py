@@ -20,11 +20,11 @@ from django.utils import timezone
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
-from streams_app import snapshots
-from streams_app.charts import WINDOWS, chart_build, format_value, nice_ceiling, reduce_points
 from streams_app.live.broadcast import SNAPSHOT_EVENT
 from streams_app.live.groups import snapshot_group
-from streams_app.models import StreamMirror, StreamSample
+from streams_app.metrics import snapshots
+from streams_app.metrics.charts import WINDOWS, chart_build, format_value, nice_ceiling, reduce_points
+from streams_app.metrics.models import StreamMirror, StreamSample
 from streams_app.redis_ops import client as redis_client
 from tests.conftest import session_cookie
 

@@ -686,7 +686,7 @@ def test_omnidaemon_dead_letters_requeued_and_consumed_again(aio: LoopThread, ur
     that DLQ and requeues its entries (one by ID inline, the rest with the bulk job) to
     ``original_stream`` with ``data`` = the failed message's JSON; OmniDaemon's agent then consumes the
     requeued messages like any other."""
-    from streams_app import jobs
+    from streams_app.jobs import runner as jobs
 
     bus_class = _omnidaemon_bus_class(monkeypatch, tmp_path)
     topic, agent = "file.uploaded", "file-processor"

@@ -20,9 +20,11 @@ import pytest
 import redis
 from django.db import connection
 
-from streams_app import jobs, services, tasks
+from streams_app import services, tasks
+from streams_app.audit.models import AuditEvent
+from streams_app.jobs import runner as jobs
+from streams_app.jobs.models import Job
 from streams_app.live.groups import job_group
-from streams_app.models import AuditEvent, Job
 from streams_app.redis_ops import client as redis_client
 from tests.console.helpers import wait_for
 from tests.servers import REPO

@@ -18,7 +18,8 @@ import redis
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
-from streams_app import jobs, services
+from streams_app import services
+from streams_app.jobs import runner as jobs
 from tests.conftest import session_cookie
 
 HANG = 30  # seconds before a scenario counts as hung: a bound, not an assertion

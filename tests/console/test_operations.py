@@ -20,7 +20,8 @@ from django.contrib.messages import get_messages
 from django.test import Client
 
 from streams_app import services
-from streams_app.models import AuditEvent, Job
+from streams_app.audit.models import AuditEvent
+from streams_app.jobs.models import Job
 from streams_app.redis_ops import client as redis_client
 from tests.console.conftest import PASSWORD
 from tests.console.helpers import CONN, api, bearer, dlq_url, group_url, post_json, stream_url
@@ -592,7 +593,7 @@ def test_dlq_page_filters_by_error_text_and_offers_requeue_up_to_the_newest_on_s
 
 
 def test_requeue_all_never_touches_entries_newer_than_up_to(operator_client, operator, r) -> None:
-    from streams_app import jobs
+    from streams_app.jobs import runner as jobs
 
     old = [r.xadd("orders:dlq", eventbus_dead_letter(i, f"1-{i}")).decode() for i in range(7)]
     response = operator_client.post(dlq_url("orders:dlq") + "requeue/", {"all": "1", "up_to": old[-1]})
@@ -669,7 +670,7 @@ def test_replay_dry_run_counts_like_plain_python_and_changes_nothing(operator, a
 
 
 def test_replay_page_counts_first_then_starts_a_job_that_copies(operator_client, r) -> None:
-    from streams_app import jobs
+    from streams_app.jobs import runner as jobs
 
     ids = [r.xadd("events", {"type": "a" if i % 2 else "b", "n": str(i)}).decode() for i in range(12)]
     page = operator_client.post(stream_url("events") + "replay/count/", {"start": "-", "end": "+", "target": "copy", "match": "type=b"})

@@ -13,11 +13,11 @@ from urllib.parse import quote
 import pytest
 from django.test import Client
 
-from streams_app.models import (
+from streams_app.audit.models import AuditEvent
+from streams_app.jobs.models import Job
+from streams_app.lake.models import (
     AnomalyRollup,
-    AuditEvent,
     ErrorSignatureRollup,
-    Job,
     LagTrendRollup,
     LatencyRollup,
     PipelineRun,

@@ -29,9 +29,10 @@ from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
 
 from busconsole.locks import lock_held
-from streams_app import signals, snapshots
+from streams_app import signals
 from streams_app.live.groups import snapshot_group
-from streams_app.models import (
+from streams_app.metrics import snapshots
+from streams_app.metrics.models import (
     ConsumerMirror,
     DlqSample,
     GroupMirror,
@@ -39,8 +40,8 @@ from streams_app.models import (
     SnapshotRun,
     StreamMirror,
     StreamSample,
+    name_hash,
 )
-from streams_app.models_metrics import name_hash
 from streams_app.redis_ops import client as redis_client
 from tests.console.helpers import wait_for
 from tests.servers import REPO, RedisServer

@@ -15,16 +15,16 @@ import pyarrow.dataset as ds
 import pytest
 from django.core.management import call_command
 
-from streams_app import export
-from streams_app.models import (
+from streams_app.lake import export
+from streams_app.lake.models import ExportCheckpoint
+from streams_app.metrics.models import (
     DlqSample,
-    ExportCheckpoint,
     GroupMirror,
     GroupSample,
     StreamMirror,
     StreamSample,
+    name_hash,
 )
-from streams_app.models_metrics import name_hash
 
 pytestmark = pytest.mark.django_db
 

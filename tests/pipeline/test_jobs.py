@@ -19,9 +19,8 @@ import pytest
 
 from pipeline import failures, main
 from pipeline.failures import NO_ERROR, normalize_error
-from streams_app import export
-from streams_app.models import GroupMirror, GroupSample, StreamMirror
-from streams_app.models_metrics import name_hash
+from streams_app.lake import export
+from streams_app.metrics.models import GroupMirror, GroupSample, StreamMirror, name_hash
 from tests.pipeline import data
 
 pytestmark = [pytest.mark.spark, pytest.mark.django_db]

@@ -9,11 +9,14 @@ import pyarrow.dataset as ds
 import pytest
 
 from pipeline import main
-from streams_app import export, jobs, pipeline_run, rollup_load
-from streams_app.models import (
+from streams_app.jobs import runner as jobs
+from streams_app.jobs.models import Job
+from streams_app.lake import export
+from streams_app.lake import rollups as rollup_load
+from streams_app.lake import run as pipeline_run
+from streams_app.lake.models import (
     AnomalyRollup,
     ErrorSignatureRollup,
-    Job,
     LatencyRollup,
     PipelineRun,
     RetryRollup,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand
 
-from streams_app.models import AlertRule
+from streams_app.alerts.models import AlertRule
 
 DEFAULT_RULES = [
     {"name": "Dead letters arriving", "kind": AlertRule.Kind.DLQ_GROWTH, "threshold": 1, "for_seconds": 600},

@@ -1,7 +1,7 @@
 """``python manage.py export_history [--conn NAME ...] [--match GLOB] [--since ID|TIME]``.
 
 Exports what is new in every stream (and the metric snapshot tables) to the Parquet lake under
-``BUSCONSOLE_LAKE``; see :mod:`streams_app.export`. Safe to run at any time and to interrupt: the next
+``BUSCONSOLE_LAKE``; see :mod:`streams_app.lake.export`. Safe to run at any time and to interrupt: the next
 run continues from the checkpoints, and no entry is written twice.
 """
 
@@ -12,7 +12,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from streams_app import export
+from streams_app.lake import export
 from streams_app.redis_ops.client import connection
 from streams_app.redis_ops.errors import OpsError
 

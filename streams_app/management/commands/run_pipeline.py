@@ -2,7 +2,7 @@
 
 Exports what is new to the lake, runs the Spark rollup jobs (a local session unless ``SPARK_MASTER``
 names a cluster) and loads the rollups into the tables ``/reports/`` shows; see
-:mod:`streams_app.pipeline_run`. With ``--job`` it queues the same work as a background job for the
+:mod:`streams_app.lake.run`. With ``--job`` it queues the same work as a background job for the
 Celery worker instead (progress on ``/jobs/<id>/``) and returns at once.
 """
 
@@ -12,7 +12,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from streams_app import export, pipeline_run
+from streams_app.lake import export
+from streams_app.lake import run as pipeline_run
 from streams_app.redis_ops.client import connection
 from streams_app.redis_ops.errors import OpsError
 

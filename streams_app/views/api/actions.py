@@ -14,14 +14,15 @@ from django.http import HttpRequest, JsonResponse
 from django.shortcuts import get_object_or_404
 from django.views.decorators.http import require_GET, require_POST
 
-from streams_app import action_forms as af
-from streams_app import links, services
-from streams_app.forms import validated
-from streams_app.models import Job
+from streams_app import services
+from streams_app.jobs.models import Job
 from streams_app.redis_ops import actions, client, conventions
 from streams_app.redis_ops.decoding import decode_fields, display_text
 from streams_app.redis_ops.errors import InvalidArgument
+from streams_app.views import action_forms as af
+from streams_app.views import links
 from streams_app.views.audit import audit_events, audit_json
+from streams_app.views.forms import validated
 from streams_app.views.jobs import job_links
 
 

@@ -12,10 +12,10 @@ from typing import Any
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_POST
 
-from streams_app import action_forms as af
 from streams_app import services
 from streams_app.redis_ops import actions, client
 from streams_app.redis_ops.decoding import display_text
+from streams_app.views import action_forms as af
 from streams_app.views.api.actions import _body, _flag
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_GET
 
-from streams_app import presenters
-from streams_app.forms import EntriesForm, PendingForm, StreamsForm, validated
 from streams_app.redis_ops import client, reads
+from streams_app.views import presenters
+from streams_app.views.forms import EntriesForm, PendingForm, StreamsForm, validated
 
 
 @require_GET

@@ -17,14 +17,15 @@ from django import forms
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 
-from streams_app import auth
-from streams_app.alert_webhooks import webhook_display
-from streams_app.charts import format_value
-from streams_app.models import AlertRule, AuditEvent
+from streams_app.accounts import auth
+from streams_app.alerts.models import AlertRule
+from streams_app.alerts.webhooks import webhook_display
+from streams_app.audit.models import AuditEvent
+from streams_app.metrics.charts import format_value
 from streams_app.redis_ops import client
 
 if TYPE_CHECKING:
-    from streams_app.auth import UserLike
+    from streams_app.accounts.auth import UserLike
 
 #: T is at most a day: group rules look back over raw samples, which are kept 48 hours.
 MAX_FOR_SECONDS = 86400

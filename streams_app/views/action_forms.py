@@ -1,7 +1,7 @@
 """Forms for the operator actions, shared by the HTML pages (POST data) and the JSON API (a parsed body).
 
 A Django form takes a QueryDict or a plain dict alike; lists (``ids``) come from ``getlist`` or
-from the JSON array. Use with :func:`streams_app.forms.validated`, which turns errors into a 400.
+from the JSON array. Use with :func:`streams_app.views.forms.validated`, which turns errors into a 400.
 """
 
 from __future__ import annotations

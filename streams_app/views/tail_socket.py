@@ -28,7 +28,7 @@ from urllib.parse import parse_qs, unquote_to_bytes
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from streams_app.auth import Role, role_of
+from streams_app.accounts.auth import Role, role_of
 from streams_app.live.broadcast import changed_frame, job_frame
 from streams_app.live.groups import stream_group
 from streams_app.live.hub import Subscription, get_hub

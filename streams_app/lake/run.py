@@ -2,7 +2,7 @@
 
 Used by ``manage.py run_pipeline``, by the background job kind ``pipeline`` (the "Run pipeline now"
 button and the beat schedule) and by the tests. Runs are serialized by the pipeline lock
-(:class:`streams_app.export.PipelineLock`) and recorded as :class:`~streams_app.models.PipelineRun` rows,
+(:class:`streams_app.lake.export.PipelineLock`) and recorded as :class:`~streams_app.models.PipelineRun` rows,
 which give the reports page its "as of".
 
 Re-running after a failure at any point is safe: the export continues from its checkpoints, the Spark
@@ -29,14 +29,18 @@ from django.db import connections
 from django.utils import timezone
 
 from busconsole.locks import lock_held
-from streams_app import export, jobs, rollup_load, services
-from streams_app.models import Job, PipelineRun
+from streams_app import services
+from streams_app.jobs import runner as jobs
+from streams_app.jobs.models import Job
+from streams_app.lake import export
+from streams_app.lake import rollups as rollup_load
+from streams_app.lake.models import PipelineRun
 from streams_app.redis_ops.errors import InvalidArgument
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from streams_app.auth import UserLike
+    from streams_app.accounts.auth import UserLike
 
 log = logging.getLogger(__name__)
 
@@ -177,7 +181,7 @@ def pipeline_scheduled_start() -> int | None:
 
 
 def pipeline_job_run(job: Job, progress: Any) -> None:
-    """The ``pipeline`` job kind's runner (see :mod:`streams_app.jobs`): progress in steps of :data:`STEPS`.
+    """The ``pipeline`` job kind's runner (see :mod:`streams_app.jobs.runner`): progress in steps of :data:`STEPS`.
 
     ``progress`` is the jobs machinery's saver: its ``save`` renews the job's lock and raises when the
     job was cancelled, so a cancel stops the run at its next step; its ``lock`` is renewed by the

@@ -21,7 +21,7 @@ exporter saw, for the Spark jobs. For every stream of every connection (``SCAN .
 Beside the raw entries (``entries``), ``eventbus:metrics`` is also written with typed columns
 (``metrics``) and every DLQ the console recognises (:func:`conventions.detect_dlq`, all conventions) with
 its parsed facts (``dlq``), in the same chunk and under the same checkpoint. The metric snapshot tables
-are exported by time (:mod:`streams_app.export_tables`).
+are exported by time (:mod:`streams_app.lake.tables`).
 
 This module reads Redis through :func:`redis_ops.client.get_client` like the access layer does (raw
 XRANGE replies, errors translated per connection); it never runs ``XRANGE - +`` without ``COUNT``.
@@ -51,7 +51,8 @@ from django.utils import timezone
 from busconsole.locks import renewable_lock
 from eventbus.keys import METRICS_STREAM
 from pipeline import convert, lake
-from streams_app.models import ExportCheckpoint, name_hash
+from streams_app.lake.models import ExportCheckpoint
+from streams_app.metrics.models import name_hash
 from streams_app.redis_ops import conventions, reads
 from streams_app.redis_ops.client import connections, get_client
 from streams_app.redis_ops.decoding import display_text
@@ -192,7 +193,7 @@ def export_run(
                 unreachable.add(item.conn)
     if tables:
         since_ms = parse_id(first).ms if first else 0
-        from streams_app.export_tables import export_tables  # it builds on this module
+        from streams_app.lake.tables import export_tables  # it builds on this module
 
         export_tables(lake.Lake(uri), now=now or timezone.now(), since_ms=since_ms, stats=stats, on_written=on_written)
     stats.seconds = round(time.monotonic() - started, 3)
@@ -276,7 +277,7 @@ def _export_parallel(
 ) -> None:
     """Streams spread over ``workers`` fresh processes (spawned: no fork of a threaded process), longest
     first; each reports its streams' counts back when done."""
-    from streams_app import export_worker
+    from streams_app.lake import worker as export_worker
 
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(

@@ -1,7 +1,7 @@
 """Alert rules and the alerts they raise (issue 6).
 
 A rule names a condition over the metadata mirror and the metric snapshots (see
-:mod:`streams_app.alerts` for how each kind is evaluated), which connections, streams and groups it
+:mod:`streams_app.alerts.evaluation` for how each kind is evaluated), which connections, streams and groups it
 watches (globs), and optionally a webhook to tell. An alert is one rule firing for one target (a
 stream, a group or a consumer): it is ``open`` while the condition holds and ``resolved`` after, and
 is never reopened; the next breach opens a new row, so the table is the history of incidents.
@@ -16,7 +16,7 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-from streams_app import links
+from streams_app.views import links
 
 __all__ = ["Alert", "AlertRule"]
 

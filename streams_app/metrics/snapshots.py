@@ -1,7 +1,7 @@
 """Metric snapshots, their rollups and retention, and the series charts read.
 
 Three beat tasks (thin interfaces in :mod:`streams_app.tasks`) call into this module and
-:mod:`streams_app.mirror` (whose :func:`mirror_sync` and :class:`SyncResult` are re-exported here):
+:mod:`streams_app.metrics.mirror` (whose :func:`mirror_sync` and :class:`SyncResult` are re-exported here):
 
 - :func:`snapshot_take` records one sample per stream, group and DLQ of every connection for one *tick*,
   the interval-aligned time (:func:`snapshot_tick_for`). The tick's :class:`SnapshotRun` row is unique, so
@@ -32,10 +32,10 @@ from django.utils import timezone
 
 from busconsole.locks import interval_lock_ms, lock_held
 from streams_app import signals
-from streams_app.bulk import rows_insert
 from streams_app.live import broadcast
-from streams_app.mirror import SyncResult, mirror_refresh, mirror_sync
-from streams_app.models_metrics import (
+from streams_app.metrics.bulk import rows_insert
+from streams_app.metrics.mirror import SyncResult, mirror_refresh, mirror_sync
+from streams_app.metrics.models import (
     DlqSample,
     GroupSample,
     Resolution,

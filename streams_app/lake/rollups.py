@@ -28,15 +28,15 @@ from django.utils import timezone
 from pipeline import lake as lake_layout
 from pipeline import load
 from pipeline.failures import search_text
-from streams_app.models import (
+from streams_app.lake.models import (
     AnomalyRollup,
     ErrorSignatureRollup,
     LagTrendRollup,
     LatencyRollup,
     RetryRollup,
     ThroughputRollup,
-    name_hash,
 )
+from streams_app.metrics.models import name_hash
 
 BATCH = 1000
 _TEXT = 1000

@@ -13,8 +13,7 @@ from urllib.parse import urlencode
 
 from django.db.models import Max, Min, Sum
 
-from streams_app import charts, links
-from streams_app.models import (
+from streams_app.lake.models import (
     AnomalyRollup,
     ErrorSignatureRollup,
     LagTrendRollup,
@@ -23,7 +22,9 @@ from streams_app.models import (
     RetryRollup,
     ThroughputRollup,
 )
+from streams_app.metrics import charts
 from streams_app.redis_ops.client import connections
+from streams_app.views import links
 
 HEATMAP_DAYS = 28
 WEEKDAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")

@@ -2,10 +2,10 @@
 
 The lake (Parquet, see :mod:`pipeline.lake`) is the pipeline's truth; these tables hold what the console
 needs to answer quickly: how far each stream was exported, and the rollups of the last run, upserted by
-their natural keys (:mod:`streams_app.rollup_load`) so loading the same rollups twice changes nothing.
+their natural keys (:mod:`streams_app.lake.rollups`) so loading the same rollups twice changes nothing.
 
 Keys and names are bytes: stored raw, made unique through a SHA-256 hex digest (a unique index on a
-blob is not portable, see :mod:`streams_app.models_metrics`) and shown through a display text.
+blob is not portable, see :mod:`streams_app.metrics.models`) and shown through a display text.
 Rollup times are UTC bucket starts.
 """
 
@@ -33,7 +33,7 @@ class ExportCheckpoint(models.Model):
     ``last_id`` is the last exported entry ID (for a table, the last exported time in ms). ``pending``
     lists the lake files a chunk is writing *before* they are written: a run that dies between writing
     them and moving ``last_id`` leaves them listed, and the next run deletes them before it exports the
-    chunk again, so no entry ends up in two files (see :mod:`streams_app.export`).
+    chunk again, so no entry ends up in two files (see :mod:`streams_app.lake.export`).
     """
 
     class Kind(models.TextChoices):

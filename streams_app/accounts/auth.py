@@ -29,7 +29,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest
 from django.utils import timezone
 
-from streams_app.models import ApiToken
+from streams_app.accounts.models import ApiToken
 
 if TYPE_CHECKING:
     from django.contrib.auth.base_user import AbstractBaseUser

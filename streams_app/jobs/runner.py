@@ -38,21 +38,22 @@ from django.db import transaction
 from django.utils import timezone
 
 from busconsole import locks
+from streams_app.audit.models import AuditEvent
+from streams_app.jobs.models import Job
 from streams_app.live import broadcast
-from streams_app.models import AuditEvent, Job
 from streams_app.redis_ops import actions, reads
 from streams_app.redis_ops.decoding import display_text
 from streams_app.redis_ops.errors import InvalidArgument, OpsError, Unreachable
 from streams_app.redis_ops.ids import parse_id
 
 if TYPE_CHECKING:
-    from streams_app.auth import UserLike
+    from streams_app.accounts.auth import UserLike
 
 log = logging.getLogger(__name__)
 
 KIND_REQUEUE_ALL = "dlq.requeue_all"
 KIND_REPLAY = "replay"
-KIND_PIPELINE = "pipeline"  # data pipeline (issue 7): streams_app.pipeline_run
+KIND_PIPELINE = "pipeline"  # data pipeline (issue 7): streams_app.lake.run
 KINDS = (KIND_REQUEUE_ALL, KIND_REPLAY, KIND_PIPELINE)
 
 DEFAULT_BATCH = 1000
@@ -370,7 +371,7 @@ def _run_replay(job: Job, progress: _Progress) -> None:
 
 def _run_pipeline(job: Job, progress: _Progress) -> None:
     """Export, Spark rollups and load (issue 7); imported here so Spark loads only when a run starts."""
-    from streams_app import pipeline_run
+    from streams_app.lake import run as pipeline_run
 
     pipeline_run.pipeline_job_run(job, progress)
 

@@ -8,7 +8,7 @@ the streams and groups it has just read, so the mirror's figures are as fresh as
 rules read them right after it); it creates and updates rows but marks nothing deleted, which needs the
 full sync's consumers and its complete view.
 
-Both write only what changed, with :mod:`streams_app.bulk`: an idle server with ten thousand streams
+Both write only what changed, with :mod:`streams_app.metrics.bulk`: an idle server with ten thousand streams
 costs two reads of the mirror. Redis is read before any transaction opens, so a server that fails midway
 changes nothing (and never gets its streams marked deleted).
 """
@@ -26,8 +26,8 @@ from django.db import models, transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from streams_app.bulk import chunks, rows_insert, rows_update
-from streams_app.models_metrics import (
+from streams_app.metrics.bulk import chunks, rows_insert, rows_update
+from streams_app.metrics.models import (
     TEXT_MAX,
     ConsumerMirror,
     GroupMirror,

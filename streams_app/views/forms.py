@@ -9,9 +9,9 @@ from __future__ import annotations
 from django import forms
 from django.http import QueryDict
 
-from streams_app.action_forms import EntryIdField, PositionField
 from streams_app.redis_ops.errors import InvalidArgument
 from streams_app.redis_ops.reads import DEFAULT_PAGE, MAX_PAGE
+from streams_app.views.action_forms import EntryIdField, PositionField
 
 
 def validated(form_class: type[forms.Form], data: QueryDict) -> dict:

@@ -1,4 +1,4 @@
-"""The entry points of the exporter's worker processes (see :func:`streams_app.export.export_run`).
+"""The entry points of the exporter's worker processes (see :func:`streams_app.lake.export.export_run`).
 
 A spawned worker starts a fresh interpreter, so this module imports nothing of Django's models at
 import time: :func:`setup` configures Django first (from the same environment as the parent, plus the
@@ -12,7 +12,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from streams_app.export import ExportStats
+    from streams_app.lake.export import ExportStats
 
 
 def parent_settings() -> dict[str, Any]:
@@ -41,7 +41,7 @@ def setup(parent: dict[str, Any]) -> None:
 def export_stream(
     uri: str, conn: str, key: bytes, newest: str | None, length: int, since: str | None, chunk_rows: int
 ) -> ExportStats:
-    from streams_app import export
+    from streams_app.lake import export
 
     part = export.export_one(uri, export.StreamTask(conn, key, newest, length), since=since, chunk_rows=chunk_rows)
     return part.stats

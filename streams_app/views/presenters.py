@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from streams_app import links
 from streams_app.redis_ops import conventions
 from streams_app.redis_ops.decoding import DecodedField, decode_fields, display_text
 from streams_app.redis_ops.reads import (
@@ -20,6 +19,7 @@ from streams_app.redis_ops.reads import (
     StreamInfo,
     StreamSummary,
 )
+from streams_app.views import links
 
 #: Fields longer than this are cut in the one-line summary of an entry.
 SUMMARY_CHARS = 160

@@ -20,7 +20,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from busconsole.locks import lock_held
-from streams_app.models import Alert
+from streams_app.alerts.models import Alert
 
 log = logging.getLogger(__name__)
 

@@ -32,8 +32,8 @@ How each kind reads (N = ``threshold``, T = ``for_seconds``; "now" is the snapsh
 Evaluation is bulk per rule (one query over the tick's samples or the mirror, one aggregate over the
 samples where needed, per-target queries only for targets that newly breach), and a rule that fails is
 logged and skipped without stopping the others or the snapshot. Alerts on a connection the tick could
-not sample stay as they are. Webhook delivery lives in :mod:`streams_app.alert_webhooks`, rule editing
-in :mod:`streams_app.alert_rules`.
+not sample stay as they are. Webhook delivery lives in :mod:`streams_app.alerts.webhooks`, rule editing
+in :mod:`streams_app.alerts.rules`.
 """
 
 from __future__ import annotations
@@ -50,12 +50,11 @@ from django.db import IntegrityError, transaction
 from django.db.models import Min, Q, Sum
 
 from busconsole.locks import lock_held
-from streams_app.alert_webhooks import alerts_notify_on_commit
-from streams_app.bulk import chunks
-from streams_app.charts import format_value
-from streams_app.models import (
-    Alert,
-    AlertRule,
+from streams_app.alerts.models import Alert, AlertRule
+from streams_app.alerts.webhooks import alerts_notify_on_commit
+from streams_app.metrics.bulk import chunks
+from streams_app.metrics.charts import format_value
+from streams_app.metrics.models import (
     ConsumerMirror,
     DlqSample,
     GroupMirror,
@@ -460,7 +459,7 @@ def connect() -> None:
     """Called from ``StreamsAppConfig.ready``."""
     from streams_app.signals import snapshot_taken
 
-    snapshot_taken.connect(on_snapshot_taken, dispatch_uid="streams_app.alerts.on_snapshot_taken")
+    snapshot_taken.connect(on_snapshot_taken, dispatch_uid="streams_app.alerts.evaluation.on_snapshot_taken")
 
 
 # ------------------------------------------------------------------------------------- reading
