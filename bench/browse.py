@@ -1,4 +1,4 @@
-"""Benchmark: browsing a big bus (SPEC section 8, issue 2 item 9).
+"""Benchmark: browsing a big bus (SPEC section 8).
 
 Budgets checked here:
 - one entries page (50) at any depth of a 1M-entry stream costs within 1.5x of the same page on a

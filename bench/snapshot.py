@@ -1,4 +1,4 @@
-"""Benchmark: the metric snapshot over 10k streams with 2 groups each (SPEC section 8, issue 6 item 9).
+"""Benchmark: the metric snapshot over 10k streams with 2 groups each (SPEC section 8).
 
 Budget: 10k streams with 2 groups each snapshotted in under 2 s, pipelined, no ``XINFO ... FULL``.
 
@@ -68,7 +68,7 @@ def fill(client) -> None:
 def naive_read(conn: str) -> tuple[int, int]:
     """The same facts, one command per round trip: (streams read, round trips)."""
     from streams_app.redis_ops.client import get_client
-    from streams_app.redis_ops.reads import _group
+    from streams_app.redis_ops.parsers import parse_group
     from streams_app.redis_ops.snapshot_reads import stream_keys_scan
 
     client = get_client(conn)
@@ -76,7 +76,7 @@ def naive_read(conn: str) -> tuple[int, int]:
     trips = 0
     for key in keys:
         client.execute_command("XINFO", "STREAM", key)
-        groups = [_group(g) for g in client.execute_command("XINFO", "GROUPS", key)]
+        groups = [parse_group(g) for g in client.execute_command("XINFO", "GROUPS", key)]
         trips += 2
         for g in groups:
             if g.pending:

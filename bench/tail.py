@@ -1,4 +1,4 @@
-"""Benchmark: the live tail (SPEC section 8, issue 5 item 6).
+"""Benchmark: the live tail (SPEC section 8).
 
 Budget: one blocking Redis reader per process and monitored server for all tailed streams; p99
 XADD-to-websocket under 50 ms for 100 clients at 200 entries/s on 2 cores; at 500 clients and

@@ -27,6 +27,11 @@ _clients: dict[str, redis.Redis] = {}
 _clients_lock = threading.Lock()
 _RELEASE = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
 
+RenewableLock = redis.lock.Lock
+"""What :func:`renewable_lock` returns: ``acquire(blocking=False)``, ``reacquire()``, ``release()``."""
+LockError = redis.exceptions.LockError
+"""Raised by ``reacquire()`` or ``release()`` of a :data:`RenewableLock` that expired meanwhile."""
+
 
 def console_redis() -> redis.Redis:
     """The console's own Redis (REDIS_URL), built on first use (per URL: tests point it elsewhere)."""
@@ -67,7 +72,7 @@ def interval_lock_ms(interval_s: float) -> int:
     return max(100, int(interval_s * 900))
 
 
-def renewable_lock(name: str, *, timeout_s: float) -> redis.lock.Lock:
+def renewable_lock(name: str, *, timeout_s: float) -> RenewableLock:
     """A non-blocking lock ``busconsole:<name>`` that expires ``timeout_s`` after its last renewal.
 
     ``thread_local=False``: the holder may renew it from a heartbeat thread.

@@ -196,7 +196,7 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # workers off one job expires this long after its holder stopped renewing it (after every batch).
 BUSCONSOLE_JOB_STALLED_S = envint("BUSCONSOLE_JOB_STALLED_S", 300)
 BUSCONSOLE_JOB_LOCK_S = envint("BUSCONSOLE_JOB_LOCK_S", 60)
-# Metrics (issue 6): snapshot every N seconds, mirror sync every M seconds; samples kept raw for
+# Metrics: snapshot every N seconds, mirror sync every M seconds; samples kept raw for
 # RAW_H hours, as 1-minute rollups for 1M_D days, as 1-hour rollups for 1H_D days.
 BUSCONSOLE_SNAPSHOT_INTERVAL_S = envint("BUSCONSOLE_SNAPSHOT_INTERVAL_S", 10)
 BUSCONSOLE_MIRROR_INTERVAL_S = envint("BUSCONSOLE_MIRROR_INTERVAL_S", 30)
@@ -211,9 +211,9 @@ if BUSCONSOLE_RETENTION_RAW_H < 2 or BUSCONSOLE_RETENTION_1M_D < 1 or BUSCONSOLE
 
 # Exactly one beat process runs this schedule (busconsole/celery.py says why).
 CELERY_BEAT_SCHEDULE: dict = {
-    # operations (issue 4): pick up jobs whose worker died (SPEC section 9: jobs must be resumable)
+    # pick up jobs whose worker died (SPEC section 9: jobs must be resumable)
     "resume-stalled-jobs": {"task": "streams_app.tasks.resume_stalled_jobs", "schedule": 60.0},
-    # metrics (issue 6): a message not run within its interval is dropped; the next one takes over
+    # a snapshot or sync message not run within its interval is dropped; the next one takes over
     "metrics-snapshot": {
         "task": "streams_app.tasks.snapshot_tick",
         "schedule": float(BUSCONSOLE_SNAPSHOT_INTERVAL_S),
@@ -227,7 +227,7 @@ CELERY_BEAT_SCHEDULE: dict = {
     "metrics-retention": {"task": "streams_app.tasks.samples_retention", "schedule": 60.0, "options": {"expires": 60.0}},
 }
 
-# data pipeline (issue 7): export + Spark rollups + load, as a background job on a beat schedule: a
+# The data pipeline: export + Spark rollups + load, as a background job on a beat schedule: a
 # crontab "minute hour day-of-month month day-of-week" (UTC; default daily at 03:30) or, when set,
 # every BUSCONSOLE_PIPELINE_INTERVAL_S seconds. Only the last MINUTE_HOURS hours of per-minute
 # throughput are loaded into the database (the lake keeps them all).

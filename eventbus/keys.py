@@ -31,15 +31,6 @@ DLQ_ERROR = "dlq_error"
 DLQ_TRACEBACK = "dlq_traceback"
 DLQ_RETRIES = "dlq_retries"
 DLQ_FAILED_AT = "dlq_failed_at"
-DLQ_FIELDS = (
-    DLQ_ORIGINAL_STREAM,
-    DLQ_ORIGINAL_ID,
-    DLQ_GROUP,
-    DLQ_ERROR,
-    DLQ_TRACEBACK,
-    DLQ_RETRIES,
-    DLQ_FAILED_AT,
-)
 
 # Fields of a progress entry.
 P_EVENT = "event"

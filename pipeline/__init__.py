@@ -9,6 +9,9 @@ Data flows in three steps, each in its own module so a job can be read, tested a
 ``transform`` / ``failures``
     pure DataFrame-to-DataFrame functions: throughput, handler latency percentiles, lag trend,
     anomalies; error signatures and the retries histogram.
+``signatures``
+    the error-signature rules in plain Python, without Spark: ``failures`` runs them as Spark
+    expressions, and the console uses them when it loads the rollups.
 ``load``
     writes each rollup as Parquet under ``<lake>/rollups/<name>/`` (the console then upserts them into
     its tables).

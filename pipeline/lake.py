@@ -26,7 +26,7 @@ import contextlib
 import hashlib
 import os
 import posixpath
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, datetime
 
 import pyarrow as pa
 import pyarrow.dataset as ds
@@ -40,10 +40,17 @@ STREAM_SAMPLES = "snapshots/stream_samples"
 GROUP_SAMPLES = "snapshots/group_samples"
 DLQ_SAMPLES = "snapshots/dlq_samples"
 ROLLUPS = "rollups"
+# The rollups under <lake>/rollups/, one directory each: named here, beside the rest of the layout, so
+# the console can load them without importing the Spark side that writes them (pipeline.load).
+THROUGHPUT = "throughput"
+LATENCY = "latency"
+ERROR_SIGNATURES = "error_signatures"
+RETRIES = "retries"
+LAG_TREND = "lag_trend"
+ANOMALIES = "anomalies"
 
 #: Keys longer than this many bytes get a digest directory instead of their hex.
 _HEX_KEY_MAX = 100
-_EPOCH = date(1970, 1, 1)
 
 TS = pa.timestamp("ms", tz="UTC")
 TS_US = pa.timestamp("us", tz="UTC")
@@ -174,10 +181,6 @@ def key_dir(key: bytes) -> str:
     if len(key) <= _HEX_KEY_MAX:
         return key.hex()
     return "sha256-" + hashlib.sha256(key).hexdigest()
-
-
-def day_text(days_since_epoch: int) -> str:
-    return (_EPOCH + timedelta(days=days_since_epoch)).isoformat()
 
 
 def entry_file(dataset: str, conn: str, key: bytes | None, day: str, first_id: str, last_id: str) -> str:

@@ -1,5 +1,7 @@
 """Load: each rollup as Parquet under ``<out>/<name>/`` (``<lake>/rollups`` by default).
 
+The rollups' names are part of the layout (:mod:`pipeline.lake`).
+
 A run replaces every rollup (they are recomputed from the whole lake, which only grows), so the
 directory of a rollup always holds one run's result. The console reads them with pyarrow
 (:mod:`streams_app.lake.rollups`); anything else that reads Parquet can too.
@@ -10,14 +12,6 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, SparkSession
 
 from pipeline import lake
-
-THROUGHPUT = "throughput"
-LATENCY = "latency"
-ERROR_SIGNATURES = "error_signatures"
-RETRIES = "retries"
-LAG_TREND = "lag_trend"
-ANOMALIES = "anomalies"
-ROLLUPS = (THROUGHPUT, LATENCY, ERROR_SIGNATURES, RETRIES, LAG_TREND, ANOMALIES)
 
 
 def out_uri(lake_uri: str, out: str | None = None) -> str:

@@ -28,7 +28,7 @@ from pyspark import StorageLevel  # noqa: E402
 from pyspark.sql import DataFrame, SparkSession  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 
-from pipeline import extract, failures, load, transform  # noqa: E402
+from pipeline import extract, failures, lake, load, transform  # noqa: E402
 from pipeline.session import build_session  # noqa: E402
 
 JOBS = ("throughput", "latency", "failures", "lag_trend", "anomalies")
@@ -82,24 +82,24 @@ def run_all(
     try:
         if "throughput" in jobs:
             step("throughput", lambda: {
-                load.THROUGHPUT: load.write(spark, transform.throughput(per_minute()), target, load.THROUGHPUT)
+                lake.THROUGHPUT: load.write(spark, transform.throughput(per_minute()), target, lake.THROUGHPUT)
             })
         if "latency" in jobs:
             step("latency", lambda: {
-                load.LATENCY: load.write(spark, transform.latency(extract.metrics(spark, lake_uri)), target,
-                                         load.LATENCY)
+                lake.LATENCY: load.write(spark, transform.latency(extract.metrics(spark, lake_uri)), target,
+                                         lake.LATENCY)
             })
         if "failures" in jobs:
             dead = extract.dead_letters(spark, lake_uri)
             step("failures", lambda: {
-                load.ERROR_SIGNATURES: load.write(spark, failures.error_signatures(dead), target,
-                                                  load.ERROR_SIGNATURES),
-                load.RETRIES: load.write(spark, failures.retries_histogram(dead), target, load.RETRIES),
+                lake.ERROR_SIGNATURES: load.write(spark, failures.error_signatures(dead), target,
+                                                  lake.ERROR_SIGNATURES),
+                lake.RETRIES: load.write(spark, failures.retries_histogram(dead), target, lake.RETRIES),
             })
         if "lag_trend" in jobs:
             step("lag_trend", lambda: {
-                load.LAG_TREND: load.write(spark, transform.lag_trend(extract.group_samples(spark, lake_uri)),
-                                           target, load.LAG_TREND)
+                lake.LAG_TREND: load.write(spark, transform.lag_trend(extract.group_samples(spark, lake_uri)),
+                                           target, lake.LAG_TREND)
             })
         if "anomalies" in jobs:
             def anomalies() -> dict[str, int]:
@@ -108,7 +108,7 @@ def run_all(
                     .filter((F.col("scope") == transform.SCOPE_STREAM) & (F.col("resolution") == transform.HOUR))
                 )
                 found = transform.anomalies(hourly, as_of=as_of, threshold=threshold, baseline_days=baseline_days)
-                return {load.ANOMALIES: load.write(spark, found, target, load.ANOMALIES)}
+                return {lake.ANOMALIES: load.write(spark, found, target, lake.ANOMALIES)}
 
             step("anomalies", anomalies)
     finally:

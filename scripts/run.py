@@ -276,8 +276,6 @@ def main() -> int:
         ], env))
         if env.get("BUSCONSOLE_DEMO", "0" if bus_given else "1") != "1":
             log("no demo traffic (BUSCONSOLE_DEMO=1 writes it into the monitored Redis)")
-        elif not (REPO / "eventbus" / "__main__.py").exists():
-            log("WARNING: eventbus/__main__.py does not exist yet: no demo traffic")
         else:
             demo_url = env.get("BUS_REDIS_URL") or env["BUS_REDIS_URLS"].split(",")[0].partition("=")[2]
             services.append(Child("demo", [PYTHON, "-m", "eventbus", "demo", "--url", demo_url.strip()], env))

@@ -115,7 +115,7 @@ class ApiTokenAdmin(admin.ModelAdmin):
         return False
 
 
-# ------------------------------------------------------------------ metrics mirror (issue 6)
+# ------------------------------------------------------------------ metrics mirror
 # The mirror is Redis's state as last seen: editing it would only be overwritten (or lie), so it is
 # read-only like the audit trail. Raw key and name bytes are shown through their display text.
 

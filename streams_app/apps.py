@@ -1,9 +1,11 @@
-"""App configuration for the console."""
+"""App configuration for the console: where its packages are wired together at start-up."""
 
 from __future__ import annotations
 
 from django.apps import AppConfig
 from django.core import checks
+
+from streams_app.redis_ops.conventions import check_dlq_patterns
 
 
 class StreamsAppConfig(AppConfig):
@@ -12,13 +14,26 @@ class StreamsAppConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from streams_app.redis_ops.conventions import check_dlq_patterns
+        """Connect what no package may import for itself, in every process (web, worker, manage.py).
+
+        The imports are here rather than at the top because Django imports this module before any
+        model exists, and each of these modules defines or uses models: ``ready`` is Django's place
+        for them. Nothing imports this module, so they can close no circle.
+        """
+        # Code that enqueues a task names it; importing the tasks registers them, so the name resolves
+        # to the task itself (its options, eager mode, routes) in the web process too, not only in workers.
+        from streams_app import tasks  # noqa: F401
+        from streams_app.alerts import evaluation
+        from streams_app.jobs import kinds, runner
+        from streams_app.lake import run
 
         # A malformed BUSCONSOLE_DLQ_PATTERNS stops `check` and start-up with a named error.
         checks.register(check_dlq_patterns)
-
-        from streams_app.alerts import (
-            evaluation as alerts,  # issue 6: alert rules evaluate after every snapshot
-        )
-
-        alerts.connect()
+        # Alert rules evaluate after every snapshot.
+        evaluation.connect()
+        # The runner knows kinds by name; their bodies live with their features (see jobs.runner).
+        runner.kinds_register({
+            runner.KIND_REQUEUE_ALL: kinds.requeue_all_run,
+            runner.KIND_REPLAY: kinds.replay_run,
+            runner.KIND_PIPELINE: run.pipeline_job_run,
+        })

@@ -5,13 +5,13 @@ from __future__ import annotations
 from django.conf import settings
 from django.http import HttpRequest
 
-from streams_app.accounts import auth
+from streams_app.accounts.roles import role_of
 from streams_app.redis_ops import client
 
 
 def console(request: HttpRequest) -> dict[str, object]:
     user = getattr(request, "user", None)
-    role = auth.role_of(user).name.lower() if user is not None and user.is_authenticated else ""
+    role = role_of(user).name.lower() if user is not None and user.is_authenticated else ""
     return {
         "console_connections": client.connections(),
         "console_role": role,

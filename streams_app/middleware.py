@@ -17,7 +17,7 @@ from django.core.exceptions import BadRequest, PermissionDenied, SuspiciousOpera
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 
-from streams_app.accounts import auth
+from streams_app.accounts.tokens import user_for_bearer
 from streams_app.redis_ops.errors import OpsError
 
 log = logging.getLogger(__name__)
@@ -72,7 +72,7 @@ def bearer_token_middleware(get_response):
     def middleware(request: HttpRequest) -> HttpResponse:
         header = request.META.get("HTTP_AUTHORIZATION", "")
         if header:
-            user = auth.user_for_bearer(header)
+            user = user_for_bearer(header)
             if user is None:
                 return api_error("unauthorized", "Invalid or revoked API token.", 401)
             request.user = user

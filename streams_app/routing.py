@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from django.urls import re_path
 
-from streams_app.views.metrics_socket import MetricsConsumer  # alerts & charts (issue 6)
+from streams_app.views.metrics_socket import MetricsConsumer
 from streams_app.views.tail_socket import TailConsumer
 
 websocket_urlpatterns: list = [
     re_path(r"^ws/c/(?P<conn>[A-Za-z0-9_.-]+)/streams/(?P<key>.+)/tail/$", TailConsumer.as_asgi()),
-    re_path(r"^ws/metrics/$", MetricsConsumer.as_asgi()),  # alerts & charts (issue 6)
+    re_path(r"^ws/metrics/$", MetricsConsumer.as_asgi()),  # snapshot, change and job events for open pages
 ]

@@ -10,10 +10,5 @@ from __future__ import annotations
 
 import django.dispatch
 
-# Re-exported for tests/browser/test_charts.py, which announces a snapshot by hand.
-from streams_app.live.broadcast import snapshot_broadcast
-
-__all__ = ["snapshot_broadcast", "snapshot_taken"]
-
 snapshot_taken = django.dispatch.Signal()
 """Sent with ``tick`` (datetime) and ``run`` (SnapshotRun) after each snapshot is committed."""

@@ -1,6 +1,10 @@
-"""Celery tasks: thin interfaces that fetch an id and call :mod:`streams_app.jobs.runner`.
+"""Celery tasks: thin interfaces that take an id and call the feature package that does the work.
 
-Enqueue a job with :func:`streams_app.jobs.runner.job_enqueue` (``transaction.on_commit``), never by calling
+Nothing below imports this module: the code that enqueues a task names it (``run_job`` under
+:data:`streams_app.jobs.runner.RUN_JOB_TASK`, ``alert_notify`` under
+:data:`streams_app.alerts.webhooks.ALERT_NOTIFY_TASK`), and ``StreamsAppConfig.ready`` imports this
+module so that those names resolve to these tasks in every Django process. Enqueue a job with
+:func:`streams_app.jobs.runner.job_enqueue` (``transaction.on_commit``), never by calling
 ``run_job.delay`` inside a transaction: the worker must find the committed row.
 """
 
@@ -14,7 +18,9 @@ from django.conf import settings
 from django.utils import timezone
 
 from busconsole.locks import lock_held
+from streams_app.alerts import webhooks
 from streams_app.jobs import runner as jobs
+from streams_app.lake import run as pipeline_run
 from streams_app.metrics import snapshots
 from streams_app.redis_ops.errors import Unreachable
 
@@ -22,6 +28,7 @@ log = logging.getLogger(__name__)
 
 
 @shared_task(
+    name=jobs.RUN_JOB_TASK,
     bind=True,
     acks_late=True,
     ignore_result=True,
@@ -60,8 +67,9 @@ def resume_stalled_jobs(stalled_after_s: float | None = None) -> list[int]:
         return jobs.jobs_resume_stalled(stalled_after_s=stalled_after_s)
 
 
-# alerts (issue 6)
-@shared_task(bind=True, acks_late=True, ignore_result=True, max_retries=None, time_limit=60)
+@shared_task(
+    name=webhooks.ALERT_NOTIFY_TASK, bind=True, acks_late=True, ignore_result=True, max_retries=None, time_limit=60
+)
 def alert_notify(self, alert_id: int) -> None:
     """POST an alert's open/resolved transition to its rule's webhook, retrying with backoff.
 
@@ -69,8 +77,6 @@ def alert_notify(self, alert_id: int) -> None:
     redelivered or duplicate task sends nothing twice. After ``WEBHOOK_MAX_ATTEMPTS`` tries in all
     the alert keeps its last ``notify_error`` for the alerts page and the task gives up.
     """
-    from streams_app.alerts import webhooks
-
     if webhooks.alert_deliver(alert_id=alert_id) != "failed":
         return
     if self.request.retries + 1 >= webhooks.WEBHOOK_MAX_ATTEMPTS:
@@ -79,7 +85,7 @@ def alert_notify(self, alert_id: int) -> None:
     raise self.retry(countdown=webhooks.notify_backoff(self.request.retries))
 
 
-# ------------------------------------------------------------------------------ metrics (issue 6)
+# ---------------------------------------------------------------------------------------- metrics
 # Beat tasks (busconsole/settings.py CELERY_BEAT_SCHEDULE): each takes a Redis lock shorter than its
 # interval (busconsole.locks.lock_held) inside the service, so an overlapping run (a slow one, a
 # second beat) returns at once.
@@ -108,7 +114,7 @@ def samples_retention() -> dict[str, object]:
     return {"rollups": snapshots.samples_downsample(now=now), "deleted": snapshots.samples_prune(now=now)}
 
 
-# ------------------------------------------------------------------------- data pipeline (issue 7)
+# ---------------------------------------------------------------------------------- data pipeline
 
 
 @shared_task(ignore_result=True, time_limit=60)
@@ -118,6 +124,4 @@ def run_pipeline_scheduled() -> int | None:
     The run itself is a ``pipeline`` job (:mod:`streams_app.lake.run`) executed by :func:`run_job`,
     so it shows its progress on the jobs page like a manual run; the id of the job, or None.
     """
-    from streams_app.lake import run as pipeline_run
-
     return pipeline_run.pipeline_scheduled_start()

@@ -1,140 +1,148 @@
-"""Console pages and the JSON API (SPEC section 4).
+"""Console pages, listed by screen; the JSON API lives in :mod:`streams_app.api_urls` under ``api/v1/``.
 
-``<seg:key>`` and ``<seg:group>`` are byte strings carried as one percent-encoded path segment;
-build their URLs with :mod:`streams_app.views.links`, not ``reverse()``.
+``<seg:key>``, ``<seg:group>`` and ``<seg:consumer>`` are byte strings carried as one percent-encoded
+path segment; build their URLs with :mod:`streams_app.views.links`, not ``reverse()``. The converters
+are registered here, before the API routes are included, because a route is parsed when it is built.
+Action routes (claim, trim, ...) sit with the page that offers the button; each is a POST, most behind
+a GET confirm page (``.../preview/``).
 """
 
 from __future__ import annotations
 
-from django.urls import path, register_converter
+from django.urls import include, path, register_converter
 
-from streams_app.views import actions as action_views  # operations (issue 4)
-from streams_app.views import admin_actions as admin_views  # admin actions
-from streams_app.views import alerts as alert_views  # alerts & charts (issue 6)
-from streams_app.views import (  # audit, dlq, jobs: issue 4
+from streams_app.views import (
+    actions,
+    admin_actions,
+    alerts,
     audit,
+    charts,
     dlq,
     group,
+    handlers,
     jobs,
+    metrics,
     overview,
     progress,
+    reports,
     stream,
     streams,
+    tokens,
 )
-from streams_app.views import charts as chart_views  # alerts & charts (issue 6)
-from streams_app.views import handlers as handler_views  # alerts & charts (issue 6)
-from streams_app.views import metrics as metrics_views  # metrics (issue 6)
-from streams_app.views import reports as report_views  # reports (issue 7)
-from streams_app.views import tokens as token_views  # personal API tokens page
-from streams_app.views.api import actions as api_actions  # operations (issue 4)
-from streams_app.views.api import admin_actions as api_admin  # admin actions
-from streams_app.views.api import read as api_read
-from streams_app.views.links import BytesSegmentConverter, ConnConverter
-from streams_app.views.tail import tail as tail_view
+from streams_app.views.links import BytesSegmentConverter, ConnConverter, EntryIdConverter
+from streams_app.views.tail import tail
 
 register_converter(BytesSegmentConverter, "seg")
 register_converter(ConnConverter, "conn")
-
-
-class EntryIdConverter:
-    regex = r"[0-9]{1,20}-[0-9]{1,20}"
-
-    def to_python(self, value: str) -> str:
-        return value
-
-    def to_url(self, value: str) -> str:
-        return value
-
-
 register_converter(EntryIdConverter, "eid")
 
 STREAM = "c/<conn:conn>/streams/<seg:key>/"
-API_STREAM = "api/v1/" + STREAM
-DLQ = "c/<conn:conn>/dlq/<seg:key>/"  # operations (issue 4)
-API_DLQ = "api/v1/" + DLQ  # operations (issue 4)
-CONSUMER = STREAM + "groups/<seg:group>/consumers/<seg:consumer>/"  # admin actions
+ENTRY = STREAM + "entries/<eid:entry_id>/"
+GROUP = STREAM + "groups/<seg:group>/"
+CONSUMER = GROUP + "consumers/<seg:consumer>/"
+DLQ = "c/<conn:conn>/dlq/<seg:key>/"
 
-urlpatterns = [
+overview_routes = [
     path("", overview.overview, name="overview"),
+    path("charts/overview/", charts.overview_charts, name="charts-overview"),
+]
+
+streams_routes = [
     path("c/<conn:conn>/streams/", streams.streams_list, name="streams"),
+]
+
+stream_routes = [
     path(STREAM, stream.stream_detail, name="stream"),
-    path(STREAM + "entries/<eid:entry_id>/", stream.entry_detail, name="entry"),
-    path(STREAM + "entries/<eid:entry_id>/raw/", stream.entry_raw, name="entry-raw"),
-    path(STREAM + "groups/<seg:group>/", group.group_detail, name="group"),
-    path(STREAM + "tail/", tail_view, name="tail"),
-    path("c/<conn:conn>/progress/<seg:key>/events/", progress.progress_events, name="progress-events"),
-    # JSON API
-    path("api/v1/connections/", api_read.connections, name="api-connections"),
-    path("api/v1/c/<conn:conn>/streams/", api_read.streams, name="api-streams"),
-    path(API_STREAM, api_read.stream, name="api-stream"),
-    path(API_STREAM + "entries/", api_read.entries, name="api-entries"),
-    path(API_STREAM + "groups/", api_read.groups, name="api-groups"),
-    path(API_STREAM + "groups/<seg:group>/pending/", api_read.pending, name="api-pending"),
-    path(API_STREAM + "groups/<seg:group>/consumers/", api_read.consumers, name="api-consumers"),
-    # operations (issue 4): HTML buttons, DLQ pages, jobs, audit
-    path(STREAM + "groups/<seg:group>/claim/", action_views.claim, name="claim"),
-    path(STREAM + "groups/<seg:group>/autoclaim/", action_views.autoclaim, name="autoclaim"),
-    path(STREAM + "groups/<seg:group>/ack/", action_views.ack, name="ack"),
-    path(STREAM + "groups/<seg:group>/rewind/preview/", action_views.rewind_preview, name="rewind-preview"),
-    path(STREAM + "groups/<seg:group>/rewind/", action_views.rewind, name="rewind"),
-    path(STREAM + "replay/count/", action_views.replay_count, name="replay-count"),
-    path(STREAM + "replay/", action_views.replay, name="replay"),
+    path(STREAM + "charts/", charts.stream_charts, name="stream-charts"),
+    path(STREAM + "handlers/", handlers.stream_handlers, name="stream-handlers"),
+    path(STREAM + "replay/count/", actions.replay_count, name="replay-count"),
+    path(STREAM + "replay/", actions.replay, name="replay"),
+    path(STREAM + "trim/preview/", admin_actions.trim_preview, name="trim-preview"),
+    path(STREAM + "trim/", admin_actions.trim, name="trim"),
+    path(STREAM + "delete/preview/", admin_actions.entries_delete_preview, name="entries-delete-preview"),
+    path(STREAM + "delete/", admin_actions.entries_delete, name="entries-delete"),
+]
+
+entry_routes = [
+    path(ENTRY, stream.entry_detail, name="entry"),
+    path(ENTRY + "raw/", stream.entry_raw, name="entry-raw"),
+]
+
+group_routes = [
+    path(GROUP, group.group_detail, name="group"),
+    path(GROUP + "charts/", charts.group_charts, name="group-charts"),
+    path(GROUP + "handlers/", handlers.group_handlers, name="group-handlers"),
+    path(GROUP + "claim/", actions.claim, name="claim"),
+    path(GROUP + "autoclaim/", actions.autoclaim, name="autoclaim"),
+    path(GROUP + "ack/", actions.ack, name="ack"),
+    path(GROUP + "rewind/preview/", actions.rewind_preview, name="rewind-preview"),
+    path(GROUP + "rewind/", actions.rewind, name="rewind"),
+    path(GROUP + "delete/", admin_actions.group_delete, name="group-delete"),
+    path(CONSUMER + "delete/preview/", admin_actions.consumer_delete_preview, name="consumer-delete-preview"),
+    path(CONSUMER + "delete/", admin_actions.consumer_delete, name="consumer-delete"),
+]
+
+dlq_routes = [
     path("c/<conn:conn>/dlq/", dlq.dlq_list, name="dlq-list"),
     path(DLQ, dlq.dlq_detail, name="dlq"),
-    path(DLQ + "requeue/", action_views.dlq_requeue, name="dlq-requeue"),
-    path(DLQ + "delete/", action_views.dlq_delete, name="dlq-delete"),
-    path(DLQ + "purge/", action_views.dlq_purge, name="dlq-purge"),
+    path(DLQ + "charts/", charts.dlq_charts, name="dlq-charts"),
+    path(DLQ + "requeue/", actions.dlq_requeue, name="dlq-requeue"),
+    path(DLQ + "delete/", actions.dlq_delete, name="dlq-delete"),
+    path(DLQ + "purge/", actions.dlq_purge, name="dlq-purge"),
+]
+
+# Live views of a stream: the websocket tail page and a progress stream as Server-Sent Events.
+live_routes = [
+    path(STREAM + "tail/", tail, name="tail"),
+    path("c/<conn:conn>/progress/<seg:key>/events/", progress.progress_events, name="progress-events"),
+]
+
+jobs_routes = [
     path("jobs/", jobs.jobs_list, name="jobs"),
     path("jobs/<int:job_id>/", jobs.job_detail, name="job"),
     path("jobs/<int:job_id>/cancel/", jobs.job_cancel, name="job-cancel"),
     path("jobs/<int:job_id>/resume/", jobs.job_resume, name="job-resume"),
+]
+
+audit_routes = [
     path("audit/", audit.audit_list, name="audit"),
-    # operations (issue 4): JSON API (SPEC section 4 spells these without a trailing slash)
-    path(API_STREAM + "groups/<seg:group>/claim", api_actions.claim, name="api-claim"),
-    path(API_STREAM + "groups/<seg:group>/autoclaim", api_actions.autoclaim, name="api-autoclaim"),
-    path(API_STREAM + "groups/<seg:group>/ack", api_actions.ack, name="api-ack"),
-    path(API_STREAM + "groups/<seg:group>/rewind", api_actions.rewind, name="api-rewind"),
-    path(API_STREAM + "replay", api_actions.replay, name="api-replay"),
-    path("api/v1/c/<conn:conn>/dlq/", api_actions.dlq_list, name="api-dlq-list"),
-    path(API_DLQ, api_actions.dlq_entries, name="api-dlq"),
-    path(API_DLQ + "requeue", api_actions.dlq_requeue, name="api-dlq-requeue"),
-    path(API_DLQ + "delete", api_actions.dlq_delete, name="api-dlq-delete"),
-    path(API_DLQ + "purge", api_actions.dlq_purge, name="api-dlq-purge"),
-    path("api/v1/jobs/", api_actions.jobs, name="api-jobs"),
-    path("api/v1/jobs/<int:job_id>", api_actions.job, name="api-job"),
-    path("api/v1/jobs/<int:job_id>/", api_actions.job),
-    path("api/v1/jobs/<int:job_id>/cancel", api_actions.job_cancel, name="api-job-cancel"),
-    path("api/v1/jobs/<int:job_id>/resume", api_actions.job_resume, name="api-job-resume"),
-    path("api/v1/audit/", api_actions.audit, name="api-audit"),
-    # metrics (issue 6): Prometheus scrape endpoint, bearer token only
-    path("metrics", metrics_views.metrics, name="metrics"),
-    # alerts & charts (issue 6)
-    path("alerts/", alert_views.alerts_list, name="alerts"),
-    path("alerts/rules/new/", alert_views.alert_rule_new, name="alert-rule-new"),
-    path("alerts/rules/<int:rule_id>/", alert_views.alert_rule_edit, name="alert-rule-edit"),
-    path("alerts/rules/<int:rule_id>/delete/", alert_views.alert_rule_delete, name="alert-rule-delete"),
-    path("charts/overview/", chart_views.overview_charts, name="charts-overview"),
-    path(STREAM + "charts/", chart_views.stream_charts, name="stream-charts"),
-    path(STREAM + "groups/<seg:group>/charts/", chart_views.group_charts, name="group-charts"),
-    path(DLQ + "charts/", chart_views.dlq_charts, name="dlq-charts"),
-    path(STREAM + "handlers/", handler_views.stream_handlers, name="stream-handlers"),
-    path(STREAM + "groups/<seg:group>/handlers/", handler_views.group_handlers, name="group-handlers"),
-    # reports (issue 7): the data pipeline's rollups, and "Run pipeline now"
-    path("reports/", report_views.reports, name="reports"),
-    path("reports/run/", report_views.reports_run, name="reports-run"),
-    # admin actions: delete a consumer or a group, trim, delete entries (confirm pages, then POST)
-    path(CONSUMER + "delete/preview/", admin_views.consumer_delete_preview, name="consumer-delete-preview"),
-    path(CONSUMER + "delete/", admin_views.consumer_delete, name="consumer-delete"),
-    path(STREAM + "groups/<seg:group>/delete/", admin_views.group_delete, name="group-delete"),
-    path(STREAM + "trim/preview/", admin_views.trim_preview, name="trim-preview"),
-    path(STREAM + "trim/", admin_views.trim, name="trim"),
-    path(STREAM + "delete/preview/", admin_views.entries_delete_preview, name="entries-delete-preview"),
-    path(STREAM + "delete/", admin_views.entries_delete, name="entries-delete"),
-    path("api/v1/" + CONSUMER + "delete", api_admin.consumer_delete, name="api-consumer-delete"),
-    path(API_STREAM + "groups/<seg:group>/delete", api_admin.group_delete, name="api-group-delete"),
-    path(API_STREAM + "trim", api_admin.trim, name="api-trim"),
-    path(API_STREAM + "delete", api_admin.entries_delete, name="api-entries-delete"),
-    # personal API tokens page
-    path("tokens/", token_views.tokens, name="tokens"),
-    path("tokens/<int:token_id>/revoke/", token_views.token_revoke, name="token-revoke"),
+]
+
+alerts_routes = [
+    path("alerts/", alerts.alerts_list, name="alerts"),
+    path("alerts/rules/new/", alerts.alert_rule_new, name="alert-rule-new"),
+    path("alerts/rules/<int:rule_id>/", alerts.alert_rule_edit, name="alert-rule-edit"),
+    path("alerts/rules/<int:rule_id>/delete/", alerts.alert_rule_delete, name="alert-rule-delete"),
+]
+
+reports_routes = [
+    path("reports/", reports.reports, name="reports"),
+    path("reports/run/", reports.reports_run, name="reports-run"),
+]
+
+tokens_routes = [
+    path("tokens/", tokens.tokens, name="tokens"),
+    path("tokens/<int:token_id>/revoke/", tokens.token_revoke, name="token-revoke"),
+]
+
+# Prometheus scrape endpoint: a bearer token, no session, no page.
+metrics_routes = [
+    path("metrics", metrics.metrics, name="metrics"),
+]
+
+urlpatterns = [
+    *overview_routes,
+    *streams_routes,
+    *stream_routes,
+    *entry_routes,
+    *group_routes,
+    *dlq_routes,
+    *live_routes,
+    *jobs_routes,
+    *audit_routes,
+    *alerts_routes,
+    *reports_routes,
+    *tokens_routes,
+    *metrics_routes,
+    path("api/v1/", include("streams_app.api_urls")),
 ]

@@ -12,7 +12,7 @@ class ApiToken(models.Model):
 
     Only the SHA-256 digest of the token is stored, so a database leak yields no usable token; the
     first characters (``prefix``) are kept in clear so a user can tell tokens apart when revoking one.
-    Tokens are created and looked up through :mod:`streams_app.accounts.auth`.
+    Tokens are created and looked up through :mod:`streams_app.accounts.tokens`.
     """
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")

@@ -38,7 +38,6 @@ in :mod:`streams_app.alerts.rules`.
 
 from __future__ import annotations
 
-import fnmatch
 import hashlib
 import logging
 from collections.abc import Callable, Iterable, Iterator
@@ -65,7 +64,9 @@ from streams_app.metrics.models import (
     name_hash,
 )
 from streams_app.redis_ops.decoding import display_text
+from streams_app.redis_ops.glob import glob_match
 from streams_app.redis_ops.ids import id_ms
+from streams_app.signals import snapshot_taken
 
 log = logging.getLogger(__name__)
 
@@ -117,8 +118,9 @@ class Evaluation:
     failed_rules: tuple[int, ...] = ()
 
 
-def _matches(pattern: str, text: str) -> bool:
-    return fnmatch.fnmatchcase(text, pattern or "*")
+def _matches(pattern: str, raw: bytes) -> bool:
+    """Rule globs follow Redis's own semantics on the raw bytes, like the streams page's filter."""
+    return glob_match(pattern or "*", raw)
 
 
 def _for_rule(
@@ -133,9 +135,9 @@ def _for_rule(
         s = stream_of(row)
         if rule.connection and s.connection != rule.connection:
             continue
-        if not _matches(rule.stream_glob, s.key_text):
+        if not _matches(rule.stream_glob, s.key_bytes):
             continue
-        if group_of is not None and not _matches(rule.group_glob, group_of(row).name_text):
+        if group_of is not None and not _matches(rule.group_glob, group_of(row).name_bytes):
             continue
         yield row
 
@@ -457,8 +459,6 @@ def on_snapshot_taken(sender: object, *, tick: datetime, **kwargs: object) -> No
 
 def connect() -> None:
     """Called from ``StreamsAppConfig.ready``."""
-    from streams_app.signals import snapshot_taken
-
     snapshot_taken.connect(on_snapshot_taken, dispatch_uid="streams_app.alerts.evaluation.on_snapshot_taken")
 
 
@@ -471,3 +471,9 @@ def alerts_for_page(*, conn: str, key: bytes, group: bytes | None = None, limit:
     if group is not None:
         rows = rows.filter(target_group=display_text(group))
     return list(rows.order_by("-opened_at")[:limit])
+
+
+def alerts_open(*, limit: int) -> tuple[list[Alert], int]:
+    """The newest ``limit`` open alerts, anywhere, and how many are open in all."""
+    rows = Alert.objects.filter(state=Alert.State.OPEN).select_related("rule")
+    return list(rows.order_by("-opened_at")[:limit]), rows.count()

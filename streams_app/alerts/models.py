@@ -1,4 +1,4 @@
-"""Alert rules and the alerts they raise (issue 6).
+"""Alert rules and the alerts they raise.
 
 A rule names a condition over the metadata mirror and the metric snapshots (see
 :mod:`streams_app.alerts.evaluation` for how each kind is evaluated), which connections, streams and groups it

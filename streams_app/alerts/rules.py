@@ -1,31 +1,19 @@
-"""Alert rules as admins edit them: the form, and create / update / delete with their audit rows.
+"""Alert rules as admins edit them: the form and its durations (N and T of each kind).
 
-Only admins change rules, and nobody while the console is read-only (SPEC section 2:
-``BUSCONSOLE_READ_ONLY`` blocks every mutating action). Each change writes one AuditEvent
-(``alert_rule.create``, ``alert_rule.update`` with ``[old, new]`` per changed field, ``alert_rule.delete``);
-a refused attempt writes one ``denied`` row, as every other action of the console does. Webhook URLs
-appear in audit rows and pages by scheme and host only (their paths are often secrets).
+Creating, changing and deleting a rule are actions like any other, checked and audited in
+:mod:`streams_app.services.alert_rules`.
 """
 
 from __future__ import annotations
 
 import re
-import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django import forms
-from django.core.exceptions import PermissionDenied
-from django.db import transaction
 
-from streams_app.accounts import auth
 from streams_app.alerts.models import AlertRule
-from streams_app.alerts.webhooks import webhook_display
-from streams_app.audit.models import AuditEvent
 from streams_app.metrics.charts import format_value
 from streams_app.redis_ops import client
-
-if TYPE_CHECKING:
-    from streams_app.accounts.auth import UserLike
 
 #: T is at most a day: group rules look back over raw samples, which are kept 48 hours.
 MAX_FOR_SECONDS = 86400
@@ -121,99 +109,5 @@ class AlertRuleForm(forms.Form):
         return data
 
 
+#: The fields a rule form edits (the webhook apart: it is never sent back to the browser).
 RULE_FIELDS = ("name", "kind", "connection", "stream_glob", "group_glob", "threshold", "for_seconds", "enabled")
-
-
-def rule_params(rule: AlertRule) -> dict[str, Any]:
-    """A rule as its audit rows record it: the webhook by host only (its path is often a secret)."""
-    params: dict[str, Any] = {"rule_id": rule.pk, **{f: getattr(rule, f) for f in RULE_FIELDS}}
-    params["webhook"] = webhook_display(rule.webhook_url) or None
-    return params
-
-
-def _audit(
-    *, user: UserLike | None, action: str, rule: AlertRule | None, params: dict[str, Any], outcome: str,
-    error: str = "", started: float,
-) -> None:
-    authenticated = user is not None and user.is_authenticated
-    AuditEvent.objects.create(
-        who=user if authenticated else None,
-        username=user.get_username() if authenticated else "",
-        connection=rule.connection if rule is not None else "",
-        action=action,
-        target_display=f"alert rule {rule.name}" if rule is not None and rule.name else "",
-        parameters=params,
-        outcome=outcome,
-        error=error[:2000],
-        duration_ms=round((time.monotonic() - started) * 1000),
-    )
-
-
-def alert_rule_authorize(*, user: UserLike | None, action: str, rule: AlertRule | None = None) -> None:
-    """Raise PermissionDenied unless ``user`` may change alert rules; a refusal is audited.
-
-    Admins only (SPEC section 3: admins manage the console), and nobody while the console is
-    read-only (SPEC section 2: ``BUSCONSOLE_READ_ONLY`` blocks every mutating action).
-    """
-    started = time.monotonic()
-    try:
-        auth.require_writable()
-        auth.require_role(user, auth.Role.ADMIN)
-    except PermissionDenied as exc:
-        params = rule_params(rule) if rule is not None else {}
-        _audit(user=user, action=action, rule=rule, params=params, outcome=AuditEvent.Outcome.DENIED,
-               error=str(exc), started=started)
-        raise
-
-
-def alert_rule_create(*, user: UserLike | None, data: dict[str, Any]) -> AlertRule:
-    """Create a rule from validated form data (``webhook_url`` included)."""
-    alert_rule_authorize(user=user, action="alert_rule.create")
-    started = time.monotonic()
-    with transaction.atomic():
-        rule = AlertRule.objects.create(
-            **{f: data[f] for f in RULE_FIELDS},
-            webhook_url=data.get("webhook_url") or "",
-            created_by=user if user is not None and user.is_authenticated else None,
-        )
-        _audit(user=user, action="alert_rule.create", rule=rule, params=rule_params(rule),
-               outcome=AuditEvent.Outcome.OK, started=started)
-    return rule
-
-
-def alert_rule_update(*, user: UserLike | None, rule: AlertRule, data: dict[str, Any]) -> AlertRule:
-    """Change a rule; the audit row lists each changed field as ``[old, new]``.
-
-    ``data`` holds ``webhook_url`` only when the webhook is to change (a new URL, or "" to remove
-    it). Open alerts are left alone: the next evaluation resolves those the new condition no longer
-    holds for (all of them when the rule was disabled).
-    """
-    alert_rule_authorize(user=user, action="alert_rule.update", rule=rule)
-    started = time.monotonic()
-    before = rule_params(rule)
-    old_url = rule.webhook_url
-    for f in RULE_FIELDS:
-        setattr(rule, f, data[f])
-    if "webhook_url" in data:
-        rule.webhook_url = data["webhook_url"] or ""
-    with transaction.atomic():
-        rule.save()
-        after = rule_params(rule)
-        changes = {k: [before[k], v] for k, v in after.items() if before.get(k) != v}
-        if rule.webhook_url != old_url and "webhook" not in changes:
-            changes["webhook"] = [before["webhook"], f"{after['webhook']} (new URL)"]
-        _audit(user=user, action="alert_rule.update", rule=rule, params={**after, "changes": changes},
-               outcome=AuditEvent.Outcome.OK, started=started)
-    return rule
-
-
-def alert_rule_delete(*, user: UserLike | None, rule: AlertRule) -> None:
-    """Delete a rule and its alerts (their history goes with it; disable a rule to keep it)."""
-    alert_rule_authorize(user=user, action="alert_rule.delete", rule=rule)
-    started = time.monotonic()
-    params = rule_params(rule)
-    params["alerts_deleted"] = rule.alerts.count()
-    with transaction.atomic():
-        rule.delete()
-        _audit(user=user, action="alert_rule.delete", rule=rule, params=params,
-               outcome=AuditEvent.Outcome.OK, started=started)

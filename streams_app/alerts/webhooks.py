@@ -1,7 +1,8 @@
 """Alert webhooks: an alert's open and resolved transitions POSTed as JSON to its rule's URL.
 
-:func:`alerts_notify_on_commit` enqueues the Celery task ``alert_notify`` (in :mod:`streams_app.tasks`)
-once the transaction that changed the alerts commits; the task calls :func:`alert_deliver` and
+:func:`alerts_notify_on_commit` enqueues the Celery task ``alert_notify`` (in :mod:`streams_app.tasks`,
+by its name :data:`ALERT_NOTIFY_TASK`, since that module imports this one) once the transaction that
+changed the alerts commits; the task calls :func:`alert_deliver` and
 retries with exponential backoff (:func:`notify_backoff`) up to ``WEBHOOK_MAX_ATTEMPTS`` tries.
 Each try is one short POST (``WEBHOOK_TIMEOUT_S``, redirects not followed: a webhook that
 redirects is misconfigured, and following it would send the alert somewhere the admin did not name).
@@ -19,11 +20,14 @@ import httpx
 from django.db import transaction
 from django.utils import timezone
 
+from busconsole.celery import app as celery_app
 from busconsole.locks import lock_held
 from streams_app.alerts.models import Alert
 
 log = logging.getLogger(__name__)
 
+#: The Celery task that delivers one alert (``streams_app.tasks.alert_notify`` declares itself under it).
+ALERT_NOTIFY_TASK = "streams_app.tasks.alert_notify"
 WEBHOOK_TIMEOUT_S = 5.0
 #: Deliveries are tried this many times in all (the first try and its retries).
 WEBHOOK_MAX_ATTEMPTS = 6
@@ -32,11 +36,15 @@ _BACKOFF_MAX_S = 300
 
 
 def alerts_notify_on_commit(alert_ids: list[int]) -> None:
-    """Enqueue one delivery per alert after the current transaction commits."""
-    from streams_app import tasks
+    """Enqueue one delivery per alert after the current transaction commits.
 
+    By name, as :func:`streams_app.jobs.runner.job_enqueue` does: the registered task's own
+    ``apply_async`` in every Django process, so eager mode and routes apply as to ``.delay``.
+    """
     for alert_id in alert_ids:
-        transaction.on_commit(lambda i=alert_id: tasks.alert_notify.delay(i), robust=True)
+        transaction.on_commit(
+            lambda i=alert_id: celery_app.signature(ALERT_NOTIFY_TASK, args=(i,)).delay(), robust=True
+        )
 
 
 def notify_backoff(retries: int) -> int:

@@ -63,7 +63,3 @@ class Job(models.Model):
             "error": self.error or None,
         }
 
-
-from streams_app.alerts.models import *  # noqa: E402,F403 - alert rules and alerts (issue 6)
-from streams_app.lake.models import *  # noqa: E402,F403 - export checkpoints and rollups (issue 7)
-from streams_app.metrics.models import *  # noqa: E402,F403 - metrics models (issue 6)

@@ -1,4 +1,4 @@
-"""Background jobs: bulk DLQ requeue and history replay, run by Celery in resumable batches.
+"""Background jobs: the runner that creates, enqueues, runs, cancels and resumes them in resumable batches.
 
 Why the care: Celery's Redis broker delivers a task again when its worker dies before acking it
 (``acks_late``), the beat task :func:`jobs_resume_stalled` re-enqueues jobs whose worker vanished,
@@ -8,17 +8,23 @@ concurrently, and must behave as if it ran once:
 * a finished job (done, failed, cancelled) is never run again;
 * a per-job lock on the console's Redis keeps two workers off one job; it expires
   ``BUSCONSOLE_JOB_LOCK_S`` after its holder stopped renewing it (it renews after every batch);
-* each batch continues from a cursor, and the work itself is idempotent on the Redis side, which is
-  what makes "exactly once" hold even when a worker dies between a batch and the save of its cursor:
-  - requeue: one Lua call per entry moves it (XADD to its stream + XDEL from the DLQ) only if it is
-    still in the DLQ, so a batch replayed from an older cursor finds its entries gone;
-  - replay: the access layer keeps the cursor in the monitored Redis (``job_key``), advanced by the
-    same script that writes the copies, and a resumed run starts from that cursor.
+* each batch continues from a cursor, and the work of every kind is idempotent where it lands (see
+  :mod:`streams_app.jobs.kinds`), which is what makes "exactly once" hold even when a worker dies
+  between a batch and the save of its cursor.
 
 ``done`` counts what this job changed as far as it could save; after a worker was killed it may be
 short by the one batch whose result was never saved (the Redis state is exact; the number is not).
 Progress goes to the job's channel-layer group (:func:`streams_app.live.groups.job_group`) as small
 events for live pages; a failure to broadcast never fails the job.
+
+**Kinds, and where they meet the runner.** The runner knows each kind by its name only (:data:`KINDS`,
+the values of ``Job.kind``). The body of a kind lives with the feature it belongs to: requeue-all and
+replay in :mod:`streams_app.jobs.kinds`, the pipeline in :mod:`streams_app.lake.run`; each of those
+imports this module (to create its jobs, and for :class:`Progress`), so this module imports none of
+them. ``StreamsAppConfig.ready`` hands the bodies to :func:`kinds_register`: it is the one place that
+sees every package, and it runs in every process that may run a job (a Celery worker, ``manage.py``,
+the tests), after Django has loaded them all. The Celery task is reached the same way, by its name
+(:data:`RUN_JOB_TASK`): the task module imports this one.
 """
 
 from __future__ import annotations
@@ -27,40 +33,40 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-import redis
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from busconsole import locks
+from busconsole.celery import app as celery_app
 from streams_app.audit.models import AuditEvent
+from streams_app.audit.records import audit_write_system
 from streams_app.jobs.models import Job
 from streams_app.live import broadcast
-from streams_app.redis_ops import actions, reads
 from streams_app.redis_ops.decoding import display_text
 from streams_app.redis_ops.errors import InvalidArgument, OpsError, Unreachable
-from streams_app.redis_ops.ids import parse_id
 
 if TYPE_CHECKING:
-    from streams_app.accounts.auth import UserLike
+    from streams_app.accounts.roles import UserLike
 
 log = logging.getLogger(__name__)
 
 KIND_REQUEUE_ALL = "dlq.requeue_all"
 KIND_REPLAY = "replay"
-KIND_PIPELINE = "pipeline"  # data pipeline (issue 7): streams_app.lake.run
+KIND_PIPELINE = "pipeline"  # export, Spark rollups and load: streams_app.lake.run
 KINDS = (KIND_REQUEUE_ALL, KIND_REPLAY, KIND_PIPELINE)
 
-DEFAULT_BATCH = 1000
+#: The Celery task that runs a job (``streams_app.tasks.run_job`` declares itself under this name).
+RUN_JOB_TASK = "streams_app.tasks.run_job"
+
 #: Progress (counters, cursor, lock renewal, broadcast, cancel check) is saved at most this often.
 #: The Redis side is exact either way; after a crash only ``done`` may lag by this much work.
 SAVE_EVERY_S = 0.25
-MAX_BATCH = 5000
 #: Broadcasts are at most this often (plus one at every state change): a page needs no more.
 BROADCAST_EVERY_S = 0.25
 
@@ -101,12 +107,15 @@ def job_create(
 def job_enqueue(*, job_id: int) -> None:
     """Send the job to a worker after commit, so the worker finds the row.
 
+    By the task's name (Celery's ``signature``), since the task module imports this one. Where the
+    task is registered (every Django process: ``StreamsAppConfig.ready`` imports the task module) the
+    signature is the task's own ``apply_async``, so ``task_always_eager``, routes and the task's
+    options apply exactly as they would to ``run_job.delay``.
+
     ``robust``: a broker that is down at that moment is logged, not raised into the request; the
     job stays queued and :func:`jobs_resume_stalled` enqueues it later.
     """
-    from streams_app import tasks  # tasks imports this module
-
-    transaction.on_commit(lambda: tasks.run_job.delay(job_id), robust=True)
+    transaction.on_commit(lambda: celery_app.signature(RUN_JOB_TASK, args=(job_id,)).delay(), robust=True)
 
 
 def job_cancel(*, job_id: int) -> bool:
@@ -160,6 +169,55 @@ def jobs_resume_stalled(*, stalled_after_s: float | None = None) -> list[int]:
 # ------------------------------------------------------------------------------------- running
 
 
+class Progress:
+    """Saves a job's counters and cursor after each batch, renews its lock, broadcasts, checks cancel.
+
+    What a kind's body gets with its job: ``save`` raises :class:`JobCancelled` once the job was
+    cancelled and :class:`JobBusy` once its lock was lost, so the body stops at its next batch.
+    """
+
+    def __init__(self, job: Job, lock: locks.RenewableLock) -> None:
+        self.job = job
+        self.lock = lock
+        self.notes: list[str] = []
+        self._saved_at = 0.0
+
+    def save(self, *, done: int, total: int | None, progress: dict[str, Any], force: bool = False) -> None:
+        """Record progress; between forced saves, at most every SAVE_EVERY_S (a DB write costs ~2 ms)."""
+        if not force and time.monotonic() - self._saved_at < SAVE_EVERY_S:
+            return
+        self._saved_at = time.monotonic()
+        now = timezone.now()
+        values = {"done": done, "total": total, "progress": progress, "updated_at": now}
+        saved = Job.objects.filter(pk=self.job.pk, state=Job.State.RUNNING).update(**values)
+        self.job.done, self.job.total, self.job.progress = done, total, progress
+        if not saved:  # cancelled meanwhile: keep the numbers, leave the state alone
+            Job.objects.filter(pk=self.job.pk).update(**values)
+            raise JobCancelled
+        try:
+            self.lock.reacquire()
+        except locks.LockError as exc:
+            # The lock expired and may be someone else's now: stop rather than run twice.
+            raise JobBusy(f"job {self.job.pk} lost its lock") from exc
+        job_broadcast(self.job)
+
+    def note(self, text: str) -> None:
+        """A remark on a job that otherwise succeeded (shown as its ``error``)."""
+        self.notes.append(text)
+
+
+KindBody = Callable[[Job, Progress], None]
+_bodies: dict[str, KindBody] = {}
+
+
+def kinds_register(bodies: Mapping[str, KindBody]) -> None:
+    """Give the runner the body of each kind (see the module docstring for who calls this, and why)."""
+    unknown = sorted(set(bodies) - set(KINDS))
+    if unknown:
+        raise ValueError(f"not job kinds: {', '.join(unknown)} (add them to KINDS)")
+    _bodies.update(bodies)
+
+
 def job_run(job_id: int) -> Job | None:
     """Run (or continue) job ``job_id`` to its end; see the module docstring for the guarantees.
 
@@ -179,15 +237,15 @@ def job_run(job_id: int) -> Job | None:
     try:
         return _run_locked(job_id, lock)
     finally:
-        with contextlib.suppress(redis.exceptions.LockError):  # expired meanwhile: nothing to release
+        with contextlib.suppress(locks.LockError):  # expired meanwhile: nothing to release
             lock.release()
 
 
-def _run_locked(job_id: int, lock: redis.lock.Lock) -> Job:
+def _run_locked(job_id: int, lock: locks.RenewableLock) -> Job:
     job = Job.objects.get(pk=job_id)
     if job.is_finished:  # finished between the first look and the lock
         return job
-    runner = _RUNNERS.get(job.kind)
+    body = _bodies.get(job.kind)
     now = timezone.now()
     Job.objects.filter(pk=job_id).update(
         state=Job.State.RUNNING, started_at=job.started_at or now, error="", updated_at=now
@@ -195,11 +253,11 @@ def _run_locked(job_id: int, lock: redis.lock.Lock) -> Job:
     job.refresh_from_db()
     job_broadcast(job, force=True)
     started = time.monotonic()
-    progress = _Progress(job, lock)
+    progress = Progress(job, lock)
     try:
-        if runner is None:
+        if body is None:
             raise InvalidArgument(f"Unknown job kind {job.kind!r}.")
-        runner(job, progress)
+        body(job, progress)
     except JobCancelled:
         job.refresh_from_db()
         _finished_audit(job, started)
@@ -232,12 +290,10 @@ def _finish(job: Job, state: str, *, error: str = "") -> None:
 
 def _finished_audit(job: Job, started: float) -> None:
     """One audit row saying what the job changed in the end (its start was audited when requested)."""
-    from streams_app import services  # services imports this module
-
     key = bytes.fromhex(job.parameters.get("key", ""))
     outcome = AuditEvent.Outcome.ERROR if job.state == Job.State.FAILED else AuditEvent.Outcome.OK
     try:
-        services.audit_write_system(
+        audit_write_system(
             user=job.created_by,
             conn=job.connection,
             action=f"{job.kind}.finished",
@@ -252,141 +308,10 @@ def _finished_audit(job: Job, started: float) -> None:
         log.exception("could not write the audit row of job %s", job.pk)
 
 
-class _Progress:
-    """Saves a job's counters and cursor after each batch, renews its lock, broadcasts, checks cancel."""
-
-    def __init__(self, job: Job, lock: redis.lock.Lock) -> None:
-        self.job = job
-        self.lock = lock
-        self.notes: list[str] = []
-        self._saved_at = 0.0
-
-    def save(self, *, done: int, total: int | None, progress: dict[str, Any], force: bool = False) -> None:
-        """Record progress; between forced saves, at most every SAVE_EVERY_S (a DB write costs ~2 ms)."""
-        if not force and time.monotonic() - self._saved_at < SAVE_EVERY_S:
-            return
-        self._saved_at = time.monotonic()
-        now = timezone.now()
-        values = {"done": done, "total": total, "progress": progress, "updated_at": now}
-        saved = Job.objects.filter(pk=self.job.pk, state=Job.State.RUNNING).update(**values)
-        self.job.done, self.job.total, self.job.progress = done, total, progress
-        if not saved:  # cancelled meanwhile: keep the numbers, leave the state alone
-            Job.objects.filter(pk=self.job.pk).update(**values)
-            raise JobCancelled
-        try:
-            self.lock.reacquire()
-        except redis.exceptions.LockError as exc:
-            # The lock expired and may be someone else's now: stop rather than run twice.
-            raise JobBusy(f"job {self.job.pk} lost its lock") from exc
-        job_broadcast(self.job)
-
-    def note(self, text: str) -> None:
-        """A remark on a job that otherwise succeeded (shown as its ``error``)."""
-        self.notes.append(text)
-
-
-def _batch(job: Job) -> int:
-    try:
-        value = int(job.parameters.get("batch") or DEFAULT_BATCH)
-    except (TypeError, ValueError):
-        value = DEFAULT_BATCH
-    return max(1, min(value, MAX_BATCH))
-
-
-def _run_requeue_all(job: Job, progress: _Progress) -> None:
-    """Requeue DLQ entries up to ``up_to`` in batches (each entry: one Lua call, exactly once)."""
-    conn = job.connection
-    key = bytes.fromhex(job.parameters["key"])
-    up_to = job.parameters["up_to"]
-    state = dict(job.progress or {})
-    cursor: str | None = state.get("cursor")
-    missing = int(state.get("missing", 0))
-    failed = int(state.get("failed", 0))
-    reasons: list[str] = list(state.get("reasons", []))
-    done, total = job.done, job.total
-    if total is None:
-        total = _count_up_to(conn, key, up_to)
-        progress.save(done=done, total=total, progress=state, force=True)
-    batch = _batch(job)
-    while True:
-        step = actions.requeue_range(conn, key, up_to=up_to, after=cursor, batch=batch)
-        done += len(step.result.requeued)
-        missing += len(step.result.missing)
-        failed += len(step.result.failed)
-        for failure in step.result.failed:
-            if len(reasons) < 5 and failure.reason not in reasons:
-                reasons.append(failure.reason)
-        cursor = step.cursor
-        state = {"cursor": cursor, "missing": missing, "failed": failed, "reasons": reasons}
-        progress.save(done=done, total=total, progress=state, force=cursor is None)
-        if cursor is None:
-            break
-    if failed:
-        # Done, but not everything moved: say so where the page and the API show errors.
-        progress.note(
-            f"{failed} entr{'y' if failed == 1 else 'ies'} could not be requeued and stay in the DLQ: "
-            + "; ".join(reasons)
-        )
-
-
-def _count_up_to(conn: str, key: bytes, up_to: str) -> int | None:
-    """How many DLQ entries a requeue-all will move: XLEN when ``up_to`` is the newest, else a count."""
-    info = reads.stream_info(conn, key)
-    if info.last_id is None:
-        return 0
-    if parse_id(info.last_id) <= parse_id(up_to):
-        return info.length
-    if info.first_id is None or parse_id(info.first_id) > parse_id(up_to):
-        return 0
-    return actions.replay_count(conn, key, start=info.first_id, end=str(parse_id(up_to)))
-
-
-def _run_replay(job: Job, progress: _Progress) -> None:
-    """Copy a range in batches; the cursor lives in Redis next to the copies, so none is made twice."""
-    conn = job.connection
-    params = job.parameters
-    key = bytes.fromhex(params["key"])
-    target = bytes.fromhex(params["target"])
-    match = {bytes.fromhex(name): bytes.fromhex(value) for name, value in params.get("match", [])} or None
-    job_key = params["job_key"].encode()
-    start, end = params["start"], params["end"]
-    done, total = job.done, job.total
-    if total is None:
-        total = actions.replay_count(conn, key, start=start, end=end, match=match)
-        progress.save(done=done, total=total, progress=dict(job.progress or {}), force=True)
-    batch = _batch(job)
-    cursor = actions.replay_cursor(conn, job_key) or (job.progress or {}).get("cursor")
-    scanned = int((job.progress or {}).get("scanned", 0))
-    while True:
-        step = actions.replay_range(
-            conn, key, start=start, end=end, target=target, match=match, after=cursor, batch=batch, job_key=job_key
-        )
-        done += step.copied
-        scanned += step.scanned
-        cursor = step.cursor
-        progress.save(done=done, total=total, progress={"cursor": cursor, "scanned": scanned}, force=cursor is None)
-        if cursor is None:
-            return
-
-
-def _run_pipeline(job: Job, progress: _Progress) -> None:
-    """Export, Spark rollups and load (issue 7); imported here so Spark loads only when a run starts."""
-    from streams_app.lake import run as pipeline_run
-
-    pipeline_run.pipeline_job_run(job, progress)
-
-
-_RUNNERS: dict[str, Callable[[Job, _Progress], None]] = {
-    KIND_REQUEUE_ALL: _run_requeue_all,
-    KIND_REPLAY: _run_replay,
-    KIND_PIPELINE: _run_pipeline,
-}
-
-
 # ------------------------------------------------------------------------------ locks, broadcast
 
 
-def _job_lock(job_id: int) -> redis.lock.Lock:
+def _job_lock(job_id: int) -> locks.RenewableLock:
     return locks.renewable_lock(f"job-lock:{job_id}", timeout_s=settings.BUSCONSOLE_JOB_LOCK_S)
 
 

@@ -1,4 +1,4 @@
-"""Export the bus's history to the Parquet lake: incremental, bounded, crash-safe (issue 7).
+"""Export the bus's history to the Parquet lake: incremental, bounded, crash-safe.
 
 Redis keeps what a stream's MAXLEN allows; the lake (:mod:`pipeline.lake`) keeps everything the
 exporter saw, for the Spark jobs. For every stream of every connection (``SCAN ... TYPE stream``):
@@ -23,8 +23,9 @@ Beside the raw entries (``entries``), ``eventbus:metrics`` is also written with 
 its parsed facts (``dlq``), in the same chunk and under the same checkpoint. The metric snapshot tables
 are exported by time (:mod:`streams_app.lake.tables`).
 
-This module reads Redis through :func:`redis_ops.client.get_client` like the access layer does (raw
-XRANGE replies, errors translated per connection); it never runs ``XRANGE - +`` without ``COUNT``.
+This module reads Redis only through ``redis_ops``: the streams by SCAN pages (``reads``), their
+entries as raw XRANGE pages (:func:`~streams_app.redis_ops.ranges.range_pages`, never ``XRANGE - +``
+without ``COUNT``), every failure an :class:`~streams_app.redis_ops.errors.OpsError`.
 """
 
 from __future__ import annotations
@@ -36,28 +37,36 @@ import os
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import pyarrow as pa
-import redis
 from django.conf import settings
 from django.utils import timezone
 
-from busconsole.locks import renewable_lock
+from busconsole.locks import LockError, renewable_lock
 from eventbus.keys import METRICS_STREAM
 from pipeline import convert, lake
+from streams_app.lake import worker
+from streams_app.lake.checkpoints import (
+    ExportStats,
+    ProgressFn,
+    WrittenFn,
+    checkpoint_clear_pending,
+    checkpoint_get,
+)
 from streams_app.lake.models import ExportCheckpoint
-from streams_app.metrics.models import name_hash
+from streams_app.lake.tables import export_tables
 from streams_app.redis_ops import conventions, reads
-from streams_app.redis_ops.client import connections, get_client
+from streams_app.redis_ops.client import connections
 from streams_app.redis_ops.decoding import display_text
-from streams_app.redis_ops.errors import OpsError, Unreachable, translated
+from streams_app.redis_ops.errors import OpsError, Unreachable
 from streams_app.redis_ops.ids import parse_id, parse_position
+from streams_app.redis_ops.ranges import range_pages
 
 log = logging.getLogger(__name__)
 
@@ -74,27 +83,6 @@ LOCK_NAME = "pipeline-lock"  # the key is busconsole:pipeline-lock (busconsole.l
 LOCK_TIMEOUT_S = 600
 
 _METRICS_KEY = METRICS_STREAM.encode()
-
-
-@dataclass
-class ExportStats:
-    streams: int = 0
-    entries: int = 0
-    files: int = 0
-    metrics: int = 0
-    dead_letters: int = 0
-    samples: int = 0
-    failed: list[str] = field(default_factory=list)
-    seconds: float = 0.0
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-ProgressFn = Callable[[ExportStats], None]
-WrittenFn = Callable[[list[str]], None]
-"""Called with a chunk's files after they are written and before the checkpoint moves: the moment a
-crash is most dangerous, which is what the tests simulate by raising there."""
 
 
 class ExportBusy(Exception):
@@ -118,11 +106,11 @@ class PipelineLock:
     def renew(self) -> None:
         try:
             self._lock.reacquire()
-        except redis.exceptions.LockError as exc:
+        except LockError as exc:
             raise ExportBusy("the pipeline lock expired and may be held by another run") from exc
 
     def release(self) -> None:
-        with contextlib.suppress(redis.exceptions.LockError):
+        with contextlib.suppress(LockError):
             self._lock.release()
 
 
@@ -193,8 +181,6 @@ def export_run(
                 unreachable.add(item.conn)
     if tables:
         since_ms = parse_id(first).ms if first else 0
-        from streams_app.lake.tables import export_tables  # it builds on this module
-
         export_tables(lake.Lake(uri), now=now or timezone.now(), since_ms=since_ms, stats=stats, on_written=on_written)
     stats.seconds = round(time.monotonic() - started, 3)
     if on_progress:
@@ -276,16 +262,17 @@ def _export_parallel(
     on_progress: ProgressFn | None,
 ) -> None:
     """Streams spread over ``workers`` fresh processes (spawned: no fork of a threaded process), longest
-    first; each reports its streams' counts back when done."""
-    from streams_app.lake import worker as export_worker
+    first; each reports its streams' counts back when done.
 
+    A worker imports :mod:`streams_app.lake.worker` (Django-free) to start, configures Django with its
+    ``setup``, and only then imports this module, to unpickle :func:`export_stream`, the first task.
+    """
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(
-        max_workers=workers, mp_context=context, initializer=export_worker.setup,
-        initargs=(export_worker.parent_settings(),),
+        max_workers=workers, mp_context=context, initializer=worker.setup, initargs=(worker.parent_settings(),),
     ) as pool:
         futures = [
-            pool.submit(export_worker.export_stream, uri, item.conn, item.key, item.newest, item.length, since, chunk_rows)
+            pool.submit(export_stream, uri, item.conn, item.key, item.newest, item.length, since, chunk_rows)
             for item in sorted(plan, key=lambda item: -item.length)
         ]
         try:
@@ -301,23 +288,11 @@ def _export_parallel(
             raise
 
 
-def checkpoint_get(conn: str, kind: str, key: bytes) -> ExportCheckpoint:
-    checkpoint, _ = ExportCheckpoint.objects.get_or_create(
-        connection=conn, kind=kind, key_hash=name_hash(key),
-        defaults={"key": key, "key_text": display_text(key)[:1000]},
-    )
-    return checkpoint
-
-
-def checkpoint_clear_pending(target: lake.Lake, checkpoint: ExportCheckpoint) -> None:
-    """Delete the files of a chunk that never reached its checkpoint (a crashed run)."""
-    if not checkpoint.pending:
-        return
-    log.warning("export of %s: removing %d files of an unfinished chunk", checkpoint, len(checkpoint.pending))
-    for path in checkpoint.pending:
-        target.delete(path)
-    checkpoint.pending = []
-    checkpoint.save(update_fields=["pending", "updated_at"])
+def export_stream(
+    uri: str, conn: str, key: bytes, newest: str | None, length: int, since: str | None, chunk_rows: int
+) -> ExportStats:
+    """One stream, in a worker process of :func:`_export_parallel`: its counts go back to the parent."""
+    return export_one(uri, StreamTask(conn, key, newest, length), since=since, chunk_rows=chunk_rows).stats
 
 
 # ------------------------------------------------------------------------------------------ streams
@@ -343,16 +318,10 @@ class _Replies:
 
     def _fetch(self, conn: str, key: bytes, start: str) -> None:
         try:
-            client = get_client(conn)
-            while not self._stop.is_set():
-                asked = self.count
-                with translated(conn):
-                    reply = client.execute_command("XRANGE", key, start, "+", "COUNT", asked)
-                if reply:
-                    self._put(reply)
-                if len(reply) < asked:
-                    break
-                start = "(" + reply[-1][0].decode()
+            for reply in range_pages(conn, key, start, count=lambda: self.count):
+                self._put(reply)
+                if self._stop.is_set():
+                    return
             self._put(None)
         except BaseException as exc:  # noqa: BLE001 - handed to the caller, which raises it
             self._put(exc)

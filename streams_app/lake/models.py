@@ -1,4 +1,4 @@
-"""The data pipeline's records (issue 7): export checkpoints, runs, and the rollups the reports show.
+"""The data pipeline's records: export checkpoints, runs, and the rollups the reports show.
 
 The lake (Parquet, see :mod:`pipeline.lake`) is the pipeline's truth; these tables hold what the console
 needs to answer quickly: how far each stream was exported, and the rollups of the last run, upserted by
@@ -166,7 +166,7 @@ class ErrorSignatureRollup(_StreamRollup):
     """Dead letters of a stream (in one DLQ) sharing a normalized error signature.
 
     ``signature`` is the error with numbers, IDs and quoted values replaced by placeholders
-    (:func:`pipeline.failures.normalize_error`); ``search`` is its longest literal part, which occurs
+    (:func:`pipeline.signatures.normalize_error`); ``search`` is its longest literal part, which occurs
     in every matching raw error, so the DLQ page's error filter finds the entries. ``rank`` is 1 for the
     stream's most frequent signature.
     """

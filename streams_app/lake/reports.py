@@ -1,4 +1,4 @@
-"""What ``/reports/`` shows, read from the rollup tables the pipeline loads (issue 7).
+"""What ``/reports/`` shows, read from the rollup tables the pipeline loads.
 
 Every query is bounded (a window of hours, a LIMIT), and everything is computed from the rollups in
 the database: the page never touches Redis or the lake.

@@ -26,8 +26,7 @@ from django.db import connection, models, transaction
 from django.utils import timezone
 
 from pipeline import lake as lake_layout
-from pipeline import load
-from pipeline.failures import search_text
+from pipeline.signatures import search_text
 from streams_app.lake.models import (
     AnomalyRollup,
     ErrorSignatureRollup,
@@ -128,14 +127,14 @@ class _Spec:
 
 
 SPECS = (
-    _Spec(load.THROUGHPUT, ThroughputRollup,
+    _Spec(lake_layout.THROUGHPUT, ThroughputRollup,
           ("connection", "stream_hash", "scope", "event_type", "resolution", "bucket"), _throughput, _recent_minutes),
-    _Spec(load.LATENCY, LatencyRollup, ("connection", "stream", "group", "event_type", "hour"), _latency),
-    _Spec(load.ERROR_SIGNATURES, ErrorSignatureRollup, ("connection", "stream_hash", "dlq_hash", "signature"),
+    _Spec(lake_layout.LATENCY, LatencyRollup, ("connection", "stream", "group", "event_type", "hour"), _latency),
+    _Spec(lake_layout.ERROR_SIGNATURES, ErrorSignatureRollup, ("connection", "stream_hash", "dlq_hash", "signature"),
           _signature),
-    _Spec(load.RETRIES, RetryRollup, ("connection", "stream_hash", "retries"), _retries),
-    _Spec(load.LAG_TREND, LagTrendRollup, ("connection", "stream_hash", "group_hash", "hour"), _lag),
-    _Spec(load.ANOMALIES, AnomalyRollup, ("connection", "stream_hash", "hour"), _anomaly),
+    _Spec(lake_layout.RETRIES, RetryRollup, ("connection", "stream_hash", "retries"), _retries),
+    _Spec(lake_layout.LAG_TREND, LagTrendRollup, ("connection", "stream_hash", "group_hash", "hour"), _lag),
+    _Spec(lake_layout.ANOMALIES, AnomalyRollup, ("connection", "stream_hash", "hour"), _anomaly),
 )
 
 

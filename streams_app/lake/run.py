@@ -29,7 +29,6 @@ from django.db import connections
 from django.utils import timezone
 
 from busconsole.locks import lock_held
-from streams_app import services
 from streams_app.jobs import runner as jobs
 from streams_app.jobs.models import Job
 from streams_app.lake import export
@@ -40,7 +39,7 @@ from streams_app.redis_ops.errors import InvalidArgument
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from streams_app.accounts.auth import UserLike
+    from streams_app.accounts.roles import UserLike
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +92,8 @@ def pipeline_run(
     beats: Sequence[Callable[[], None]] = (),
 ) -> PipelineRun:
     """Export, run every Spark job, load the rollups; the run's record (state ``done``), or raise."""
+    # Imported here, not at the top: they load pyspark, which only a pipeline run needs (the web
+    # process, which imports this module for the button and the job kind, never starts Spark).
     from pyspark.sql import SparkSession as Session
 
     from pipeline import main
@@ -152,16 +153,12 @@ def pipeline_run(
 # ------------------------------------------------------------------------------------- as a job
 
 
-def pipeline_start(*, user: UserLike | None) -> Job:
-    """The "Run pipeline now" button: the operator role, one audit row, then the job."""
-    with services.action_audit(user=user, conn="", action="pipeline.run") as record:
-        job = pipeline_job_start(user=user)
-        record.params["job"] = job.pk
-    return job
-
-
 def pipeline_job_start(*, user: UserLike | None) -> Job:
-    """Queue a pipeline job, unless one is queued or running already (then InvalidArgument)."""
+    """Queue a pipeline job, unless one is queued or running already (then InvalidArgument).
+
+    The button reaches this through :func:`streams_app.services.pipeline_start` (role and audit row);
+    the beat schedule and ``manage.py run_pipeline --job`` call it directly.
+    """
     active = Job.objects.filter(kind=jobs.KIND_PIPELINE, state__in=[Job.State.QUEUED, Job.State.RUNNING]).first()
     if active is not None:
         raise InvalidArgument(f"A pipeline run is already {active.state} (job {active.pk}).")
@@ -180,7 +177,7 @@ def pipeline_scheduled_start() -> int | None:
             return None
 
 
-def pipeline_job_run(job: Job, progress: Any) -> None:
+def pipeline_job_run(job: Job, progress: jobs.Progress) -> None:
     """The ``pipeline`` job kind's runner (see :mod:`streams_app.jobs.runner`): progress in steps of :data:`STEPS`.
 
     ``progress`` is the jobs machinery's saver: its ``save`` renews the job's lock and raises when the

@@ -1,4 +1,4 @@
-"""Export the metric snapshot tables to the lake (issue 7; the streams are :mod:`streams_app.lake.export`'s).
+"""Export the metric snapshot tables to the lake (the streams are :mod:`streams_app.lake.export`'s).
 
 ``StreamSample``, ``GroupSample`` and ``DlqSample`` rows go to ``<lake>/snapshots/<table>/`` by time: per
 table and resolution a checkpoint holds the ``at`` (ms) exported up to, and a run exports the rows whose
@@ -19,7 +19,7 @@ import pyarrow as pa
 from django.db.models import Model, Q
 
 from pipeline import convert, lake
-from streams_app.lake.export import ExportStats, WrittenFn, checkpoint_clear_pending, checkpoint_get
+from streams_app.lake.checkpoints import ExportStats, WrittenFn, checkpoint_clear_pending, checkpoint_get
 from streams_app.lake.models import ExportCheckpoint
 from streams_app.metrics.models import DlqSample, GroupSample, StreamSample
 

@@ -6,7 +6,9 @@ holding ONE ``XREAD BLOCK ... STREAMS k1 k2 ... id1 id2 ...`` over every stream 
 clients tails, on a dedicated connection. Entries are decoded and encoded to their JSON frame once,
 then handed to each client's bounded queue. Redis connections and commands do not grow with clients:
 a tailed server sees two connections per process (the blocked reader and a control connection for
-replays, start positions and interrupts) and one XREAD per batch of new entries.
+replays, start positions and interrupts) and one XREAD per batch of new entries. Those connections and
+every command on them belong to :class:`streams_app.redis_ops.tail.TailReader`; this module decides only
+who receives what. How an entry looks (its JSON) is the screen's: :func:`get_hub` is handed it.
 
 Interrupting the blocked read. When a client starts tailing a stream the reader does not yet read,
 the XREAD in flight must be restarted with the new key. We use ``CLIENT UNBLOCK <reader id>`` from
@@ -49,34 +51,34 @@ counting would read them). The backlog stays in Redis; the tail stays fresh; mem
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import time
 import weakref
 from collections import deque
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import redis
-import redis.asyncio as aioredis
 from django.conf import settings
 
 from streams_app.redis_ops.decoding import display_text
-from streams_app.redis_ops.errors import NotFound, OpsError, translated
+from streams_app.redis_ops.errors import OpsError, Unreachable
 from streams_app.redis_ops.ids import parse_id
 from streams_app.redis_ops.reads import Entry
-from streams_app.views.presenters import entry_json
+from streams_app.redis_ops.tail import RawEntry, RawRead, TailReader, raw_entry_id
 
 log = logging.getLogger(__name__)
 
 Sid = tuple[int, int]
 Send = Callable[[str], Awaitable[None]]
+EntryJson = Callable[[str, bytes, Entry], dict[str, Any]]
+"""The JSON of one entry, ``{"id", "fields", "decoded"}``, as the page and the API show it: the
+screen's business, so the caller of :func:`get_hub` hands it in."""
 
 #: Entries per websocket frame at most (a frame of 200 small entries is ~100 KB).
 FRAME_MAX = 200
-#: Entries per key per XREAD (at most a client's queue), and per XREVRANGE page of a replay.
+#: Entries per key per XREAD (at most a client's queue).
 READ_COUNT = 500
 #: Attempts of CLIENT UNBLOCK while the XREAD it targets is still on its way to the server.
 UNBLOCK_ATTEMPTS = 25
@@ -104,10 +106,6 @@ def _sid(entry_id: str) -> Sid:
     return int(ms), int(seq or 0)
 
 
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
-
-
 def dumps(frame: dict[str, Any]) -> str:
     return json.dumps(frame, ensure_ascii=False, separators=(",", ":"), default=str)
 
@@ -122,13 +120,6 @@ class LiveEntry:
     id: str
     sid: Sid
     frame: str  # {"type": "entry", "id", "fields", "decoded"} (SPEC section 4)
-
-
-def live_entry(conn: str, key: bytes, raw: Sequence[Any]) -> LiveEntry:
-    """A raw ``[id, [name, value, ...]]`` reply item, decoded like the page and the API do."""
-    entry_id, flat = _text(raw[0]), raw[1] or []
-    entry = Entry(id=entry_id, fields=tuple((flat[i], flat[i + 1]) for i in range(0, len(flat) - 1, 2)))
-    return LiveEntry(id=entry_id, sid=_sid(entry_id), frame=dumps({"type": "entry", **entry_json(conn, key, entry)}))
 
 
 def entries_frame(batch: Sequence[LiveEntry]) -> str:
@@ -275,15 +266,13 @@ class Subscription:
 class StreamTail:
     """Everything tailed on one monitored connection, in one event loop."""
 
-    def __init__(self, conn: str, url: str) -> None:
-        self.conn = conn
-        self.url = url
+    def __init__(self, source: TailReader, *, entry_json: EntryJson) -> None:
+        self.conn = source.conn
+        self.source = source
+        self.entry_json = entry_json
         self.cursors: dict[bytes, str] = {}
         self._cursor_sids: dict[bytes, Sid] = {}
         self.subscribers: dict[bytes, set[Subscription]] = {}
-        self._reader: aioredis.Redis | None = None
-        self._control: aioredis.Redis | None = None
-        self._reader_id: int | None = None
         self._task: asyncio.Task[None] | None = None
         self._in_flight: frozenset[bytes] | None = None  # keys of the XREAD now blocked, if any
         self._interrupter: asyncio.Task[None] | None = None
@@ -295,32 +284,12 @@ class StreamTail:
         self.interrupts = 0
         self.entries_read = 0
 
-    # -- clients
-
-    def _client(self, role: str) -> aioredis.Redis:
-        timeout = float(getattr(settings, "BUSCONSOLE_REDIS_TIMEOUT", 5.0))
-        client = aioredis.Redis.from_url(
-            self.url,
-            decode_responses=False,
-            single_connection_client=True,  # one connection, commands serialised by redis-py's lock
-            socket_connect_timeout=min(timeout, 2.0),
-            # The reader's socket waits through a whole BLOCK; the control connection never blocks.
-            socket_timeout=block_ms() / 1000 + timeout if role == "reader" else timeout,
-            client_name=f"busconsole-tail-{role}",
-        )
-        for command in ("XREAD", "XRANGE", "XREVRANGE"):
-            client.set_response_callback(command, lambda response, **options: response)
-        return client
-
-    def _control_client(self) -> aioredis.Redis:
-        if self._control is None:
-            self._control = self._client("control")
-        return self._control
-
-    async def _command(self, *args: Any) -> Any:
-        """A command on the control connection, shielded: a cancelled caller must not cut a reply in half."""
-        with translated(self.conn):
-            return await asyncio.shield(self._control_client().execute_command(*args))
+    def live_entry(self, key: bytes, raw: RawEntry) -> LiveEntry:
+        """A raw ``[id, [name, value, ...]]`` reply item, decoded like the page and the API do."""
+        entry_id, flat = raw_entry_id(raw), raw[1] or []
+        entry = Entry(id=entry_id, fields=tuple((flat[i], flat[i + 1]) for i in range(0, len(flat) - 1, 2)))
+        frame = dumps({"type": "entry", **self.entry_json(self.conn, key, entry)})
+        return LiveEntry(id=entry_id, sid=_sid(entry_id), frame=frame)
 
     # -- joining and leaving
 
@@ -339,7 +308,7 @@ class StreamTail:
         finally:
             self._joining -= 1
             if not self.cursors and not self._joining and self._task is None:
-                self._close_clients()  # the lookup failed and nothing else is tailed here
+                self.source.close()  # the lookup failed and nothing else is tailed here
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._run(), name=f"tail-reader-{self.conn}")
         return sub
@@ -361,35 +330,20 @@ class StreamTail:
         """The newest entry ID of ``key`` (``0-0`` when missing or empty), one lookup per key at a time."""
         future = self._lookups.get(key)
         if future is None:
-            future = asyncio.ensure_future(self._fetch_newest(key))
+            future = asyncio.ensure_future(self.source.newest_id(key))
             self._lookups[key] = future
             future.add_done_callback(lambda _f, k=key: self._lookups.pop(k, None))
         return await asyncio.shield(future)
-
-    async def _fetch_newest(self, key: bytes) -> str:
-        raw = await self._command("XREVRANGE", key, "+", "-", "COUNT", 1)
-        return _text(raw[0][0]) if raw else "0-0"
 
     def _set_cursor(self, key: bytes, entry_id: str) -> None:
         self.cursors[key] = entry_id
         self._cursor_sids[key] = _sid(entry_id)
 
     async def replay(self, key: bytes, *, after: str, until: str, limit: int) -> tuple[list[LiveEntry], str | None]:
-        """The newest ``limit`` entries in (after, until], oldest first, and the newest one left out.
-
-        Read newest first in pages of READ_COUNT with exclusive ranges; each call is O(log N + page).
-        """
-        newest_first: list[LiveEntry] = []
-        end = until
-        while len(newest_first) <= limit:
-            want = min(READ_COUNT, limit + 1 - len(newest_first))
-            raw = await self._command("XREVRANGE", key, end, "(" + after, "COUNT", want)
-            newest_first.extend(live_entry(self.conn, key, item) for item in raw)
-            if len(raw) < want:
-                break
-            end = "(" + _text(raw[-1][0])
-        overflow = newest_first[limit].id if len(newest_first) > limit else None
-        return newest_first[:limit][::-1], overflow
+        """The newest ``limit`` entries in (after, until], oldest first, and the newest one left out."""
+        raw = await self.source.newest_first(key, after=after, until=until, limit=limit + 1)
+        overflow = raw_entry_id(raw[limit]) if len(raw) > limit else None
+        return [self.live_entry(key, item) for item in reversed(raw[:limit])], overflow
 
     # -- the reader
 
@@ -405,9 +359,9 @@ class StreamTail:
         """CLIENT UNBLOCK the reader while its XREAD misses a key (or is no longer wanted at all)."""
         try:
             for attempt in range(UNBLOCK_ATTEMPTS):
-                if not self._read_is_stale() or self._reader_id is None:
+                if not self._read_is_stale() or self.source.reader_id is None:
                     return
-                if await self._command("CLIENT", "UNBLOCK", self._reader_id):
+                if await self.source.unblock_reader():
                     self.interrupts += 1
                     return
                 await asyncio.sleep(0.002 * (attempt + 1))  # the XREAD has not reached the server yet
@@ -423,26 +377,20 @@ class StreamTail:
                 keys = list(self.cursors)
                 ids = [self.cursors[k] for k in keys]
                 try:
-                    if self._reader is None:
-                        self._reader = self._client("reader")
-                    if self._reader_id is None:
-                        self._reader_id = int(await self._reader.execute_command("CLIENT", "ID"))
+                    await self.source.connect_reader(block_ms=block_ms())
                     self._in_flight = frozenset(keys)
                     try:
                         # No more per key than a client's queue holds: a client that keeps up never skips.
                         count = max(1, min(READ_COUNT, queue_capacity()))
-                        reply = await self._reader.execute_command(
-                            "XREAD", "COUNT", count, "BLOCK", block_ms(), "STREAMS", *keys, *ids
-                        )
+                        reply = await self.source.read(keys, ids, count=count, block_ms=block_ms())
                     finally:
                         self._in_flight = None
-                except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
+                except Unreachable as exc:
                     failures += 1
-                    self._reader_id = None
                     self._reader_failed(exc, failures)
                     await asyncio.sleep(min(5.0, 0.1 * 2**failures))
                     continue
-                except redis.ResponseError as exc:
+                except OpsError as exc:  # Redis refused the XREAD as a whole
                     await self._evict_non_streams(keys, exc)
                     continue
                 except Exception:
@@ -461,9 +409,9 @@ class StreamTail:
             # No await between the loop's last check and this: a client joining after it starts a new task.
             self._task = None
             if not self.cursors and not self._joining:
-                self._close_clients()
+                self.source.close()
 
-    def _dispatch(self, reply: Sequence[Any], count: int) -> list[bytes]:
+    def _dispatch(self, reply: RawRead, count: int) -> list[bytes]:
         """Fan a reply out; return the keys the reader has been behind on for longer than allowed."""
         now = time.monotonic()
         full = {bytes(raw_key) for raw_key, raw_entries in reply if len(raw_entries) >= count}
@@ -482,9 +430,8 @@ class StreamTail:
                 continue
             batch = []
             for raw in raw_entries:
-                entry_id = _text(raw[0])
-                if _sid(entry_id) > cursor:
-                    batch.append(live_entry(self.conn, key, raw))
+                if _sid(raw_entry_id(raw)) > cursor:
+                    batch.append(self.live_entry(key, raw))
             if not batch:
                 continue
             self._set_cursor(key, batch[-1].id)
@@ -500,13 +447,12 @@ class StreamTail:
         backlog; a tail is worth more fresh with a visible gap than complete and minutes late.
         """
         try:
-            raw = await self._command("XREVRANGE", key, "+", "-", "COUNT", 1)
+            head = await self.source.newest_id(key)  # 0-0 when the stream went: never past a cursor
         except OpsError:
             return
         cursor = self._cursor_sids.get(key)
-        if not raw or cursor is None or _sid(_text(raw[0][0])) <= cursor:
+        if cursor is None or _sid(head) <= cursor:
             return
-        head = _text(raw[0][0])
         log.warning("tail %s: reader behind on %s for over %.1f s: skipping to %s",
                     self.conn, display_text(key), max_lag_s(), head)
         self._set_cursor(key, head)
@@ -515,27 +461,21 @@ class StreamTail:
         for sub in self.subscribers.get(key, ()):
             sub.jump(head)
 
-    def _reader_failed(self, exc: Exception, failures: int) -> None:
+    def _reader_failed(self, exc: Unreachable, failures: int) -> None:
+        """Say so once per outage; the reader starts over on a fresh connection (TailReader.read)."""
         if failures == 1:
             log.warning("tail reader %s: Redis unreachable (%s); retrying", self.conn, exc)
             self._broadcast({"type": "status", "state": "reconnecting",
                              "message": f"Redis server {self.conn!r} is unreachable; retrying."})
-        if self._reader is not None:  # start over on a fresh connection
-            reader, self._reader = self._reader, None
-            _spawn(_close_quietly(reader))
 
-    async def _evict_non_streams(self, keys: list[bytes], exc: redis.ResponseError) -> None:
+    async def _evict_non_streams(self, keys: list[bytes], exc: OpsError) -> None:
         """XREAD failed as a whole (a tailed key now holds another type): end those tails only."""
         try:
-            with translated(self.conn):
-                pipe = self._control_client().pipeline(transaction=False)
-                for key in keys:
-                    pipe.type(key)
-                types = await asyncio.shield(pipe.execute())
+            types = await self.source.types(keys)
         except OpsError:
             await asyncio.sleep(1.0)
             return
-        evicted = [key for key, kind in zip(keys, types, strict=True) if _text(kind) not in ("stream", "none")]
+        evicted = [key for key, kind in zip(keys, types, strict=True) if kind not in ("stream", "none")]
         if not evicted:
             log.error("tail reader %s: XREAD refused: %s", self.conn, exc)
             await asyncio.sleep(1.0)
@@ -550,14 +490,6 @@ class StreamTail:
         for subs in self.subscribers.values():
             for sub in subs:
                 sub.post(frame)
-
-    def _close_clients(self) -> None:
-        clients = [c for c in (self._reader, self._control) if c is not None]
-        self._reader = self._control = None
-        self._reader_id = None
-        with contextlib.suppress(RuntimeError):  # the loop is shutting down: its sockets go with it
-            for client in clients:
-                _spawn(_close_quietly(client))
 
     def stats(self) -> dict[str, Any]:
         subs = [s for group in self.subscribers.values() for s in group]
@@ -576,37 +508,21 @@ class StreamTail:
         }
 
 
-_background: set[asyncio.Task[None]] = set()
-
-
-def _spawn(coro: Coroutine[Any, Any, None]) -> None:
-    """Run ``coro`` in the background, holding a reference (the loop keeps only weak ones)."""
-    task = asyncio.get_running_loop().create_task(coro)
-    _background.add(task)
-    task.add_done_callback(_background.discard)
-
-
-async def _close_quietly(client: aioredis.Redis) -> None:
-    with contextlib.suppress(Exception):
-        await client.aclose()
-
-
 # ------------------------------------------------------------------------------------------- hub
 
 
 class Hub:
     """The tails of one event loop (one ASGI process), one :class:`StreamTail` per connection."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, entry_json: EntryJson) -> None:
+        self.entry_json = entry_json
         self.tails: dict[str, StreamTail] = {}
 
     def tail(self, conn: str) -> StreamTail:
-        url = settings.BUS_REDIS_URLS.get(conn)
-        if url is None:
-            raise NotFound(f"No connection named {conn!r} is configured.", conn=conn)
+        """The connection's tail; raises NotFound for a connection that is not configured (any more)."""
         tail = self.tails.get(conn)
-        if tail is None or tail.url != url:
-            tail = self.tails[conn] = StreamTail(conn, url)
+        if tail is None or not tail.source.configured():
+            tail = self.tails[conn] = StreamTail(TailReader(conn), entry_json=self.entry_json)
         return tail
 
     async def subscribe(self, conn: str, key: bytes, *, after: str | None = None) -> Subscription:
@@ -623,12 +539,16 @@ class Hub:
 _hubs: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Hub] = weakref.WeakKeyDictionary()
 
 
-def get_hub() -> Hub:
-    """The hub of the running event loop (uvicorn runs one loop per process)."""
+def get_hub(*, entry_json: EntryJson) -> Hub:
+    """The hub of the running event loop (uvicorn runs one loop per process).
+
+    ``entry_json`` shapes every entry frame of the loop's hub; the first call builds the hub with it,
+    so every caller hands in the same function (the screen's one JSON shape of an entry).
+    """
     loop = asyncio.get_running_loop()
     hub = _hubs.get(loop)
     if hub is None:
-        hub = _hubs[loop] = Hub()
+        hub = _hubs[loop] = Hub(entry_json=entry_json)
     return hub
 
 

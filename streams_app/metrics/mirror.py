@@ -15,7 +15,6 @@ changes nothing (and never gets its streams marked deleted).
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -38,8 +37,9 @@ from streams_app.metrics.models import (
 from streams_app.redis_ops import snapshot_reads
 from streams_app.redis_ops.conventions import detect_dlq, dlq_source_streams
 from streams_app.redis_ops.decoding import display_text
+from streams_app.redis_ops.glob import Glob, glob_compile
 from streams_app.redis_ops.ids import id_ms
-from streams_app.redis_ops.snapshot_reads import ConsumerFacts, GroupFacts, StreamFacts
+from streams_app.redis_ops.types import ConsumerInfo, GroupInfo, StreamInfo
 
 #: Ids per ``IN (...)`` (SQLite limits the parameters of one statement).
 IN_BATCH = 500
@@ -82,7 +82,7 @@ class SyncResult:
 # ------------------------------------------------------------------------------- values of a row
 
 
-def stream_figures(facts: StreamFacts) -> tuple[Any, ...]:
+def stream_figures(facts: StreamInfo) -> tuple[Any, ...]:
     """The figures of a stream, in :data:`STREAM_FIGURES` order."""
     lags = [g.lag for g in facts.groups if g.lag is not None]
     return (
@@ -109,13 +109,13 @@ def stream_names(key: bytes) -> tuple[Any, ...]:
     )
 
 
-def stream_values(facts: StreamFacts) -> tuple[Any, ...]:
+def stream_values(facts: StreamInfo) -> tuple[Any, ...]:
     """Everything the mirror holds of a stream, in :data:`STREAM_FIELDS` order."""
     text, *dlq = stream_names(facts.key)
     return (text, *stream_figures(facts), *dlq)
 
 
-def group_figures(facts: GroupFacts) -> tuple[Any, ...]:
+def group_figures(facts: GroupInfo) -> tuple[Any, ...]:
     """The figures of a group, in :data:`GROUP_FIGURES` order."""
     return (
         facts.consumers,
@@ -128,12 +128,12 @@ def group_figures(facts: GroupFacts) -> tuple[Any, ...]:
     )
 
 
-def group_values(facts: GroupFacts) -> tuple[Any, ...]:
+def group_values(facts: GroupInfo) -> tuple[Any, ...]:
     """Everything the mirror holds of a group, in :data:`GROUP_FIELDS` order."""
     return (display_text(facts.name)[:TEXT_MAX], *group_figures(facts))
 
 
-def consumer_values(facts: ConsumerFacts) -> tuple[Any, ...]:
+def consumer_values(facts: ConsumerInfo) -> tuple[Any, ...]:
     return (display_text(facts.name)[:TEXT_MAX], facts.pending, facts.idle_ms, facts.inactive_ms)
 
 
@@ -197,7 +197,7 @@ def _upsert(
     return result
 
 
-def _streams_upsert(conn: str, streams: Sequence[StreamFacts], *, now: datetime, full: bool) -> _Upsert:
+def _streams_upsert(conn: str, streams: Sequence[StreamInfo], *, now: datetime, full: bool) -> _Upsert:
     """``full``: the sync (every field, marks vanished rows); else a snapshot's refresh (figures only)."""
     fields = STREAM_FIELDS if full else STREAM_FIGURES
     current = {
@@ -216,8 +216,8 @@ def _streams_upsert(conn: str, streams: Sequence[StreamFacts], *, now: datetime,
 
 
 def _groups_upsert(
-    conn: str, streams: Sequence[StreamFacts], ids: dict[str, int], *, now: datetime, full: bool
-) -> tuple[_Upsert, dict[tuple[int, str], GroupFacts]]:
+    conn: str, streams: Sequence[StreamInfo], ids: dict[str, int], *, now: datetime, full: bool
+) -> tuple[_Upsert, dict[tuple[int, str], GroupInfo]]:
     fields = GROUP_FIELDS if full else GROUP_FIGURES
     current = {
         (row[0], row[1]): row[2:]
@@ -227,7 +227,7 @@ def _groups_upsert(
     }
     values_of = group_values if full else group_figures
     wanted: dict[tuple[int, str], tuple[Any, tuple[Any, ...]]] = {}
-    facts: dict[tuple[int, str], GroupFacts] = {}
+    facts: dict[tuple[int, str], GroupInfo] = {}
     for s in streams:
         stream_id = ids[name_hash(s.key)]
         for g in s.groups:
@@ -322,7 +322,7 @@ def mirror_sync(*, conn: str) -> SyncResult:
 
 
 def mirror_refresh(
-    *, conn: str, streams: Sequence[StreamFacts], now: datetime
+    *, conn: str, streams: Sequence[StreamInfo], now: datetime
 ) -> tuple[dict[str, int], dict[tuple[int, str], int]]:
     """Create or update the mirror rows of ``streams`` and their groups (call inside a transaction).
 
@@ -357,54 +357,64 @@ MIRROR_SORTS: dict[str, tuple[Any, ...]] = {
     "last": (models.F("last_entry_ms").desc(nulls_last=True), "key_text", "id"),
 }
 _GLOB_CHARS = frozenset("*?[")
-
-
-def glob_regex(pattern: str) -> str:
-    """A Redis glob (``*``, ``?``, ``[abc]``, ``[^a-z]``, ``\\x``) as an anchored regular expression."""
-    out = ["^"]
-    i, n = 0, len(pattern)
-    while i < n:
-        c = pattern[i]
-        if c == "\\" and i + 1 < n:
-            out.append(re.escape(pattern[i + 1]))
-            i += 2
-            continue
-        if c == "*":
-            out.append(".*")
-        elif c == "?":
-            out.append(".")
-        elif c == "[" and (close := pattern.find("]", i + 2)) != -1:
-            body = pattern[i + 1 : close]
-            negate = body.startswith("^")
-            body = body[1:] if negate else body
-            out.append("[" + ("^" if negate else "") + re.sub(r"([\\\[\]^])", r"\\\1", body) + "]")
-            i = close + 1
-            continue
-        else:
-            out.append(re.escape(c))
-        i += 1
-    out.append("$")
-    return "".join(out)
+#: Rows fetched per round trip while a glob is matched in Python.
+GLOB_CHUNK = 2000
+#: Characters of a glob's literal prefix used to narrow the rows in SQL (well within ``TEXT_MAX``).
+_PREFIX_MAX = 200
 
 
 def stream_mirror_page(*, conn: str, match: str, sort: str, offset: int, count: int) -> MirrorPage | None:
     """Streams of ``conn`` from the mirror, filtered, sorted and paged; None while the mirror is empty.
 
-    ``match`` is a Redis glob when it holds ``*``, ``?`` or ``[`` (matched against the key's display
-    text), else a case-insensitive substring; ``"*"`` or ``""`` matches everything. Vanished streams
-    (``deleted_at``) are left out.
+    ``match`` is a Redis glob when it holds ``*``, ``?`` or ``[`` (matched against the key's bytes, as
+    ``SCAN MATCH`` would), else a case-insensitive substring of the key's display text; ``"*"`` or ``""``
+    matches everything. Vanished streams (``deleted_at``) are left out.
     """
     if not StreamMirror.objects.filter(connection=conn).exists():
         return None
     rows = StreamMirror.objects.filter(connection=conn, deleted_at__isnull=True).defer("dlq_sources")
-    if match and match != "*":
-        if _GLOB_CHARS & set(match):
-            rows = rows.filter(key_text__regex=glob_regex(match))
-        else:
+    order = MIRROR_SORTS.get(sort, MIRROR_SORTS[""])
+    if match and match != "*" and _GLOB_CHARS & set(match):
+        page, total = _glob_page(rows, glob_compile(match), order=order, offset=offset, count=count)
+    else:
+        if match and match != "*":
             rows = rows.filter(key_text__icontains=match)
-    total = rows.count()
-    page = list(rows.order_by(*MIRROR_SORTS.get(sort, MIRROR_SORTS[""]))[offset : offset + count])
+        total = rows.count()
+        page = list(rows.order_by(*order)[offset : offset + count])
     return MirrorPage(rows=page, total=total, offset=offset, count=count, as_of=mirror_as_of(conn=conn))
+
+
+def _glob_page(
+    rows: models.QuerySet[StreamMirror], glob: Glob, *, order: Sequence[Any], offset: int, count: int
+) -> tuple[list[StreamMirror], int]:
+    """One page of the rows whose key matches ``glob``, and how many match.
+
+    The display text cannot stand in for the key's bytes (it is cut, and ``\\xNN`` stands for a byte
+    and for those four characters alike), and no SQL dialect speaks Redis's glob, so the keys are
+    matched here: the rows come in the page's order, narrowed by the glob's literal prefix, in chunks
+    of ids and keys; only the page's ids are kept, so memory stays at one page whatever the mirror holds.
+    """
+    prefix = _text_prefix(glob.literal_prefix)
+    if prefix:  # necessary, not sufficient: a key starting with these bytes shows them first
+        rows = rows.filter(key_text__startswith=prefix)
+    wanted: list[int] = []
+    total = 0
+    for pk, key in rows.order_by(*order).values_list("id", "key").iterator(chunk_size=GLOB_CHUNK):
+        if glob.matches(key):
+            if offset <= total < offset + count:
+                wanted.append(pk)
+            total += 1
+    found = rows.in_bulk(wanted)
+    return [found[pk] for pk in wanted], total
+
+
+def _text_prefix(raw: bytes) -> str:
+    """The longest UTF-8 text at the start of ``raw``: what every matching key's display text starts with."""
+    try:
+        text = raw.decode()
+    except UnicodeDecodeError as exc:
+        text = raw[: exc.start].decode()
+    return text[:_PREFIX_MAX]
 
 
 def mirror_as_of(*, conn: str) -> datetime | None:

@@ -1,4 +1,4 @@
-"""The metadata mirror and the metric snapshots (issue 6).
+"""The metadata mirror and the metric snapshots.
 
 Redis answers "what is there now"; these tables answer "since when" and "how fast":
 

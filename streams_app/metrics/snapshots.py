@@ -48,7 +48,7 @@ from streams_app.redis_ops import client as redis_client
 from streams_app.redis_ops import snapshot_reads
 from streams_app.redis_ops.conventions import detect_dlq
 from streams_app.redis_ops.errors import OpsError
-from streams_app.redis_ops.snapshot_reads import StreamFacts
+from streams_app.redis_ops.types import StreamInfo
 
 __all__ = [
     "SyncResult",
@@ -164,7 +164,7 @@ def _previous_counters(tick: datetime) -> _Previous:
 
 
 def _added(
-    facts: StreamFacts, prev: tuple[int | None, int] | None, *, previous_tick: datetime | None, tick: datetime
+    facts: StreamInfo, prev: tuple[int | None, int] | None, *, previous_tick: datetime | None, tick: datetime
 ) -> tuple[int | None, float | None]:
     """Entries added since the previous tick, and per second.
 

@@ -1,6 +1,6 @@
 """Create the three role groups (SPEC section 3): viewer, operator, admin.
 
-The names are written out here rather than imported from streams_app.accounts.auth: a migration must keep
+The names are written out here rather than imported from streams_app.accounts.roles: a migration must keep
 doing what it did on the day it was written, whatever the code later calls things. Re-running is
 harmless (get_or_create); reversing removes the groups, and with them the memberships.
 """

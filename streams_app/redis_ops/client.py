@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 import redis
+import redis.asyncio as aioredis
 from django.conf import settings
 
 from .errors import NotFound, translated
@@ -60,17 +61,20 @@ def connections() -> list[Connection]:
 
 
 def connection(name: str) -> Connection:
+    return _describe(name, connection_url(name))
+
+
+def connection_url(name: str) -> str:
+    """The configured URL of ``name``, password included: for this package's clients only."""
     url = settings.BUS_REDIS_URLS.get(name)
     if url is None:
         raise NotFound(f"No connection named {name!r} is configured.", conn=name)
-    return _describe(name, url)
+    return url
 
 
 def get_client(name: str) -> redis.Redis:
     """The shared client of connection ``name`` (bytes in, bytes out, bounded timeouts)."""
-    url = settings.BUS_REDIS_URLS.get(name)
-    if url is None:
-        raise NotFound(f"No connection named {name!r} is configured.", conn=name)
+    url = connection_url(name)
     key = (name, url)
     client = _clients.get(key)
     if client is None:
@@ -92,6 +96,27 @@ def get_client(name: str) -> redis.Redis:
                 for command in _RAW_REPLIES:
                     client.set_response_callback(command, _identity)
                 _clients[key] = client
+    return client
+
+
+def async_client(url: str, *, client_name: str, wait_s: float = 0.0) -> aioredis.Redis:
+    """A one-connection asyncio client with the shared client's settings, for the live tail.
+
+    One connection, not a pool: a blocked ``XREAD`` must be the only thing on its socket (it is
+    interrupted by its ``CLIENT ID``), and redis-py's lock serialises the commands of the other.
+    ``wait_s`` is added to the read timeout of a connection that blocks on purpose (``XREAD BLOCK``).
+    """
+    timeout = float(settings.BUSCONSOLE_REDIS_TIMEOUT)
+    client = aioredis.Redis.from_url(
+        url,
+        decode_responses=False,
+        single_connection_client=True,
+        socket_connect_timeout=min(timeout, 2.0),
+        socket_timeout=timeout + wait_s,
+        client_name=client_name,
+    )
+    for command in _RAW_REPLIES:
+        client.set_response_callback(command, _identity)
     return client
 
 

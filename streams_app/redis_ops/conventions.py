@@ -60,7 +60,7 @@ import json
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
@@ -69,6 +69,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from .decoding import as_bytes, display_text
 from .errors import InvalidArgument
+from .glob import glob_match
 from .ids import id_ms
 
 EVENTBUS = "eventbus"
@@ -152,10 +153,9 @@ class DlqPattern:
     group_field: bytes | None = None
     traceback_field: bytes | None = None
     drop_fields: frozenset[bytes] = frozenset()
-    regex: re.Pattern[bytes] = field(default=re.compile(b"(?!)"), repr=False, compare=False)
 
     def matches(self, key: bytes) -> bool:
-        return self.regex.fullmatch(key) is not None
+        return glob_match(self.match, key)
 
     def source_hint(self, key: bytes) -> bytes | None:
         """The source stream the key names (None for ``field:`` targets: each entry names its own)."""
@@ -241,7 +241,6 @@ def _parse_pattern(item: Any, where: str) -> DlqPattern:
         target_arg=arg.encode(),
         failed_at_unit=unit,
         drop_fields=frozenset(dropped.encode() for dropped in drop),
-        regex=compile_glob(match),
         **mapped,
     )
 
@@ -271,82 +270,6 @@ def check_dlq_patterns(app_configs: object = None, **kwargs: object) -> list[che
     except ImproperlyConfigured as exc:
         return [checks.Error(str(exc), id="streams_app.E101")]
     return []
-
-
-# --- Redis glob ----------------------------------------------------------------------------------------------
-
-
-def compile_glob(pattern: bytes) -> re.Pattern[bytes]:
-    """A regex matching what Redis's ``stringmatchlen`` matches (case-sensitive).
-
-    ``*`` any bytes, ``?`` one byte, ``[abc]`` / ``[^abc]`` / ``[a-z]`` (a reversed range is swapped), and
-    ``\\`` escapes the next byte, inside brackets too. As in Redis, ``]`` right after ``[`` closes an empty
-    class and an unclosed ``[`` takes the rest of the pattern as its members. Bytes are compared unsigned
-    (Redis compares ``char``s, signed on x86, in ranges: only ranges ending past 0x7f differ).
-    """
-    out: list[bytes] = []
-    i, n = 0, len(pattern)
-    while i < n:
-        c = pattern[i]
-        if c == 0x2A:  # *
-            while i + 1 < n and pattern[i + 1] == 0x2A:
-                i += 1
-            out.append(b".*")
-        elif c == 0x3F:  # ?
-            out.append(b".")
-        elif c == 0x5B:  # [
-            i, members, negate = _glob_class(pattern, i + 1)
-            out.append(_class_regex(members, negate))
-        elif c == 0x5C and i + 1 < n:  # backslash escapes the next byte
-            i += 1
-            out.append(re.escape(pattern[i : i + 1]))
-        else:
-            out.append(re.escape(pattern[i : i + 1]))
-        i += 1
-    return re.compile(b"".join(out), re.DOTALL)
-
-
-def _glob_class(pattern: bytes, j: int) -> tuple[int, set[int], bool]:
-    """Parse a bracket class from just after ``[``; return the index of its last byte, members, negation."""
-    n = len(pattern)
-    negate = j < n and pattern[j] == 0x5E  # ^
-    if negate:
-        j += 1
-    members: set[int] = set()
-    while True:
-        if j < n and pattern[j] == 0x5C and n - j >= 2:
-            j += 1
-            members.add(pattern[j])
-        elif j < n and pattern[j] == 0x5D:  # ]
-            break
-        elif j >= n:
-            j = n - 1
-            break
-        elif n - j >= 3 and pattern[j + 1] == 0x2D:  # a-z
-            start, end = sorted((pattern[j], pattern[j + 2]))
-            members.update(range(start, end + 1))
-            j += 2
-        else:
-            members.add(pattern[j])
-        j += 1
-    return j, members, negate
-
-
-def _class_regex(members: set[int], negate: bool) -> bytes:
-    if not members:
-        return b"." if negate else b"(?!)"
-    body = b"".join(b"\\x%02x" % member for member in sorted(members))
-    return b"[" + (b"^" if negate else b"") + body + b"]"
-
-
-def glob_match(pattern: bytes, key: bytes) -> bool:
-    """Whether ``key`` matches the Redis glob ``pattern``."""
-    return _compiled_glob(pattern).fullmatch(key) is not None
-
-
-@functools.lru_cache(maxsize=256)
-def _compiled_glob(pattern: bytes) -> re.Pattern[bytes]:
-    return compile_glob(pattern)
 
 
 # --- detection -----------------------------------------------------------------------------------------------

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 from .client import get_client
 from .errors import translated
+from .ids import id_ms
 
 METRICS_STREAM = b"eventbus:metrics"  # eventbus.keys.METRICS_STREAM
 BATCH = 5_000
@@ -176,7 +177,7 @@ def _read_window(conn: str, since_ms: int, *, max_entries: int) -> tuple[list[di
                 flat = raw or []
                 out.append({flat[i]: flat[i + 1] for i in range(0, len(flat) - 1, 2)})
             last_id = batch[-1][0]
-            oldest_ms = int(last_id.split(b"-", 1)[0])
+            oldest_ms = id_ms(last_id.decode())
             if len(batch) < BATCH and len(out) < max_entries:
                 return out, oldest_ms, False
             upper = b"(" + last_id

@@ -8,6 +8,7 @@ these into a position Redis understands, or raises :class:`InvalidArgument`.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -48,7 +49,19 @@ def id_ms(entry_id: str | None) -> int | None:
     if not entry_id:
         return None
     head = str(entry_id).split("-", 1)[0]
-    return int(head) if head.isdigit() else None
+    # isdecimal, not isdigit: "²" is a digit that int() refuses.
+    return int(head) if head.isdecimal() else None
+
+
+def reply_id(entry: Sequence | None) -> str | None:
+    """The ID of an entry as Redis replies with it (``[id, fields]``, e.g. XINFO STREAM's first-entry).
+
+    None for nil: XINFO STREAM of an empty stream has no first or last entry.
+    """
+    if not entry:
+        return None
+    head = entry[0]
+    return head.decode() if isinstance(head, bytes) else str(head)
 
 
 def id_time(ms: int) -> datetime:

@@ -9,69 +9,33 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Any
 
-import redis
 from django.conf import settings
 
 from .client import get_client
+from .commands import SCAN_COUNT, lookup, scan_streams, stream_read
 from .errors import InvalidArgument, NotFound, translated
-from .ids import StreamId, id_time, parse_id, parse_position
+from .ids import parse_id, parse_position
+from .parsers import (
+    parse_consumer,
+    parse_entry,
+    parse_group,
+    parse_pending_entry,
+    parse_pending_summary,
+    parse_stream,
+)
+from .types import (
+    ConsumerInfo,
+    Entry,
+    GroupInfo,
+    PendingEntry,
+    PendingSummary,
+    StreamInfo,
+    StreamSummary,
+)
 
 MAX_PAGE = 1000
 DEFAULT_PAGE = 50
-Fields = tuple[tuple[bytes, bytes], ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Entry:
-    id: str
-    fields: Fields
-
-    @property
-    def time(self) -> datetime:
-        return id_time(int(self.id.split("-", 1)[0]))
-
-
-@dataclass(frozen=True, slots=True)
-class GroupInfo:
-    name: bytes
-    consumers: int
-    pending: int
-    last_delivered_id: str
-    entries_read: int | None  # None: Redis < 7 or unknown
-    lag: int | None  # None: Redis cannot tell (see SPEC section 9)
-
-
-@dataclass(frozen=True, slots=True)
-class StreamSummary:
-    """The facts shown in one row of the streams list."""
-
-    key: bytes
-    length: int
-    first_id: str | None
-    last_id: str | None
-    last_generated_id: str | None
-    groups: int
-    pending: int
-
-
-@dataclass(frozen=True, slots=True)
-class StreamInfo:
-    key: bytes
-    length: int
-    first_id: str | None
-    last_id: str | None
-    last_generated_id: str | None
-    entries_added: int | None  # Redis 7+
-    max_deleted_entry_id: str | None  # Redis 7+
-    radix_tree_keys: int | None
-    groups: tuple[GroupInfo, ...]
-
-    @property
-    def pending(self) -> int:
-        return sum(g.pending for g in self.groups)
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,79 +54,13 @@ class EntryPage:
 
 
 @dataclass(frozen=True, slots=True)
-class ConsumerInfo:
-    name: bytes
-    pending: int
-    idle_ms: int
-    inactive_ms: int | None  # Redis 7.2+ only
-
-
-@dataclass(frozen=True, slots=True)
-class PendingSummary:
-    count: int
-    min_id: str | None
-    max_id: str | None
-    consumers: tuple[tuple[bytes, int], ...]
-
-
-@dataclass(frozen=True, slots=True)
-class PendingEntry:
-    id: str
-    consumer: bytes
-    idle_ms: int
-    deliveries: int
-    exists: bool  # False: the message was deleted from the stream but is still pending
-
-
-@dataclass(frozen=True, slots=True)
 class PendingPage:
     summary: PendingSummary
     entries: tuple[PendingEntry, ...]
     next: str | None
 
 
-# ---------------------------------------------------------------- parsing helpers
-
-
-def _s(value: bytes | str | None) -> str | None:
-    if value is None:
-        return None
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def _pairs(flat: Sequence) -> dict[str, object]:
-    """Redis's flat ``[name, value, name, value, ...]`` replies as a dict keyed by text."""
-    return {_s(flat[i]): flat[i + 1] for i in range(0, len(flat) - 1, 2)}
-
-
-def _int(value: object) -> int | None:
-    if value is None:
-        return None
-    return int(value)
-
-
-def _entry(raw: Sequence) -> Entry:
-    entry_id, flat = raw[0], raw[1] or []
-    fields = tuple((flat[i], flat[i + 1]) for i in range(0, len(flat) - 1, 2))
-    return Entry(id=_s(entry_id), fields=fields)
-
-
-def _entry_id(raw: object) -> str | None:
-    if not raw:
-        return None
-    return _s(raw[0])
-
-
-def _group(raw: Sequence) -> GroupInfo:
-    info = _pairs(raw)
-    return GroupInfo(
-        name=info["name"],
-        consumers=int(info["consumers"]),
-        pending=int(info["pending"]),
-        last_delivered_id=_s(info["last-delivered-id"]),
-        entries_read=_int(info.get("entries-read")),
-        lag=_int(info.get("lag")),
-    )
+# ---------------------------------------------------------------- validation
 
 
 def _check_count(count: int) -> int:
@@ -198,27 +96,14 @@ def streams_scan(
     budget = budget or settings.BUSCONSOLE_SCAN_BUDGET
     if cursor < 0:
         raise InvalidArgument("cursor must not be negative.")
-    client = get_client(conn)
     keys: list[bytes] = []
-    seen: set[bytes] = set()
     scanned = 0
-    step = count
-    with translated(conn):
-        while True:
-            cursor, batch = client.execute_command(
-                "SCAN", cursor, "MATCH", match, "COUNT", step, "TYPE", "stream"
-            )
-            cursor = int(cursor)
-            scanned += step
-            for key in batch:
-                if key not in seen:  # SCAN may return a key twice across calls
-                    seen.add(key)
-                    keys.append(key)
-            if cursor == 0 or len(keys) >= count or scanned >= budget:
-                break
-            if not batch:
-                step = min(step * 4, 1000)
-        summaries = stream_summaries(conn, keys)
+    for step in scan_streams(conn, match=match, cursor=cursor, count=count, grow_to=SCAN_COUNT, budget=budget):
+        keys += step.keys
+        cursor, scanned = step.cursor, step.scanned
+        if len(keys) >= count:
+            break
+    summaries = stream_summaries(conn, keys)
     return StreamPage(streams=tuple(summaries), next_cursor=cursor, scanned=scanned)
 
 
@@ -227,7 +112,14 @@ def stream_summaries(conn: str, keys: Iterable[bytes]) -> list[StreamSummary]:
 
     Keys that vanished (or changed type) since they were listed are left out.
     """
-    keys = list(keys)
+    return [StreamSummary.of(info) for info in stream_infos(conn, list(keys))]
+
+
+def stream_infos(conn: str, keys: Sequence[bytes]) -> list[StreamInfo]:
+    """XINFO STREAM and XINFO GROUPS of each stream in ``keys``, in one pipeline (one round trip).
+
+    Keys that vanished (or changed type) since they were listed are left out.
+    """
     if not keys:
         return []
     client = get_client(conn)
@@ -237,24 +129,12 @@ def stream_summaries(conn: str, keys: Iterable[bytes]) -> list[StreamSummary]:
             pipe.execute_command("XINFO", "STREAM", key)
             pipe.execute_command("XINFO", "GROUPS", key)
         replies = pipe.execute(raise_on_error=False)
-    out: list[StreamSummary] = []
+    out: list[StreamInfo] = []
     for i, key in enumerate(keys):
         info, groups = replies[2 * i], replies[2 * i + 1]
         if isinstance(info, Exception) or isinstance(groups, Exception):
             continue
-        facts = _pairs(info)
-        parsed_groups = [_group(g) for g in groups]
-        out.append(
-            StreamSummary(
-                key=key,
-                length=int(facts["length"]),
-                first_id=_entry_id(facts.get("first-entry")),
-                last_id=_entry_id(facts.get("last-entry")),
-                last_generated_id=_s(facts.get("last-generated-id")),
-                groups=len(parsed_groups),
-                pending=sum(g.pending for g in parsed_groups),
-            )
-        )
+        out.append(parse_stream(key, info, groups))
     return out
 
 
@@ -280,17 +160,11 @@ def streams_by_length(
     """The longest streams among at most ``budget`` scanned keys: (page, streams seen, scan complete)."""
     count = _check_count(count)
     budget = budget or settings.BUSCONSOLE_SCAN_BUDGET
-    client = get_client(conn)
-    keys: set[bytes] = set()
-    cursor, scanned = 0, 0
-    with translated(conn):
-        while True:
-            cursor, batch = client.execute_command("SCAN", cursor, "MATCH", match, "COUNT", 1000, "TYPE", "stream")
-            cursor = int(cursor)
-            scanned += 1000
-            keys.update(batch)
-            if cursor == 0 or scanned >= budget:
-                break
+    keys: list[bytes] = []
+    cursor = 0
+    for step in scan_streams(conn, match=match, count=SCAN_COUNT, budget=budget):
+        keys += step.keys
+        cursor = step.cursor
     lengths = stream_lengths(conn, sorted(keys))
     ranked = sorted(lengths, key=lambda k: (-lengths[k], k))
     page = stream_summaries(conn, ranked[offset : offset + count])
@@ -306,18 +180,7 @@ def stream_info(conn: str, key: bytes) -> StreamInfo:
         pipe.execute_command("XINFO", "STREAM", key)
         pipe.execute_command("XINFO", "GROUPS", key)
         info, groups = pipe.execute()
-    facts = _pairs(info)
-    return StreamInfo(
-        key=key,
-        length=int(facts["length"]),
-        first_id=_entry_id(facts.get("first-entry")),
-        last_id=_entry_id(facts.get("last-entry")),
-        last_generated_id=_s(facts.get("last-generated-id")),
-        entries_added=_int(facts.get("entries-added")),
-        max_deleted_entry_id=_s(facts.get("max-deleted-entry-id")),
-        radix_tree_keys=_int(facts.get("radix-tree-keys")),
-        groups=tuple(_group(g) for g in groups),
-    )
+    return parse_stream(key, info, groups)
 
 
 # ---------------------------------------------------------------- entries
@@ -361,11 +224,11 @@ def entries_page(
         forward, start = order == "asc", "-" if order == "asc" else "+"
 
     if forward:
-        raw = _stream_read(conn, client, key, "XRANGE", key, start, "+", "COUNT", count + 1)
+        raw = stream_read(conn, client, key, "XRANGE", key, start, "+", "COUNT", count + 1)
     else:
-        raw = _stream_read(conn, client, key, "XREVRANGE", key, start, "-", "COUNT", count + 1)
+        raw = stream_read(conn, client, key, "XREVRANGE", key, start, "-", "COUNT", count + 1)
 
-    entries = [_entry(e) for e in raw[:count]]
+    entries = [parse_entry(e) for e in raw[:count]]
     more_in_read_direction = len(raw) > count
     if not entries:
         return EntryPage(entries=(), order=order, next=None, prev=None)
@@ -389,10 +252,10 @@ def entry_get(conn: str, key: bytes, entry_id: str) -> Entry:
     sid = parse_id(entry_id, allow_bare=False, what="entry ID")
     client = get_client(conn)
     with translated(conn):
-        raw = client.execute_command("XRANGE", key, str(sid), str(sid), "COUNT", 1)
+        raw = client.execute_command(*lookup(key, str(sid)))
     if not raw:
         raise NotFound(f"No entry {sid} in this stream.", conn=conn)
-    return _entry(raw[0])
+    return parse_entry(raw[0])
 
 
 # ---------------------------------------------------------------- groups, consumers, pending
@@ -402,7 +265,7 @@ def groups(conn: str, key: bytes) -> tuple[GroupInfo, ...]:
     _validate_key(key)
     with translated(conn):
         raw = get_client(conn).execute_command("XINFO", "GROUPS", key)
-    return tuple(_group(g) for g in raw)
+    return tuple(parse_group(g) for g in raw)
 
 
 def group_info(conn: str, key: bytes, group: bytes) -> GroupInfo:
@@ -416,18 +279,7 @@ def consumers(conn: str, key: bytes, group: bytes) -> tuple[ConsumerInfo, ...]:
     _validate_key(key)
     with translated(conn):
         raw = get_client(conn).execute_command("XINFO", "CONSUMERS", key, group)
-    out = []
-    for item in raw:
-        info = _pairs(item)
-        out.append(
-            ConsumerInfo(
-                name=info["name"],
-                pending=int(info["pending"]),
-                idle_ms=int(info["idle"]),
-                inactive_ms=_int(info.get("inactive")) if info.get("inactive", -1) != -1 else None,
-            )
-        )
-    return tuple(out)
+    return tuple(parse_consumer(item) for item in raw)
 
 
 def pending_page(
@@ -466,47 +318,12 @@ def pending_page(
         rows = rows[:count]
         pipe = client.pipeline(transaction=False)
         for row in rows:
-            pipe.execute_command("XRANGE", key, row[0], row[0], "COUNT", 1)
+            pipe.execute_command(*lookup(key, row[0]))
         found = pipe.execute() if rows else []
-    total, min_id, max_id, per_consumer = summary_raw
-    summary = PendingSummary(
-        count=int(total),
-        min_id=_s(min_id),
-        max_id=_s(max_id),
-        consumers=tuple((name, int(n)) for name, n in (per_consumer or [])),
+    entries = tuple(parse_pending_entry(row, exists=bool(hit)) for row, hit in zip(rows, found, strict=True))
+    return PendingPage(
+        summary=parse_pending_summary(summary_raw), entries=entries, next=entries[-1].id if more else None
     )
-    entries = tuple(
-        PendingEntry(id=_s(row[0]), consumer=row[1], idle_ms=int(row[2]), deliveries=int(row[3]), exists=bool(hit))
-        for row, hit in zip(rows, found, strict=True)
-    )
-    return PendingPage(summary=summary, entries=entries, next=entries[-1].id if more else None)
-
-
-def _require_stream(conn: str, key_type: object) -> None:
-    if isinstance(key_type, Exception):
-        with translated(conn):
-            raise key_type
-    if key_type in (b"none", "none"):
-        raise NotFound("No such stream.", conn=conn)
-    if key_type not in (b"stream", "stream"):
-        raise NotFound("That key holds another type, not a stream.", conn=conn)
-
-
-def _stream_read(conn: str, client: redis.Redis, key: bytes, *command: object) -> Any:
-    """The reply to one read ``command`` on ``key``, sent in one round trip with the key's TYPE.
-
-    A range read of a missing key answers like an empty stream: the TYPE beside it is what tells
-    "no such stream" (or "another type") from "no entries here", without a round trip of its own.
-    """
-    with translated(conn):
-        pipe = client.pipeline(transaction=False)
-        pipe.type(key)
-        pipe.execute_command(*command)
-        key_type, reply = pipe.execute(raise_on_error=False)
-        _require_stream(conn, key_type)
-        if isinstance(reply, Exception):
-            raise reply
-    return reply
 
 
 def server_overview(conn: str) -> dict[str, object]:
@@ -524,21 +341,6 @@ def server_overview(conn: str) -> dict[str, object]:
         "uptime_in_seconds": info.get("uptime_in_seconds"),
         "dbsize": int(dbsize),
     }
-
-
-__all__ = [
-    "ConsumerInfo",
-    "Entry",
-    "EntryPage",
-    "GroupInfo",
-    "PendingEntry",
-    "PendingPage",
-    "PendingSummary",
-    "StreamId",
-    "StreamInfo",
-    "StreamPage",
-    "StreamSummary",
-]
 
 
 def is_stream(conn: str, key: bytes) -> bool:

@@ -16,12 +16,14 @@ The package is split by concern, and callers use it through this module only (``
 import services``; ``services.<entity>_<verb>(...)``): :mod:`.audit` holds the role table, read-only
 check and audit row that every other module runs its calls through; :mod:`.groups` the pending-entry
 and rewind actions; :mod:`.dlq` the dead-letter queues; :mod:`.replay` stream replays; :mod:`.job_control`
-cancelling and resuming background jobs; :mod:`.admin` the admin deletions and trims; :mod:`.tokens`
-personal API tokens. To patch a name in a test, patch it in the submodule that uses it.
+cancelling and resuming background jobs; :mod:`.pipeline` starting a data pipeline run; :mod:`.admin`
+the admin deletions and trims; :mod:`.tokens` personal API tokens; :mod:`.alert_rules` the alert
+rules. To patch a name in a test, patch it in the submodule that uses it.
 """
 
 from __future__ import annotations
 
+from streams_app.audit.records import AUDIT_MAX_IDS, ActionRecord
 from streams_app.services.admin import (
     consumer_delete,
     consumer_delete_preview,
@@ -31,16 +33,21 @@ from streams_app.services.admin import (
     stream_trim,
     stream_trim_preview,
 )
+from streams_app.services.alert_rules import (
+    alert_rule_authorize,
+    alert_rule_create,
+    alert_rule_delete,
+    alert_rule_form_require,
+    alert_rule_update,
+    alert_rules_editable,
+)
 from streams_app.services.audit import (
     ACTION_ROLES,
-    AUDIT_MAX_IDS,
     READ_ONLY_ALLOWED,
-    ActionRecord,
     action_audit,
     action_authorize,
     action_input,
     action_run,
-    audit_write_system,
 )
 from streams_app.services.dlq import (
     DLQ_SAMPLE,
@@ -63,6 +70,7 @@ from streams_app.services.groups import (
     pending_claim,
 )
 from streams_app.services.job_control import job_cancel, job_resume
+from streams_app.services.pipeline import pipeline_start
 from streams_app.services.replay import ReplayPreview, stream_replay, stream_replay_count
 from streams_app.services.tokens import token_issue, token_revoke
 
@@ -76,7 +84,6 @@ __all__ = [
     "action_authorize",
     "action_input",
     "action_run",
-    "audit_write_system",
     # groups: pending entries and rewind
     "group_rewind",
     "group_rewind_preview",
@@ -102,6 +109,8 @@ __all__ = [
     # jobs
     "job_cancel",
     "job_resume",
+    # pipeline
+    "pipeline_start",
     # admin
     "consumer_delete",
     "consumer_delete_preview",
@@ -113,4 +122,11 @@ __all__ = [
     # tokens
     "token_issue",
     "token_revoke",
+    # alert rules
+    "alert_rule_authorize",
+    "alert_rule_create",
+    "alert_rule_delete",
+    "alert_rule_form_require",
+    "alert_rule_update",
+    "alert_rules_editable",
 ]

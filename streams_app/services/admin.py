@@ -11,7 +11,7 @@ from streams_app.redis_ops.errors import InvalidArgument
 from streams_app.services.audit import action_audit, action_run
 
 if TYPE_CHECKING:
-    from streams_app.accounts.auth import UserLike
+    from streams_app.accounts.roles import UserLike
 
 
 def consumer_delete_preview(

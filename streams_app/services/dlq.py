@@ -13,10 +13,11 @@ from streams_app.jobs.models import Job
 from streams_app.redis_ops import actions, conventions, reads
 from streams_app.redis_ops.decoding import display_text
 from streams_app.redis_ops.errors import InvalidArgument
+from streams_app.redis_ops.types import StreamSummary
 from streams_app.services.audit import action_audit
 
 if TYPE_CHECKING:
-    from streams_app.accounts.auth import UserLike
+    from streams_app.accounts.roles import UserLike
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +54,7 @@ def dlq_list(*, conn: str, budget: int | None = None) -> DlqListing:
     budget = budget or settings.BUSCONSOLE_SCAN_BUDGET
     globs = [b"*" + conventions.DLQ_SUFFIX, conventions.OMNI_DLQ_PREFIX + b"*"]
     globs += [pattern.match for pattern in conventions.dlq_patterns() if pattern.match not in globs]
-    found: dict[bytes, reads.StreamSummary] = {}
+    found: dict[bytes, StreamSummary] = {}
     complete = True
     for glob in globs:
         cursor, scanned = 0, 0

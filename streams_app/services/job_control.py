@@ -9,7 +9,7 @@ from streams_app.jobs.models import Job
 from streams_app.services.audit import action_audit
 
 if TYPE_CHECKING:
-    from streams_app.accounts.auth import UserLike
+    from streams_app.accounts.roles import UserLike
 
 
 def job_cancel(*, user: UserLike | None, job: Job) -> Job:

@@ -13,7 +13,7 @@ from streams_app.redis_ops.decoding import display_text
 from streams_app.services.audit import action_audit
 
 if TYPE_CHECKING:
-    from streams_app.accounts.auth import UserLike
+    from streams_app.accounts.roles import UserLike
 
 
 @dataclass(frozen=True, slots=True)

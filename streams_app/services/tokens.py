@@ -6,21 +6,21 @@ from typing import TYPE_CHECKING, cast
 
 from django.http import Http404
 
-from streams_app.accounts import auth
 from streams_app.accounts.models import ApiToken
+from streams_app.accounts.tokens import token_create
 from streams_app.services.audit import action_audit
 
 if TYPE_CHECKING:
     from django.contrib.auth.base_user import AbstractBaseUser
 
-    from streams_app.accounts.auth import UserLike
+    from streams_app.accounts.roles import UserLike
 
 
 def token_issue(*, user: UserLike | None, name: str) -> tuple[ApiToken, str]:
     """A new personal API token for ``user``: the row and the raw token, shown to them once."""
     with action_audit(user=user, conn="", action="token.create", params={"name": name}) as record:
         owner = cast("AbstractBaseUser", user)  # action_audit refused anonymous users
-        token, raw = auth.token_create(user=owner, name=name)
+        token, raw = token_create(user=owner, name=name)
         record.params.update(token_id=token.pk, prefix=token.prefix)
         record.affected = 1
     return token, raw

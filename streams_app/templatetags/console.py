@@ -7,7 +7,7 @@ from datetime import datetime
 from django import template
 
 from streams_app.redis_ops.decoding import display_text
-from streams_app.redis_ops.ids import id_time
+from streams_app.redis_ops.ids import id_ms, id_time
 from streams_app.views import links
 
 register = template.Library()
@@ -16,12 +16,8 @@ register = template.Library()
 @register.filter
 def idtime(entry_id: str | None) -> datetime | None:
     """The time an entry ID was generated (its millisecond part)."""
-    if not entry_id:
-        return None
-    try:
-        return id_time(int(str(entry_id).split("-", 1)[0]))
-    except ValueError:
-        return None
+    ms = id_ms(entry_id)
+    return None if ms is None else id_time(ms)
 
 
 @register.filter
@@ -86,7 +82,6 @@ def query(context, **changes) -> str:
     return f"?{encoded}" if encoded else "?"
 
 
-# operations (issue 4)
 @register.simple_tag
 def dlq_url(conn: str, key: bytes) -> str:
     """The dead-letter page of the DLQ ``key``."""

@@ -3,7 +3,9 @@
 ``{% load metrics %}`` then ``{% stream_charts %}``, ``{% group_charts %}``, ``{% dlq_charts %}`` or
 ``{% overview_charts %}``: each renders its panel server-side from the page's own context (``conn``,
 ``key``, ``group``), so the stream, group and DLQ views need no change and the charts are there
-without JavaScript; htmx then refreshes the panel from its endpoint (``streams_app.views.charts``).
+without JavaScript; htmx then refreshes the panel from its endpoint (``streams_app.views.charts``, whose
+page uses these same tags). Each tag puts the charts (:mod:`streams_app.metrics.panels`) beside the
+open alerts of what the page shows, and gives the panel the URL of its endpoint.
 ``{% handler_metrics %}`` leaves a placeholder that htmx fills on load, because reading the bus's
 metrics stream costs a bounded but real Redis read that should not delay the page.
 """
@@ -14,11 +16,15 @@ from typing import Any
 
 from django import template
 
+from streams_app.alerts.evaluation import alerts_for_page, alerts_open
+from streams_app.metrics import panels
 from streams_app.metrics.charts import format_value, window_of
-from streams_app.views import charts as chart_views
 from streams_app.views import links
 
 register = template.Library()
+
+#: How many open alerts the overview lists.
+OVERVIEW_ALERTS = 10
 
 
 def _window(context: template.Context) -> Any:
@@ -33,26 +39,41 @@ def _group_name(group: Any) -> bytes:
 
 @register.inclusion_tag("streams_app/_chart_panel.html", takes_context=True)
 def stream_charts(context: template.Context) -> dict[str, Any]:
-    return {"panel": chart_views.stream_panel(conn=context["conn"], key=context["key"], window=_window(context))}
+    conn, key = context["conn"], context["key"]
+    url = f"{links.stream_url(conn, key)}charts/"
+    return {
+        "panel": panels.stream_panel(conn=conn, key=key, window=_window(context), url=url),
+        "alerts": alerts_for_page(conn=conn, key=key),
+    }
 
 
 @register.inclusion_tag("streams_app/_chart_panel.html", takes_context=True)
 def group_charts(context: template.Context) -> dict[str, Any]:
-    panel = chart_views.group_panel(
-        conn=context["conn"], key=context["key"], group=_group_name(context["group"]), window=_window(context)
-    )
-    return {"panel": panel}
+    conn, key, group = context["conn"], context["key"], _group_name(context["group"])
+    url = f"{links.group_url(conn, key, group)}charts/"
+    return {
+        "panel": panels.group_panel(conn=conn, key=key, group=group, window=_window(context), url=url),
+        "alerts": alerts_for_page(conn=conn, key=key, group=group),
+    }
 
 
 @register.inclusion_tag("streams_app/_chart_panel.html", takes_context=True)
 def dlq_charts(context: template.Context) -> dict[str, Any]:
-    return {"panel": chart_views.dlq_panel(conn=context["conn"], key=context["key"], window=_window(context))}
+    conn, key = context["conn"], context["key"]
+    url = f"{links.dlq_url(conn, key)}charts/"
+    return {
+        "panel": panels.dlq_panel(conn=conn, key=key, window=_window(context), url=url),
+        "alerts": alerts_for_page(conn=conn, key=key),
+    }
 
 
 @register.inclusion_tag("streams_app/_overview_panel.html", takes_context=True)
 def overview_charts(context: template.Context) -> dict[str, Any]:
+    open_alerts, open_count = alerts_open(limit=OVERVIEW_ALERTS)
     return {
-        "panel": chart_views.overview_panel(window=_window(context)),
+        "panel": panels.overview_panel(window=_window(context), url="/charts/overview/"),
+        "open_alerts": open_alerts,
+        "open_count": open_count,
         "console_connections": context.get("console_connections", []),
     }
 

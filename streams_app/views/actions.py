@@ -9,7 +9,7 @@ operator came from, which still shows the current state.
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import wraps
+from functools import partial, wraps
 from typing import Any
 
 from django.contrib import messages
@@ -24,6 +24,7 @@ from streams_app.redis_ops.decoding import display_text
 from streams_app.redis_ops.errors import OpsError
 from streams_app.views import action_forms as af
 from streams_app.views import links
+from streams_app.views.forms import validated
 
 
 def _back(request: HttpRequest, fallback: str) -> str:
@@ -89,7 +90,8 @@ def _dlq_page(conn: str, key: bytes) -> str:
 @action_view(_group_page)
 def claim(request: HttpRequest, conn: str, key: bytes, group: bytes) -> str:
     data = services.action_input(
-        user=request.user, conn=conn, action="claim", stream=key, group=group, form=af.ClaimForm, data=request.POST
+        user=request.user, conn=conn, action="claim", stream=key, group=group,
+        validate=partial(validated, af.ClaimForm, request.POST),
     )
     result = services.pending_claim(user=request.user, conn=conn, key=key, group=group, **data)
     return _claim_message(result, consumer=data["consumer"], min_idle_ms=data["min_idle_ms"])
@@ -98,8 +100,8 @@ def claim(request: HttpRequest, conn: str, key: bytes, group: bytes) -> str:
 @action_view(_group_page)
 def autoclaim(request: HttpRequest, conn: str, key: bytes, group: bytes) -> str:
     data = services.action_input(
-        user=request.user, conn=conn, action="autoclaim", stream=key, group=group, form=af.AutoclaimForm,
-        data=request.POST,
+        user=request.user, conn=conn, action="autoclaim", stream=key, group=group,
+        validate=partial(validated, af.AutoclaimForm, request.POST),
     )
     result = services.pending_autoclaim(user=request.user, conn=conn, key=key, group=group, **data)
     text = _claim_message(result, consumer=data["consumer"], min_idle_ms=data["min_idle_ms"])
@@ -126,7 +128,8 @@ def _claim_message(result: Any, *, consumer: bytes, min_idle_ms: int) -> str:
 @action_view(_group_page)
 def ack(request: HttpRequest, conn: str, key: bytes, group: bytes) -> str:
     data = services.action_input(
-        user=request.user, conn=conn, action="ack", stream=key, group=group, form=af.AckConfirmForm, data=request.POST
+        user=request.user, conn=conn, action="ack", stream=key, group=group,
+        validate=partial(validated, af.AckConfirmForm, request.POST),
     )
     acked = services.pending_ack(user=request.user, conn=conn, key=key, group=group, ids=data["ids"])
     skipped = len(data["ids"]) - acked
@@ -143,8 +146,8 @@ def ack(request: HttpRequest, conn: str, key: bytes, group: bytes) -> str:
 def rewind_preview(request: HttpRequest, conn: str, key: bytes, group: bytes) -> HttpResponse:
     """Show what a rewind would redeliver, with the button that does it (to the resolved ID)."""
     data = services.action_input(
-        user=request.user, conn=conn, action="rewind.preview", stream=key, group=group, form=af.RewindForm,
-        data=request.POST,
+        user=request.user, conn=conn, action="rewind.preview", stream=key, group=group,
+        validate=partial(validated, af.RewindForm, request.POST),
     )
     plan = services.group_rewind_preview(user=request.user, conn=conn, key=key, group=group, to=data["to"])
     context = {
@@ -159,7 +162,8 @@ def rewind_preview(request: HttpRequest, conn: str, key: bytes, group: bytes) ->
 @action_view(_group_page)
 def rewind(request: HttpRequest, conn: str, key: bytes, group: bytes) -> str:
     data = services.action_input(
-        user=request.user, conn=conn, action="rewind", stream=key, group=group, form=af.RewindForm, data=request.POST
+        user=request.user, conn=conn, action="rewind", stream=key, group=group,
+        validate=partial(validated, af.RewindForm, request.POST),
     )
     plan = services.group_rewind(user=request.user, conn=conn, key=key, group=group, to=data["to"])
     text = (
@@ -179,7 +183,8 @@ def rewind(request: HttpRequest, conn: str, key: bytes, group: bytes) -> str:
 def dlq_requeue(request: HttpRequest, conn: str, key: bytes) -> str | HttpResponse:
     data = services.action_input(
         user=request.user, conn=conn, action="dlq.requeue_all" if request.POST.get("all") else "dlq.requeue",
-        stream=key, form=af.DlqRequeueForm, data=request.POST,
+        stream=key,
+        validate=partial(validated, af.DlqRequeueForm, request.POST),
     )
     if data["all"]:
         job = services.dlq_requeue_all(user=request.user, conn=conn, key=key, up_to=data["up_to"], batch=data["batch"])
@@ -206,7 +211,8 @@ def dlq_requeue(request: HttpRequest, conn: str, key: bytes) -> str | HttpRespon
 @action_view(_dlq_page)
 def dlq_delete(request: HttpRequest, conn: str, key: bytes) -> str:
     data = services.action_input(
-        user=request.user, conn=conn, action="dlq.delete", stream=key, form=af.DlqDeleteForm, data=request.POST
+        user=request.user, conn=conn, action="dlq.delete", stream=key,
+        validate=partial(validated, af.DlqDeleteForm, request.POST),
     )
     deleted = services.dlq_delete(user=request.user, conn=conn, key=key, ids=data["ids"])
     return f"Deleted {_plural(deleted, 'entry', 'entries')} from the DLQ for good."
@@ -215,7 +221,8 @@ def dlq_delete(request: HttpRequest, conn: str, key: bytes) -> str:
 @action_view(_dlq_page)
 def dlq_purge(request: HttpRequest, conn: str, key: bytes) -> str:
     data = services.action_input(
-        user=request.user, conn=conn, action="dlq.purge", stream=key, form=af.DlqPurgeForm, data=request.POST
+        user=request.user, conn=conn, action="dlq.purge", stream=key,
+        validate=partial(validated, af.DlqPurgeForm, request.POST),
     )
     purged = services.dlq_purge(user=request.user, conn=conn, key=key, up_to=data["up_to"], confirm=data["confirm"])
     return f"Purged {_plural(purged, 'entry', 'entries')} (up to {data['up_to']}); later arrivals were kept."
@@ -228,7 +235,8 @@ def dlq_purge(request: HttpRequest, conn: str, key: bytes) -> str:
 def replay_count(request: HttpRequest, conn: str, key: bytes) -> HttpResponse:
     """The dry run: how many entries the range holds, with the button that replays exactly them."""
     data = services.action_input(
-        user=request.user, conn=conn, action="replay.count", stream=key, form=af.ReplayForm, data=request.POST
+        user=request.user, conn=conn, action="replay.count", stream=key,
+        validate=partial(validated, af.ReplayForm, request.POST),
     )
     preview = services.stream_replay_count(
         user=request.user, conn=conn, key=key, start=data["start"], end=data["end"], target=data["target"],
@@ -247,7 +255,8 @@ def replay_count(request: HttpRequest, conn: str, key: bytes) -> HttpResponse:
 @action_view(_stream_page)
 def replay(request: HttpRequest, conn: str, key: bytes) -> HttpResponse:
     data = services.action_input(
-        user=request.user, conn=conn, action="replay", stream=key, form=af.ReplayForm, data=request.POST
+        user=request.user, conn=conn, action="replay", stream=key,
+        validate=partial(validated, af.ReplayForm, request.POST),
     )
     job = services.stream_replay(
         user=request.user, conn=conn, key=key, start=data["start"], end=data["end"], target=data["target"],

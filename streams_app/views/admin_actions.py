@@ -8,6 +8,7 @@ and the groups still waiting for some of them, which IDs exist), or the group's 
 
 from __future__ import annotations
 
+from functools import partial
 from urllib.parse import urlencode
 
 from django.contrib import messages
@@ -19,6 +20,7 @@ from streams_app.redis_ops.decoding import display_text
 from streams_app.views import action_forms as af
 from streams_app.views import links
 from streams_app.views.actions import _group_page, _ids_text, _plural, _stream_page, action_view
+from streams_app.views.forms import validated
 
 PREVIEW_TEMPLATE = "streams_app/admin_action_preview.html"
 
@@ -44,7 +46,7 @@ def consumer_delete_preview(request: HttpRequest, conn: str, key: bytes, group: 
     """How many pending entries the consumer owns, with the way to claim them first, then the button."""
     services.action_input(
         user=request.user, conn=conn, action="consumer.delete.preview", stream=key, group=group,
-        form=af.ConsumerDeleteForm, data=request.POST,
+        validate=partial(validated, af.ConsumerDeleteForm, request.POST),
     )
     plan = services.consumer_delete_preview(user=request.user, conn=conn, key=key, group=group, consumer=consumer)
     group_page = links.group_url(conn, key, group)
@@ -62,7 +64,7 @@ def consumer_delete_preview(request: HttpRequest, conn: str, key: bytes, group: 
 def consumer_delete(request: HttpRequest, conn: str, key: bytes, group: bytes, consumer: bytes) -> str:
     data = services.action_input(
         user=request.user, conn=conn, action="consumer.delete", stream=key, group=group,
-        form=af.ConsumerDeleteForm, data=request.POST,
+        validate=partial(validated, af.ConsumerDeleteForm, request.POST),
     )
     result = services.consumer_delete(
         user=request.user, conn=conn, key=key, group=group, consumer=consumer, force=data["force"]
@@ -84,7 +86,7 @@ def group_delete(request: HttpRequest, conn: str, key: bytes, group: bytes) -> H
     """Typed confirmation on the group page; success lands on the stream page (the group is gone)."""
     data = services.action_input(
         user=request.user, conn=conn, action="group.delete", stream=key, group=group,
-        form=af.GroupDeleteForm, data=request.POST,
+        validate=partial(validated, af.GroupDeleteForm, request.POST),
     )
     result = services.group_delete(user=request.user, conn=conn, key=key, group=group, confirm=data["confirm"])
     messages.success(
@@ -101,7 +103,8 @@ def group_delete(request: HttpRequest, conn: str, key: bytes, group: bytes) -> H
 @action_view(_stream_page)
 def trim_preview(request: HttpRequest, conn: str, key: bytes) -> HttpResponse:
     data = services.action_input(
-        user=request.user, conn=conn, action="stream.trim.preview", stream=key, form=af.TrimForm, data=request.POST
+        user=request.user, conn=conn, action="stream.trim.preview", stream=key,
+        validate=partial(validated, af.TrimForm, request.POST),
     )
     plan = services.stream_trim_preview(user=request.user, conn=conn, key=key, maxlen=data["maxlen"], minid=data["minid"])
     context = _context(
@@ -114,7 +117,8 @@ def trim_preview(request: HttpRequest, conn: str, key: bytes) -> HttpResponse:
 @action_view(_stream_page)
 def trim(request: HttpRequest, conn: str, key: bytes) -> str:
     data = services.action_input(
-        user=request.user, conn=conn, action="stream.trim", stream=key, form=af.TrimForm, data=request.POST
+        user=request.user, conn=conn, action="stream.trim", stream=key,
+        validate=partial(validated, af.TrimForm, request.POST),
     )
     result = services.stream_trim(user=request.user, conn=conn, key=key, maxlen=data["maxlen"], minid=data["minid"])
     how = f"to about {result.maxlen} entries" if result.strategy == "maxlen" else f"before {result.minid}"
@@ -127,8 +131,8 @@ def trim(request: HttpRequest, conn: str, key: bytes) -> str:
 @action_view(_stream_page)
 def entries_delete_preview(request: HttpRequest, conn: str, key: bytes) -> HttpResponse:
     data = services.action_input(
-        user=request.user, conn=conn, action="stream.delete.preview", stream=key, form=af.EntriesDeleteForm,
-        data=request.POST,
+        user=request.user, conn=conn, action="stream.delete.preview", stream=key,
+        validate=partial(validated, af.EntriesDeleteForm, request.POST),
     )
     plan = services.stream_entries_delete_preview(user=request.user, conn=conn, key=key, ids=data["ids"])
     context = _context(
@@ -141,7 +145,8 @@ def entries_delete_preview(request: HttpRequest, conn: str, key: bytes) -> HttpR
 @action_view(_stream_page)
 def entries_delete(request: HttpRequest, conn: str, key: bytes) -> str:
     data = services.action_input(
-        user=request.user, conn=conn, action="stream.delete", stream=key, form=af.EntriesDeleteForm, data=request.POST
+        user=request.user, conn=conn, action="stream.delete", stream=key,
+        validate=partial(validated, af.EntriesDeleteForm, request.POST),
     )
     result = services.stream_entries_delete(user=request.user, conn=conn, key=key, ids=data["ids"])
     text = f"Deleted {_plural(len(result.deleted), 'entry', 'entries')}."

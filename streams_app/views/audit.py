@@ -12,15 +12,15 @@ from streams_app.audit.models import AuditEvent
 from streams_app.views.action_forms import AuditFiltersForm
 from streams_app.views.common import render_screen
 from streams_app.views.forms import validated
+from streams_app.views.paging import Page, newest_first
 
 
-def audit_events(params: dict) -> tuple[list[AuditEvent], int | None]:
+def audit_events(params: dict) -> Page[AuditEvent]:
     """One page of events for the validated filters, and the cursor of the next (older) page.
 
-    Keyset paging on the primary key (``before``): cheap at any depth of a long trail, and stable
-    while new events arrive at the top.
+    Paged by :func:`~streams_app.views.paging.newest_first` on the primary key (``before``).
     """
-    rows: QuerySet[AuditEvent] = AuditEvent.objects.order_by("-pk")
+    rows: QuerySet[AuditEvent] = AuditEvent.objects.all()
     if params.get("action"):
         rows = rows.filter(action__startswith=params["action"])
     if params.get("user"):
@@ -31,13 +31,7 @@ def audit_events(params: dict) -> tuple[list[AuditEvent], int | None]:
         rows = rows.filter(outcome=params["outcome"])
     if params.get("since"):
         rows = rows.filter(at__gte=params["since"])
-    if params.get("before"):
-        rows = rows.filter(pk__lt=params["before"])
-    count = params.get("count") or 50
-    page = list(rows[: count + 1])
-    more = len(page) > count
-    page = page[:count]
-    return page, page[-1].pk if more else None
+    return newest_first(rows, before=params.get("before"), size=params.get("count") or 50)
 
 
 def audit_json(event: AuditEvent) -> dict:

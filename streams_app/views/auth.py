@@ -7,9 +7,9 @@ console only swaps in the throttled form and its template.
 from __future__ import annotations
 
 from django.contrib.auth.decorators import login_not_required
-from django.contrib.auth.views import LoginView, LogoutView
+from django.contrib.auth.views import LoginView
 
-from streams_app.accounts.auth import ThrottledAuthenticationForm
+from streams_app.accounts.login import ThrottledAuthenticationForm
 
 # Exempt from the console's login-required middleware: this is where anonymous users are sent.
 login_view = login_not_required(
@@ -19,6 +19,3 @@ login_view = login_not_required(
         redirect_authenticated_user=True,
     )
 )
-
-# POST only (Django 5): a GET, e.g. a prefetched link, must not end the session.
-logout_view = LogoutView.as_view()

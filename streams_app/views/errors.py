@@ -40,7 +40,7 @@ def server_error(request):
 
 
 def csrf_failure(request, reason=""):
-    """A refused CSRF check (operations, issue 4): JSON for the API, the console's 403 page otherwise."""
+    """A refused CSRF check: JSON for the API, the console's 403 page otherwise."""
     message = "The request was refused: its CSRF token is missing or wrong. Reload the page and try again."
     if is_api(request):
         return api_error("csrf_failed", message + " (API scripts: send a bearer token instead.)", 403)

@@ -30,11 +30,11 @@ class StreamsForm(forms.Form):
     cursor = forms.IntegerField(required=False, min_value=0)
     count = forms.IntegerField(required=False, min_value=1, max_value=MAX_PAGE)
     sort = forms.ChoiceField(required=False, choices=[("", "scan order"), ("length", "length"),
-                                                      # metrics (issue 6): sorted in the mirror
+                                                      # these need the mirror
                                                       ("pending", "pending"), ("lag", "lag"),
                                                       ("last", "last entry"), ("name", "name")])
     offset = forms.IntegerField(required=False, min_value=0)
-    live = forms.BooleanField(required=False)  # metrics (issue 6): scan Redis even when a mirror exists
+    live = forms.BooleanField(required=False)  # scan Redis even when a mirror exists
 
     def clean(self):
         data = super().clean()

@@ -14,6 +14,7 @@ from streams_app.views import links
 from streams_app.views.action_forms import JobsForm
 from streams_app.views.common import render_screen
 from streams_app.views.forms import validated
+from streams_app.views.paging import newest_first
 
 PAGE = 50
 
@@ -34,17 +35,13 @@ def job_links(job: Job) -> dict[str, str | None]:
 @require_GET
 def jobs_list(request: HttpRequest) -> HttpResponse:
     params = validated(JobsForm, request.GET)
-    rows = Job.objects.select_related("created_by").order_by("-pk")
+    rows = Job.objects.select_related("created_by")
     if params["state"]:
         rows = rows.filter(state=params["state"])
-    if params["before"]:
-        rows = rows.filter(pk__lt=params["before"])
-    page = list(rows[: PAGE + 1])
-    more = len(page) > PAGE
-    page = page[:PAGE]
+    page = newest_first(rows, before=params["before"], size=PAGE)
     context = {
-        "jobs": page,
-        "older": page[-1].pk if more else None,
+        "jobs": page.rows,
+        "older": page.older,
         "params": params,
         "states": [state.value for state in Job.State],
     }

@@ -39,8 +39,16 @@ class ConnConverter:
         return value
 
 
-def streams_url(conn: str) -> str:
-    return f"/c/{conn}/streams/"
+class EntryIdConverter:
+    """``<eid:entry_id>``: a full stream entry ID (``ms-seq``), handed to the view as text."""
+
+    regex = r"[0-9]{1,20}-[0-9]{1,20}"
+
+    def to_python(self, value: str) -> str:
+        return value
+
+    def to_url(self, value: str) -> str:
+        return value
 
 
 def stream_url(conn: str, key: bytes) -> str:
@@ -61,11 +69,6 @@ def raw_field_url(conn: str, key: bytes, entry_id: str, index: int) -> str:
 
 def api_stream_url(conn: str, key: bytes) -> str:
     return f"/api/v1/c/{conn}/streams/{segment(key)}/"
-
-
-# operations (issue 4)
-def dlq_list_url(conn: str) -> str:
-    return f"/c/{conn}/dlq/"
 
 
 def dlq_url(conn: str, key: bytes) -> str:

@@ -18,7 +18,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from streams_app.accounts import auth
+from streams_app.accounts.tokens import user_for_bearer
 from streams_app.metrics.models import DlqSample, GroupSample, Resolution, SnapshotRun, StreamSample
 from streams_app.redis_ops.client import connections
 
@@ -120,7 +120,7 @@ def _unauthorized() -> HttpResponse:
 @require_GET
 def metrics(request: HttpRequest) -> HttpResponse:
     header = request.headers.get("Authorization", "")
-    if not header or auth.user_for_bearer(header) is None:
+    if not header or user_for_bearer(header) is None:
         return _unauthorized()
     registry = CollectorRegistry(auto_describe=False)
     registry.register(SnapshotCollector())

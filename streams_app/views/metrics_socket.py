@@ -22,7 +22,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 
-from streams_app.accounts.auth import Role, role_of
+from streams_app.accounts.roles import Role, role_of
 from streams_app.live.broadcast import changed_frame, job_frame
 from streams_app.live.groups import snapshot_group, stream_group
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from streams_app.redis_ops import conventions
 from streams_app.redis_ops.decoding import DecodedField, decode_fields, display_text
-from streams_app.redis_ops.reads import (
+from streams_app.redis_ops.types import (
     Entry,
     GroupInfo,
     PendingEntry,

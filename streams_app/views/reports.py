@@ -1,4 +1,4 @@
-"""``/reports/``: what the data pipeline found (issue 7), and the operators' "Run pipeline now" button."""
+"""``/reports/``: what the data pipeline found, and the operators' "Run pipeline now" button."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
+from streams_app import services
 from streams_app.lake import reports as report_data
-from streams_app.lake import run as pipeline_run
 from streams_app.redis_ops.errors import OpsError
 from streams_app.views import links
 from streams_app.views.common import render_screen
@@ -45,7 +45,7 @@ def reports(request: HttpRequest) -> HttpResponse:
 def reports_run(request: HttpRequest) -> HttpResponse:
     """Queue a pipeline run (operators; a viewer gets 403 from the action layer) and show its job."""
     try:
-        job = pipeline_run.pipeline_start(user=request.user)
+        job = services.pipeline_start(user=request.user)
     except OpsError as exc:
         messages.error(request, exc.message)
         return HttpResponseRedirect(reverse("reports"))

@@ -1,6 +1,6 @@
 """The streams of one connection.
 
-Two modes. Once the metadata mirror holds the connection (issue 6), the list is filtered (glob or
+Two modes. Once the metadata mirror holds the connection, the list is filtered (glob or
 substring), sorted (name, length, pending, lag, last entry) and paged in the database, which scales to
 servers with more streams than a SCAN page can sort, and the rows on screen get live figures from one
 pipelined read. Until then (a fresh install), or with ``?live=1``, it pages by SCAN cursor over Redis.
@@ -15,6 +15,7 @@ from django.views.decorators.http import require_GET
 from streams_app.metrics import mirror
 from streams_app.redis_ops import reads
 from streams_app.redis_ops.errors import OpsError
+from streams_app.redis_ops.types import StreamSummary
 from streams_app.views.common import connection_context, render_screen
 from streams_app.views.forms import StreamsForm, validated
 from streams_app.views.presenters import dlq_convention
@@ -64,7 +65,7 @@ def _mirror_rows(conn: str, page: mirror.MirrorPage) -> dict:
     for m in page.rows:
         s = live.get(m.key_bytes)
         rows.append({
-            "s": s or reads.StreamSummary(
+            "s": s or StreamSummary(
                 key=m.key_bytes, length=m.length, first_id=m.first_id, last_id=m.last_id,
                 last_generated_id=m.last_generated_id, groups=m.groups_count, pending=m.pending,
             ),

@@ -28,17 +28,23 @@ from urllib.parse import parse_qs, unquote_to_bytes
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from streams_app.accounts.auth import Role, role_of
+from streams_app.accounts.roles import Role, role_of
 from streams_app.live.broadcast import changed_frame, job_frame
 from streams_app.live.groups import stream_group
-from streams_app.live.hub import Subscription, get_hub
+from streams_app.live.hub import Hub, Subscription, get_hub
 from streams_app.redis_ops.errors import OpsError
+from streams_app.views.presenters import entry_json
 
 log = logging.getLogger(__name__)
 
 # The key is taken from the path as the client sent it: servers decode %2F into "/" in scope["path"].
 _RAW_TAIL_PATH = re.compile(rb"/ws/c/[A-Za-z0-9_.-]+/streams/([^/]+)/tail/?")
 _CLOSE_CODES = {"bad_request": 4400, "not_found": 4404, "unreachable": 4503}
+
+
+def tail_hub() -> Hub:
+    """This process's tail hub, its entry frames shaped like the page's and the API's entries."""
+    return get_hub(entry_json=entry_json)
 
 
 def tail_key(scope: dict) -> bytes:
@@ -84,7 +90,7 @@ class TailConsumer(AsyncJsonWebsocketConsumer):
             log.warning("tail: channel layer unavailable, no live action events: %s", exc)
             self.group = None
         try:
-            self.sub = await get_hub().subscribe(conn, key, after=after)
+            self.sub = await tail_hub().subscribe(conn, key, after=after)
         except OpsError as exc:
             await self.send_json({"type": "status", "state": "error", "code": exc.code, "message": exc.message})
             await self.close(code=_CLOSE_CODES.get(exc.code, 4500))
@@ -115,7 +121,7 @@ class TailConsumer(AsyncJsonWebsocketConsumer):
 
     async def disconnect(self, code: int) -> None:
         if self.sub is not None:
-            get_hub().unsubscribe(self.sub)
+            tail_hub().unsubscribe(self.sub)
         if self.pump_task is not None:
             self.pump_task.cancel()
         if self.group is not None:

@@ -17,8 +17,8 @@ from django.utils.cache import add_never_cache_headers
 from django.views.decorators.http import require_http_methods, require_POST
 
 from streams_app import services
-from streams_app.accounts import auth
 from streams_app.accounts.models import ApiToken
+from streams_app.accounts.roles import Role, role_of
 
 
 class TokenForm(forms.Form):
@@ -35,7 +35,7 @@ def _page(request: HttpRequest, *, form: TokenForm, raw: str | None = None, crea
         "tokens": ApiToken.objects.filter(user_id=request.user.pk).order_by("-created_at", "-pk"),
         "raw_token": raw,
         "created": created,
-        "is_admin": auth.role_of(request.user) >= auth.Role.ADMIN,
+        "is_admin": role_of(request.user) >= Role.ADMIN,
     }
     response = render(request, "streams_app/tokens.html", context, status=status)
     if raw:

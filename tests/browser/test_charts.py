@@ -13,7 +13,7 @@ import redis
 from django.utils import timezone
 from playwright.sync_api import expect
 
-from streams_app import signals
+from streams_app.live import broadcast
 from streams_app.metrics import snapshots
 from streams_app.redis_ops import client as redis_client
 from tests.conftest import session_cookie
@@ -59,7 +59,7 @@ def test_group_page_chart_renders_with_data_and_updates_live(page, asgi_server, 
         r.xadd("orders", {"type": "order.created"})
     tick = start + timedelta(seconds=60)
     # Playwright's event loop owns this thread; the snapshot and its broadcast run in another, as in a worker.
-    worker = threading.Thread(target=lambda: (snapshots.snapshot_take(tick=tick), signals.snapshot_broadcast(tick)))
+    worker = threading.Thread(target=lambda: (snapshots.snapshot_take(tick=tick), broadcast.snapshot_broadcast(tick)))
     worker.start()
     worker.join(30)
     expect(page.locator("body")).to_have_attribute("data-metrics-tick", tick.isoformat())

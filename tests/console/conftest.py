@@ -16,7 +16,7 @@ from django.conf import settings as django_settings
 from django.contrib.auth.models import Group, User
 from django.test import Client
 
-from streams_app.accounts.auth import token_create
+from streams_app.accounts.tokens import token_create
 
 PASSWORD = "console-test-password-7"
 

@@ -22,8 +22,8 @@ from django.contrib.auth.models import User
 from django.contrib.messages import get_messages
 from django.test import Client
 
-from streams_app.accounts.auth import token_create
 from streams_app.accounts.models import ApiToken
+from streams_app.accounts.tokens import token_create
 from streams_app.audit.models import AuditEvent
 from streams_app.redis_ops import client as redis_client
 from tests.console.helpers import CONN, api, bearer, consumer_url, group_url, post_json, seg, stream_url

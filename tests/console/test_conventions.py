@@ -1,8 +1,8 @@
 """DLQ conventions: detection by key, entry parsing per convention, requeue plans, configured patterns.
 
 Entries are written by hand as the producers of each convention write them (SPEC section 6, the seeds'
-layouts), with the expected results spelled out literally. The glob matcher is checked against Redis's own
-``SCAN MATCH`` over the same keys.
+layouts), with the expected results spelled out literally. The glob matcher has its own tests, against
+Redis's own ``SCAN MATCH``, in ``tests/console/redis_ops/test_glob.py``.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from streams_app.redis_ops.conventions import (
     check_dlq_patterns,
     detect_dlq,
     dlq_source_streams,
-    glob_match,
     parse_dlq_entry,
     requeue_plan,
 )
@@ -456,81 +455,6 @@ def test_bad_patterns_are_refused_clearly(settings, value: str, message: str) ->
 def test_good_patterns_pass_the_system_check(settings) -> None:
     settings.BUSCONSOLE_DLQ_PATTERNS = json.dumps([JOBS_PATTERN])
     assert check_dlq_patterns() == []
-
-
-# --- Redis glob semantics -----------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("pattern", "key", "expected"),
-    [
-        (b"*", b"", True),
-        (b"a*b", b"a\nb", True),  # "*" crosses newlines
-        (b"a?c", b"a\xffc", True),
-        (b"a?c", b"ac", False),
-        (b"[abc]x", b"bx", True),
-        (b"[^abc]x", b"bx", False),
-        (b"[^abc]x", b"dx", True),
-        (b"[z-a]", b"m", True),  # reversed range
-        (b"a\\*", b"a*", True),
-        (b"a\\*", b"ab", False),
-        (b"[\\]]", b"]", True),
-        (b"[]", b"]", False),  # "]" right after "[" closes an empty class
-        (b"a[bc", b"ab", True),  # an unclosed class takes the rest of the pattern
-        (b"a.b", b"axb", False),  # regex characters are literal
-        (b"x+", b"xx", False),
-        (b"abc\\", b"abc\\", True),  # a trailing backslash is literal
-        (b"\xe9*", b"\xe9t\xe9", True),
-    ],
-)
-def test_glob_match(pattern: bytes, key: bytes, expected: bool) -> None:
-    assert glob_match(pattern, key) is expected
-
-
-GLOB_KEYS = [
-    b"jobs:1:dead",
-    b"jobs:dead",
-    b"jobs::dead",
-    b"a]b",
-    b"a*b",
-    b"axb",
-    b"a\\b",
-    b"abc",
-    b"ab",
-    b"a-b",
-    b"a^b",
-    b"q\nr",
-    b"\xe9t\xe9",
-    b"[x]",
-]
-GLOB_PATTERNS = [
-    b"jobs:*:dead",
-    b"jobs:?*:dead",
-    b"a[]]b",
-    b"a[\\]]b",
-    b"a\\*b",
-    b"a*b",
-    b"a[^x]b",
-    b"a[-]b",
-    b"a[x-z]b",
-    b"a[z-x]b",
-    b"a[\\\\]b",
-    b"ab[",
-    b"a[b",
-    b"q?r",
-    b"\xe9*",
-    b"\\[x\\]",
-    b"[[]x]",
-    b"*",
-]
-
-
-def test_glob_agrees_with_redis_scan_match(r: redis.Redis) -> None:
-    for key in GLOB_KEYS:
-        r.set(key, b"1")
-    for pattern in GLOB_PATTERNS:
-        redis_says = set(r.scan_iter(match=pattern, count=1000))
-        assert {key for key in GLOB_KEYS if glob_match(pattern, key)} == redis_says, pattern
 
 
 # --- against a real server ----------------------------------------------------------------------------------

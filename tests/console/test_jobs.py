@@ -20,7 +20,9 @@ import pytest
 import redis
 from django.db import connection
 
+from busconsole.celery import app as celery_app
 from streams_app import services, tasks
+from streams_app.alerts import webhooks
 from streams_app.audit.models import AuditEvent
 from streams_app.jobs import runner as jobs
 from streams_app.jobs.models import Job
@@ -312,7 +314,7 @@ def test_cancel_stops_a_running_job_after_its_batch(no_worker, r: redis.Redis, o
     monkeypatch.setattr(jobs, "SAVE_EVERY_S", 0)  # every batch saves (and so sees the cancel)
     ids = dead_letters(r, 50)
     job = services.dlq_requeue_all(user=operator, conn=CONN, key=b"orders:dlq", up_to=ids[-1], batch=10)
-    original = jobs._Progress.save
+    original = jobs.Progress.save
     calls = []
 
     def save_then_cancel(self, **kwargs):  # an operator presses Cancel while the first batch runs
@@ -321,11 +323,11 @@ def test_cancel_stops_a_running_job_after_its_batch(no_worker, r: redis.Redis, o
             jobs.job_cancel(job_id=self.job.pk)
         return original(self, **kwargs)
 
-    jobs._Progress.save = save_then_cancel
+    jobs.Progress.save = save_then_cancel
     try:
         cancelled = jobs.job_run(job.pk)
     finally:
-        jobs._Progress.save = original
+        jobs.Progress.save = original
     assert cancelled.state == "cancelled"
     assert r.xlen("orders:dlq") == 40 and cancelled.done == 10
     resumed = jobs.job_resume(job_id=job.pk)
@@ -369,3 +371,25 @@ def test_a_resume_run_that_outlived_its_lock_leaves_the_next_runs_lock(db, setti
         for key in taken_over:
             console.delete(key)
         console.close()
+
+
+def test_tasks_are_enqueued_by_name_as_the_registered_task(r: redis.Redis, operator) -> None:
+    """The runner and the alerts name their tasks instead of importing them (the task module imports
+    them). Every Django process registers the tasks, so the name is the task itself: Celery's eager
+    mode runs the job right here, as ``run_job.delay`` did, with nothing sent to a broker."""
+    assert celery_app.signature(jobs.RUN_JOB_TASK).type == tasks.run_job  # == : shared_task gives a proxy
+    assert celery_app.signature(webhooks.ALERT_NOTIFY_TASK).type == tasks.alert_notify
+    ids = dead_letters(r, 7)
+    celery_app.conf.task_always_eager = True
+    try:
+        job = services.dlq_requeue_all(user=operator, conn=CONN, key=b"orders:dlq", up_to=ids[-1], batch=3)
+    finally:
+        celery_app.conf.task_always_eager = False
+    job.refresh_from_db()
+    assert (job.state, job.done, job.total) == ("done", 7, 7)
+    assert r.xlen("orders:dlq") == 0 and r.xlen("orders") == 7
+
+
+def test_only_known_kinds_can_be_given_a_body() -> None:
+    with pytest.raises(ValueError, match="nightly"):
+        jobs.kinds_register({"nightly": lambda job, progress: None})

@@ -2,7 +2,7 @@
 
 A stream, group or DLQ page opens ``/ws/metrics/?conn=...&key=...``; an action taken elsewhere (another
 operator, the API) must reach it as a small ``changed`` frame, and a background job's progress as
-``job`` frames, so the page refreshes without a reload (issue 5, item 4). Real uvicorn, real Redis.
+``job`` frames, so the page refreshes without a reload. Real uvicorn, real Redis.
 """
 
 from __future__ import annotations

@@ -9,6 +9,8 @@ bounded by event counts, and the HTTP client's timeout only turns a hang into a 
 from __future__ import annotations
 
 import os
+import threading
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from urllib.parse import quote
@@ -164,19 +166,40 @@ def test_resume_from_any_id_gives_exactly_the_remaining_events(
 
 
 def test_a_disconnected_follower_stops_reading(
-    asgi_server, http: httpx.Client, bus: Bus, r: redis.Redis
+    asgi_server, http: httpx.Client, bus: Bus, r: redis.Redis, settings
 ) -> None:
+    # Other tests' readers may still block on the shared server: the console's connections of this
+    # test get a name of their own (redis-py takes client_name from the URL's query), and only
+    # connections of that name are counted.
+    name = f"progress-sse-{uuid.uuid4().hex}"
+    base = settings.BUS_REDIS_URLS["default"]
+    assert "?" not in base
+    settings.BUS_REDIS_URLS = {**settings.BUS_REDIS_URLS, "default": f"{base}?client_name={name}"}
     task = bus.progress("idle")
     task.start()
 
-    def blocked_readers() -> int:
-        return sum(1 for c in r.client_list() if "b" in c["flags"] and c["cmd"] == "xread")
+    def blocked_readers(client_name: str = name) -> int:
+        clients = r.client_list()
+        return sum(1 for c in clients if c["name"] == client_name and "b" in c["flags"] and c["cmd"] == "xread")
 
-    with http.stream("GET", events_url(asgi_server, b"progress:idle")) as response:
-        assert len(read(messages(response), 1)) == 1
-        assert wait_until(lambda: blocked_readers() == 1, timeout=10)
-    # Once the client has gone, the server stops blocking in XREAD for it (after one block at most).
-    assert wait_until(lambda: blocked_readers() == 0, timeout=10)
+    # Someone else blocked in XREAD on the same server all along: not counted.
+    stranger = redis.Redis.from_url(base, client_name=f"stranger-{name}")
+    waiting = threading.Thread(target=stranger.xread, args=({b"elsewhere": "$"},), kwargs={"block": 60_000})
+    waiting.start()
+    try:
+        assert wait_until(lambda: blocked_readers(f"stranger-{name}") == 1, timeout=10)
+        with http.stream("GET", events_url(asgi_server, b"progress:idle")) as response:
+            assert len(read(messages(response), 1)) == 1
+            assert wait_until(lambda: blocked_readers() == 1, timeout=10)
+        # Once the client has gone, the server stops blocking in XREAD for it (after one block at most).
+        assert wait_until(lambda: blocked_readers() == 0, timeout=10)
+        assert blocked_readers(f"stranger-{name}") == 1
+    finally:
+        for c in r.client_list():
+            if c["name"] == f"stranger-{name}":
+                r.client_unblock(int(c["id"]))
+        waiting.join(10)
+        stranger.close()
 
 
 def test_errors(asgi_server, http: httpx.Client, bus: Bus, r: redis.Redis) -> None:

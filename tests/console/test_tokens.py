@@ -13,8 +13,8 @@ from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
-from streams_app.accounts.auth import token_create, user_for_bearer
 from streams_app.accounts.models import ApiToken
+from streams_app.accounts.tokens import token_create, user_for_bearer
 
 TOKEN_SHAPE = re.compile(r"bct_[A-Za-z0-9_-]{40}")
 

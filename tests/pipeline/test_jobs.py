@@ -17,8 +17,8 @@ from pathlib import Path
 import pyarrow.dataset as ds
 import pytest
 
-from pipeline import failures, main
-from pipeline.failures import NO_ERROR, normalize_error
+from pipeline import failures, main, signatures
+from pipeline.signatures import NO_ERROR, normalize_error
 from streams_app.lake import export
 from streams_app.metrics.models import GroupMirror, GroupSample, StreamMirror, name_hash
 from tests.pipeline import data
@@ -72,8 +72,8 @@ def test_error_normalization_rules_in_python_and_spark(spark) -> None:
     frame = spark.createDataFrame([(i, text) for i, (text, _) in enumerate(CASES)], "i int, error string")
     rows = frame.select("i", failures.signature_column(frame["error"]).alias("sig")).orderBy("i").collect()
     assert [row["sig"] for row in rows] == [expected for _, expected in CASES]
-    assert failures.search_text("ValueError: order <num> not found") == "ValueError: order"
-    assert failures.search_text(NO_ERROR) == ""
+    assert signatures.search_text("ValueError: order <num> not found") == "ValueError: order"
+    assert signatures.search_text(NO_ERROR) == ""
 
 
 # -------------------------------------------------------------------------------------- throughput

@@ -11,7 +11,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from streams_app.accounts.auth import token_create
+from streams_app.accounts.tokens import token_create
 
 
 class Command(BaseCommand):

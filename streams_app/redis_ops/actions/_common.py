@@ -3,7 +3,7 @@ and input validation.
 
 The scripts stay in ``streams_app/redis_ops/lua/`` and are registered once per client (EVALSHA,
 reloaded on NOSCRIPT). The validators raise :class:`InvalidArgument` before anything reaches Redis;
-a missing stream is :class:`NotFound` (``_require_stream``, shared with :mod:`..reads`).
+a missing stream is :class:`NotFound` (:func:`..commands.require_stream`, shared with :mod:`..reads`).
 """
 
 from __future__ import annotations
@@ -16,9 +16,11 @@ from importlib import resources
 import redis
 from redis.commands.core import Script
 
-from ..errors import InvalidArgument, translated
+from ..commands import stream_pipeline
+from ..errors import InvalidArgument
 from ..ids import StreamId, parse_id
-from ..reads import _pairs, _require_stream, _s
+from ..parsers import parse_stream, reply_text
+from ..types import StreamInfo
 
 MAX_IDS = 1000
 """IDs one claim / ack / requeue / delete call accepts: one page of a selection, one bounded MULTI."""
@@ -69,32 +71,23 @@ def _count(client: redis.Redis, key: bytes, start: str, end: str, match: Sequenc
         total += int(matched)
         if int(read) < COUNT_BATCH or not last:
             return total
-        start = "(" + _s(last)
+        start = "(" + reply_text(last)
 
 
 # ---------------------------------------------------------------- reads
 
 
-def _stream_snapshot(
-    conn: str, client: redis.Redis, key: bytes
-) -> tuple[dict[str, object], list[dict[str, object]]]:
-    """XINFO STREAM and XINFO GROUPS of one stream, as dicts, read in one MULTI.
+def _stream_snapshot(conn: str, client: redis.Redis, key: bytes) -> StreamInfo:
+    """XINFO STREAM and XINFO GROUPS of one stream, read in one MULTI.
 
     The previews compare the stream's counters with its groups (a rewind's ENTRIESREAD, a trim's
     pending warning): read apart, an XADD or a group's read in between would make them disagree.
     TYPE rides along so a missing key or another type is NotFound, worded as everywhere else.
     """
-    with translated(conn):
-        pipe = client.pipeline(transaction=True)
-        pipe.type(key)
-        pipe.execute_command("XINFO", "STREAM", key)
-        pipe.execute_command("XINFO", "GROUPS", key)
-        key_type, info, groups = pipe.execute(raise_on_error=False)
-        _require_stream(conn, key_type)
-        for reply in (info, groups):
-            if isinstance(reply, Exception):
-                raise reply
-    return _pairs(info), [_pairs(row) for row in groups]
+    info, groups = stream_pipeline(
+        conn, client, key, [("XINFO", "STREAM", key), ("XINFO", "GROUPS", key)], transaction=True
+    )
+    return parse_stream(key, info, groups)
 
 
 # ---------------------------------------------------------------- validation

@@ -29,10 +29,12 @@ from typing import Any
 import redis
 
 from ..client import get_client
+from ..commands import entries_by_id, require_stream, stream_pipeline
 from ..errors import Conflict, InvalidArgument, NotFound, translated
 from ..ids import U64_MAX, StreamId, parse_position
-from ..reads import _entry_id, _pairs, _s
-from ._common import COUNT_BATCH, _count, _ids, _key, _name, _require_stream, _script, _sid, _stream_snapshot
+from ..parsers import parse_consumer, parse_group, parse_pending_summary, reply_text
+from ..types import Entry, GroupInfo
+from ._common import COUNT_BATCH, _count, _ids, _key, _name, _script, _sid, _stream_snapshot
 
 PENDING_AT_RISK_MAX = 1000
 """Pending entries counted per group by a trim preview (XPENDING COUNT); beyond that "1000+"."""
@@ -139,9 +141,9 @@ def consumer_delete_preview(conn: str, key: bytes, group: bytes, *, consumer: by
     _name(consumer, "consumer")
     with translated(conn):
         rows = get_client(conn).execute_command("XINFO", "CONSUMERS", key, group)
-    for row in map(_pairs, rows):
-        if row["name"] == consumer:
-            return ConsumerPlan(consumer=consumer, pending=int(row["pending"]), idle_ms=int(row["idle"]))
+    for row in map(parse_consumer, rows):
+        if row.name == consumer:
+            return ConsumerPlan(consumer=consumer, pending=row.pending, idle_ms=row.idle_ms)
     raise NotFound("No such consumer in this group.", conn=conn)
 
 
@@ -177,24 +179,17 @@ def group_destroy(conn: str, key: bytes, group: bytes) -> GroupDestroyed:
     _key(key)
     _name(group, "group")
     client = get_client(conn)
-    with translated(conn):
-        pipe = client.pipeline(transaction=True)
-        pipe.type(key)
-        pipe.execute_command("XINFO", "GROUPS", key)
-        pipe.execute_command("XGROUP", "DESTROY", key, group)
-        key_type, groups_raw, destroyed = pipe.execute(raise_on_error=False)
-        _require_stream(conn, key_type)
-        for reply in (groups_raw, destroyed):
-            if isinstance(reply, Exception):
-                raise reply
-    row = next((row for row in map(_pairs, groups_raw) if row["name"] == group), None)
+    groups_raw, destroyed = stream_pipeline(
+        conn, client, key, [("XINFO", "GROUPS", key), ("XGROUP", "DESTROY", key, group)], transaction=True
+    )
+    row = next((row for row in map(parse_group, groups_raw) if row.name == group), None)
     if not int(destroyed) or row is None:
         raise NotFound("No such consumer group on this stream.", conn=conn)
     return GroupDestroyed(
         group=group,
-        consumers=int(row["consumers"]),
-        pending_dropped=int(row["pending"]),
-        last_delivered_id=_s(row["last-delivered-id"]) or "0-0",
+        consumers=row.consumers,
+        pending_dropped=row.pending,
+        last_delivered_id=row.last_delivered_id or "0-0",
     )
 
 
@@ -213,11 +208,9 @@ def trim_preview(conn: str, key: bytes, *, maxlen: int | None = None, minid: str
     strategy, maxlen, minid = _trim_args(maxlen, minid)
     client = get_client(conn)
     with translated(conn):
-        info, all_groups = _stream_snapshot(conn, client, key)
-        length = int(info["length"])
-        first = _entry_id(info.get("first-entry"))
-        last = _entry_id(info.get("last-entry"))
-        groups = [row for row in all_groups if int(row["pending"])]
+        info = _stream_snapshot(conn, client, key)
+        length, first, last = info.length, info.first_id, info.last_id
+        groups = [g for g in info.groups if g.pending]
         bound: tuple[StreamId, bool] | None  # (ID, inclusive) of the newest entry removed; None: nothing
         if strategy == "minid":
             assert minid is not None
@@ -250,7 +243,7 @@ def trim(conn: str, key: bytes, *, maxlen: int | None = None, minid: str | None 
     client = get_client(conn)
     removed = calls = 0
     with translated(conn):
-        _require_stream(conn, client.type(key))
+        require_stream(conn, client.type(key))
         threshold: Any = maxlen if strategy == "maxlen" else minid
         word = "MAXLEN" if strategy == "maxlen" else "MINID"
         while calls < MAX_TRIM_CALLS:
@@ -294,30 +287,30 @@ def _maxlen_bound(client: redis.Redis, key: bytes, *, length: int, keep: int) ->
         if not int(read) or not last:
             break
         steps -= int(read)
-        start = "(" + _s(last)
+        start = "(" + reply_text(last)
     if last is None or not last:
         return None
     # Forward: ``last`` is the newest entry removed. Backward: it is the oldest entry kept.
-    return _sid(_s(last)), forward
+    return _sid(reply_text(last)), forward
 
 
 def _pending_at_risk(
-    client: redis.Redis, key: bytes, groups: Sequence[dict[str, Any]], bound: tuple[StreamId, bool]
+    client: redis.Redis, key: bytes, groups: Sequence[GroupInfo], bound: tuple[StreamId, bool]
 ) -> tuple[PendingAtRisk, ...]:
     """Groups whose pending entries (XPENDING's oldest first) fall at or below ``bound``."""
     if not groups:
         return ()
     pipe = client.pipeline(transaction=False)
-    for row in groups:
-        pipe.execute_command("XPENDING", key, row["name"])
+    for g in groups:
+        pipe.execute_command("XPENDING", key, g.name)
     summaries = pipe.execute()
     limit, inclusive = bound
     upper = "+" if limit == StreamId(U64_MAX, U64_MAX) else (str(limit) if inclusive else "(" + str(limit))
     hit: list[tuple[bytes, str]] = []
-    for row, summary in zip(groups, summaries, strict=True):
-        oldest = _s(summary[1])
+    for g, summary in zip(groups, summaries, strict=True):
+        oldest = parse_pending_summary(summary).min_id
         if oldest and (_sid(oldest) <= limit if inclusive else _sid(oldest) < limit):
-            hit.append((row["name"], oldest))
+            hit.append((g.name, oldest))
     if not hit:
         return ()
     pipe = client.pipeline(transaction=False)
@@ -340,12 +333,7 @@ def entries_delete_preview(conn: str, key: bytes, *, ids: Sequence[str]) -> Entr
     wanted = _ids(ids)
     client = get_client(conn)
     with translated(conn):
-        pipe = client.pipeline(transaction=True)
-        pipe.type(key)
-        for entry_id in wanted:
-            pipe.execute_command("XRANGE", key, entry_id, entry_id, "COUNT", 1)
-        key_type, *found = pipe.execute(raise_on_error=False)
-        _require_stream(conn, key_type)
+        found, _ = entries_by_id(conn, client, key, wanted, transaction=True)
         existing, missing = _split(wanted, found)
         pending = _pending_named(client, key, wanted)
     return EntriesPlan(existing=existing, missing=missing, pending=pending)
@@ -357,26 +345,16 @@ def entries_delete(conn: str, key: bytes, *, ids: Sequence[str]) -> EntriesDelet
     wanted = _ids(ids)
     client = get_client(conn)
     with translated(conn):
-        pipe = client.pipeline(transaction=True)
-        pipe.type(key)
-        for entry_id in wanted:
-            pipe.execute_command("XRANGE", key, entry_id, entry_id, "COUNT", 1)
-        pipe.execute_command("XDEL", key, *wanted)
-        key_type, *found, xdel = pipe.execute(raise_on_error=False)
-        _require_stream(conn, key_type)
-        if isinstance(xdel, Exception):
-            raise xdel
+        found, _ = entries_by_id(conn, client, key, wanted, transaction=True, then=[("XDEL", key, *wanted)])
         deleted, missing = _split(wanted, found)
         pending = _pending_named(client, key, list(deleted))
     return EntriesDeleted(deleted=deleted, missing=missing, pending=pending)
 
 
-def _split(wanted: Sequence[str], found: Sequence[Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def _split(wanted: Sequence[str], found: Sequence[Entry | None]) -> tuple[tuple[str, ...], tuple[str, ...]]:
     existing, missing = [], []
-    for entry_id, raw in zip(wanted, found, strict=True):
-        if isinstance(raw, Exception):
-            raise raw
-        (existing if raw else missing).append(entry_id)
+    for entry_id, entry in zip(wanted, found, strict=True):
+        (existing if entry is not None else missing).append(entry_id)
     return tuple(existing), tuple(missing)
 
 
@@ -384,18 +362,19 @@ def _pending_named(client: redis.Redis, key: bytes, ids: Sequence[str]) -> tuple
     """Per group, which of ``ids`` are in its PEL; only IDs within the group's pending range are asked."""
     if not ids:
         return ()
-    groups = [row for row in map(_pairs, client.execute_command("XINFO", "GROUPS", key)) if int(row["pending"])]
+    groups = [g for g in map(parse_group, client.execute_command("XINFO", "GROUPS", key)) if g.pending]
     if not groups:
         return ()
     pipe = client.pipeline(transaction=False)
-    for row in groups:
-        pipe.execute_command("XPENDING", key, row["name"])
+    for g in groups:
+        pipe.execute_command("XPENDING", key, g.name)
     summaries = pipe.execute()
     asks: list[tuple[bytes, str]] = []
-    for row, summary in zip(groups, summaries, strict=True):
-        low, high = _s(summary[1]), _s(summary[2])
+    for g, summary in zip(groups, summaries, strict=True):
+        pel = parse_pending_summary(summary)
+        low, high = pel.min_id, pel.max_id
         if low and high:
-            asks += [(row["name"], i) for i in ids if _sid(low) <= _sid(i) <= _sid(high)]
+            asks += [(g.name, i) for i in ids if _sid(low) <= _sid(i) <= _sid(high)]
     if not asks:
         return ()
     pipe = client.pipeline(transaction=False)

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import redis
 
 from ..client import get_client
+from ..commands import lookup, stream_pipeline
 from ..errors import NotFound, translated
 from ..ids import parse_id
-from ..reads import _s
+from ..parsers import parse_group, parse_pending_entry, reply_text
 from ._common import (
     MAX_AUTOCLAIM_COUNT,
     ZERO_ID,
@@ -26,7 +26,6 @@ from ._common import (
     _name,
     _non_negative,
     _positive,
-    _require_stream,
 )
 
 
@@ -73,7 +72,7 @@ def claim(
     with translated(conn):
         pipe = client.pipeline(transaction=True)
         for entry_id in wanted:
-            pipe.execute_command("XRANGE", key, entry_id, entry_id, "COUNT", 1)
+            pipe.execute_command(*lookup(key, entry_id))
         for entry_id in wanted:
             pipe.execute_command("XPENDING", key, group, entry_id, entry_id, 1)
         pipe.execute_command("XCLAIM", key, group, consumer, min_idle_ms, *wanted)
@@ -87,12 +86,12 @@ def claim(
         replies[2 * n],
         replies[2 * n + 1 :],
     )
-    claimed_ids = {_s(item[0]) for item in claimed_raw if item}
+    claimed_ids = {reply_text(item[0]) for item in claimed_raw if item}
     claimed, skipped, deleted = [], [], []
     for i, entry_id in enumerate(wanted):
         if entry_id in claimed_ids:
             claimed.append(entry_id)
-        elif not existed[i] and before[i] and (not after[i] or int(after[i][0][3]) > int(before[i][0][3])):
+        elif not existed[i] and before[i] and (not after[i] or _deliveries(after[i]) > _deliveries(before[i])):
             deleted.append(entry_id)
         else:
             skipped.append(entry_id)
@@ -131,11 +130,11 @@ def autoclaim(
             reply = client.execute_command(
                 "XAUTOCLAIM", key, group, consumer, min_idle_ms, cursor, "COUNT", count
             )
-            cursor = _s(reply[0])
+            cursor = reply_text(reply[0])
             # Redis 6.2 may answer nil for an entry deleted meanwhile: it was claimed, but has no ID here.
-            claimed += [_s(item[0]) for item in reply[1] if item]
+            claimed += [reply_text(item[0]) for item in reply[1] if item]
             if len(reply) > 2:
-                deleted += [_s(entry_id) for entry_id in reply[2]]
+                deleted += [reply_text(entry_id) for entry_id in reply[2]]
             if cursor == ZERO_ID:
                 break
     return ClaimResult(
@@ -154,18 +153,16 @@ def ack(conn: str, key: bytes, group: bytes, *, ids: Sequence[str]) -> int:
     wanted = _ids(ids)
     client = get_client(conn)
     with translated(conn):
-        pipe = client.pipeline(transaction=True)
-        pipe.type(key)
-        pipe.execute_command("XACK", key, group, *wanted)
-        key_type, acked = pipe.execute(raise_on_error=False)
-        _require_stream(conn, key_type)
-        if isinstance(acked, Exception):
-            raise acked
-        if not acked and not any(g[1] == group for g in _group_rows(client, key)):
+        [acked] = stream_pipeline(conn, client, key, [("XACK", key, group, *wanted)], transaction=True)
+        if not acked and not _has_group(client, key, group):
             raise NotFound("No such consumer group on this stream.", conn=conn)
     return int(acked)
 
 
-def _group_rows(client: redis.Redis, key: bytes) -> list[list[Any]]:
-    """XINFO GROUPS as flat rows (``row[1]`` is the name)."""
-    return client.execute_command("XINFO", "GROUPS", key)
+def _deliveries(pel_rows: Sequence) -> int:
+    """The delivery count of the one row ``XPENDING key group id id 1`` answered."""
+    return parse_pending_entry(pel_rows[0]).deliveries
+
+
+def _has_group(client: redis.Redis, key: bytes, group: bytes) -> bool:
+    return any(parse_group(row).name == group for row in client.execute_command("XINFO", "GROUPS", key))

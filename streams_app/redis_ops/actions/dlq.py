@@ -15,6 +15,7 @@ from typing import Any
 import redis
 
 from ..client import get_client
+from ..commands import entries_by_id, require_stream, stream_read
 from ..conventions import (
     EVENTBUS_OR_STREAMS,
     EVENTBUS_PREFIX,
@@ -28,8 +29,9 @@ from ..conventions import (
 )
 from ..errors import OpsError, translated
 from ..ids import parse_id, parse_position
-from ..reads import _entry, _s, _stream_read
-from ._common import MAX_BATCH, MAX_IDS, _ids, _key, _positive, _require_stream, _script
+from ..parsers import parse_entry, reply_text
+from ..types import Entry
+from ._common import MAX_BATCH, MAX_IDS, _ids, _key, _positive, _script
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,21 +78,9 @@ def requeue(conn: str, dlq_key: bytes, *, ids: Sequence[str]) -> RequeueResult:
     wanted = _ids(ids)
     client = get_client(conn)
     with translated(conn):
-        pipe = client.pipeline(transaction=False)
-        pipe.type(dlq_key)
-        for entry_id in wanted:
-            pipe.execute_command("XRANGE", dlq_key, entry_id, entry_id, "COUNT", 1)
-        key_type, *found = pipe.execute(raise_on_error=False)
-        _require_stream(conn, key_type)
-        entries = []
-        missing = []
-        for entry_id, raw in zip(wanted, found, strict=True):
-            if isinstance(raw, Exception):
-                raise raw
-            if raw:
-                entries.append(raw[0])
-            else:
-                missing.append(entry_id)
+        found, _ = entries_by_id(conn, client, dlq_key, wanted)
+        entries = [entry for entry in found if entry is not None]
+        missing = [entry_id for entry_id, entry in zip(wanted, found, strict=True) if entry is None]
         result = _requeue_entries(conn, client, dlq_key, entries)
     return RequeueResult(
         requeued=result.requeued, missing=tuple(missing) + result.missing, failed=result.failed
@@ -126,14 +116,14 @@ def requeue_range(
     client = get_client(conn)
     with translated(conn):
         if rule is None:
-            raw = _stream_read(conn, client, dlq_key, "XRANGE", dlq_key, start, upper, "COUNT", batch)
-            result = _requeue_entries(conn, client, dlq_key, raw)
-            scanned, last = len(raw), _s(raw[-1][0]) if raw else None
+            raw = stream_read(conn, client, dlq_key, "XRANGE", dlq_key, start, upper, "COUNT", batch)
+            result = _requeue_entries(conn, client, dlq_key, [parse_entry(item) for item in raw])
+            scanned, last = len(raw), reply_text(raw[-1][0]) if raw else None
         else:
             reply = _script(client, "requeue_rule")(keys=[dlq_key], args=[start, upper, batch, *rule])
-            scanned, last = int(reply[0]), _s(reply[1])
+            scanned, last = int(reply[0]), reply_text(reply[1])
             if not scanned:
-                _require_stream(conn, client.type(dlq_key))
+                require_stream(conn, client.type(dlq_key))
             result = _rule_outcomes(conn, dlq_key, reply)
     return RequeueBatch(result=result, cursor=last if scanned == batch else None, scanned=scanned)
 
@@ -180,7 +170,7 @@ def _rule_outcomes(conn: str, dlq_key: bytes, reply: Sequence) -> RequeueResult:
         if outcome is None:
             declined.append(entry_id)
         elif outcome[:1] == b"!":
-            failed.append(RequeueFailure(entry_id, f"Redis refused the XADD: {_s(outcome[1:])}"))
+            failed.append(RequeueFailure(entry_id, f"Redis refused the XADD: {reply_text(outcome[1:])}"))
         else:
             requeued.append(Requeued(dlq_id=entry_id, stream=targets[reply[i + 1]], new_id=outcome.decode()))
     missing: list[str] = []
@@ -192,18 +182,17 @@ def _rule_outcomes(conn: str, dlq_key: bytes, reply: Sequence) -> RequeueResult:
     return RequeueResult(requeued=tuple(requeued), missing=tuple(missing), failed=tuple(failed))
 
 
-def _requeue_entries(conn: str, client: redis.Redis, dlq_key: bytes, raw_entries: Sequence) -> RequeueResult:
-    """Plan each raw XRANGE entry and move them all in one script call."""
+def _requeue_entries(conn: str, client: redis.Redis, dlq_key: bytes, entries: Sequence[Entry]) -> RequeueResult:
+    """Plan each entry and move them all in one script call."""
     keys: list[bytes] = [dlq_key]
     key_index: dict[bytes, int] = {}
     args: list[Any] = []
     planned: list[tuple[str, bytes]] = []
     failed: list[RequeueFailure] = []
-    for raw in raw_entries:
-        entry_id = _s(raw[0])
-        flat = raw[1] or []
+    for entry in entries:
+        entry_id = entry.id
         try:
-            target, fields = requeue_plan(dlq_key, entry_id, list(zip(flat[::2], flat[1::2], strict=True)))
+            target, fields = requeue_plan(dlq_key, entry_id, list(entry.fields))
         except OpsError as exc:
             failed.append(RequeueFailure(entry_id, exc.message))
             continue
@@ -223,9 +212,9 @@ def _requeue_entries(conn: str, client: redis.Redis, dlq_key: bytes, raw_entries
         if reply is None:
             missing.append(entry_id)
         elif reply.startswith(b"!"):
-            failed.append(RequeueFailure(entry_id, f"Redis refused the XADD: {_s(reply[1:])}"))
+            failed.append(RequeueFailure(entry_id, f"Redis refused the XADD: {reply_text(reply[1:])}"))
         else:
-            requeued.append(Requeued(dlq_id=entry_id, stream=target, new_id=_s(reply)))
+            requeued.append(Requeued(dlq_id=entry_id, stream=target, new_id=reply_text(reply)))
     return RequeueResult(requeued=tuple(requeued), missing=tuple(missing), failed=tuple(failed))
 
 
@@ -249,7 +238,7 @@ def dlq_purge(conn: str, dlq_key: bytes, *, up_to: str, batch: int = 1000) -> in
     client = get_client(conn)
     total = 0
     with translated(conn):
-        _require_stream(conn, client.type(dlq_key))
+        require_stream(conn, client.type(dlq_key))
         script = _script(client, "purge")
         while True:
             deleted, _last = script(keys=[dlq_key], args=[upper, batch])
@@ -287,7 +276,7 @@ def dlq_entries(
     with translated(conn):
         while True:
             step = count + 1 if needle is None else min(max(count, 200), scan_limit - scanned)
-            raw = _stream_read(conn, client, dlq_key, "XREVRANGE", dlq_key, upper, lower, "COUNT", step)
+            raw = stream_read(conn, client, dlq_key, "XREVRANGE", dlq_key, upper, lower, "COUNT", step)
             if needle is None:
                 entries = [_parsed(dlq_key, item) for item in raw[:count]]
                 return entries, entries[-1].id if len(raw) > count else None
@@ -300,11 +289,11 @@ def dlq_entries(
                         return page, entry.id
             if len(raw) < step:
                 return page, None
-            upper = "(" + _s(raw[-1][0])
+            upper = "(" + reply_text(raw[-1][0])
             if scanned >= scan_limit:
-                return page, _s(raw[-1][0])
+                return page, reply_text(raw[-1][0])
 
 
 def _parsed(dlq_key: bytes, raw: Sequence) -> DlqEntry:
-    entry = _entry(raw)
+    entry = parse_entry(raw)
     return parse_dlq_entry(dlq_key, entry.id, entry.fields)

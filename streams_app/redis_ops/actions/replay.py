@@ -10,9 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..client import get_client
+from ..commands import stream_pipeline, stream_read
 from ..errors import InvalidArgument, translated
 from ..ids import parse_id, parse_position
-from ..reads import _pairs, _s, _stream_read
+from ..parsers import parse_stream, reply_text
 from ._common import (
     COUNT_BATCH,
     MAX_BATCH,
@@ -21,7 +22,6 @@ from ._common import (
     _key,
     _match_args,
     _positive,
-    _require_stream,
     _script,
     _sid,
 )
@@ -60,8 +60,8 @@ def resolve_range(conn: str, key: bytes, start: str, end: str) -> tuple[str, str
         ZERO_ID if (start or "").strip() in ("-", "0") else str(parse_position(start, what="start").lowest)
     )
     client = get_client(conn)
-    info = _stream_read(conn, client, key, "XINFO", "STREAM", key)
-    last_generated = _sid(_s(_pairs(info)["last-generated-id"]) or ZERO_ID)
+    info = parse_stream(key, stream_read(conn, client, key, "XINFO", "STREAM", key))
+    last_generated = _sid(info.last_generated_id or ZERO_ID)
     if (end or "").strip() in ("+", "$"):
         upper = last_generated
     else:
@@ -113,7 +113,7 @@ def replay_count_detail(
             matched += int(hits)
             if int(read) < step or not last_read:
                 return ReplayCount(matched=matched, scanned=scanned, complete=True)
-            cursor = "(" + _s(last_read)
+            cursor = "(" + reply_text(last_read)
     return ReplayCount(matched=matched, scanned=scanned, complete=False)
 
 
@@ -153,17 +153,13 @@ def replay_range(
         keys.append(_key(job_key, "job key"))
     client = get_client(conn)
     with translated(conn):
-        pipe = client.pipeline(transaction=False)
-        pipe.type(key)
-        pipe.type(target)
-        key_type, target_type = pipe.execute()
-        _require_stream(conn, key_type)
+        [target_type] = stream_pipeline(conn, client, key, [("TYPE", target)])
         if target_type not in (b"none", b"stream"):
             raise InvalidArgument("The replay target holds another type, not a stream.", conn=conn)
         copied, scanned, reached, done = _script(client, "replay")(
             keys=keys, args=[first, cursor, last, batch, cursor_ttl_ms, *pairs]
         )
-    return ReplayBatch(copied=int(copied), scanned=int(scanned), cursor=None if done else _s(reached))
+    return ReplayBatch(copied=int(copied), scanned=int(scanned), cursor=None if done else reply_text(reached))
 
 
 def replay_cursor(conn: str, job_key: bytes) -> str | None:
@@ -171,4 +167,4 @@ def replay_cursor(conn: str, job_key: bytes) -> str | None:
     (or its cursor expired)."""
     _key(job_key, "job key")
     with translated(conn):
-        return _s(get_client(conn).get(job_key))
+        return reply_text(get_client(conn).get(job_key))

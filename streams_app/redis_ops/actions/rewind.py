@@ -15,7 +15,7 @@ import redis
 from ..client import get_client
 from ..errors import InvalidArgument, NotFound, translated
 from ..ids import parse_position
-from ..reads import _int, _s
+from ..parsers import reply_text
 from ._common import ZERO_ID, _count, _key, _name, _sid, _stream_snapshot
 
 
@@ -82,16 +82,15 @@ def _rewind(conn: str, key: bytes, group: bytes, *, to: str, apply: bool) -> Rew
     client = get_client(conn)
     with translated(conn):
         # One snapshot of the stream's counters and the group, consistent with each other.
-        info, groups = _stream_snapshot(conn, client, key)
-        group_row = next((row for row in groups if row["name"] == group), None)
+        info = _stream_snapshot(conn, client, key)
+        group_row = next((g for g in info.groups if g.name == group), None)
         if group_row is None:
             raise NotFound("No such consumer group on this stream.", conn=conn)
-        length = int(info["length"])
-        last = _s(info["last-generated-id"]) or ZERO_ID
-        first_entry = info.get("first-entry")
-        first = _s(first_entry[0]) if first_entry else None
-        added = _int(info.get("entries-added"))
-        max_deleted = _s(info.get("max-deleted-entry-id")) or ZERO_ID
+        length = info.length
+        last = info.last_generated_id or ZERO_ID
+        first = info.first_id
+        added = info.entries_added
+        max_deleted = info.max_deleted_entry_id or ZERO_ID
 
         target = _rewind_target(client, key, text, last=last)
         if _sid(target) > _sid(last):
@@ -121,7 +120,7 @@ def _rewind(conn: str, key: bytes, group: bytes, *, to: str, apply: bool) -> Rew
         last_delivered_id=target,
         entries_read=entries_read,
         will_redeliver=will,
-        current_last_delivered_id=_s(group_row["last-delivered-id"]),
+        current_last_delivered_id=group_row.last_delivered_id,
         lag_known=lag_known,
     )
 
@@ -137,4 +136,4 @@ def _rewind_target(client: redis.Redis, key: bytes, text: str, *, last: str) -> 
     before = (
         client.execute_command("XREVRANGE", key, "(" + str(pos.lowest), "-", "COUNT", 1) if pos.ms else []
     )
-    return _s(before[0][0]) if before else ZERO_ID
+    return reply_text(before[0][0]) if before else ZERO_ID

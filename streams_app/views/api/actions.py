@@ -8,6 +8,7 @@ raised and become JSON by the middleware: 400 for bad input, 403 for a refusal, 
 from __future__ import annotations
 
 import json
+from functools import partial
 from typing import Any
 
 from django.http import HttpRequest, JsonResponse
@@ -23,7 +24,9 @@ from streams_app.views import action_forms as af
 from streams_app.views import links
 from streams_app.views.audit import audit_events, audit_json
 from streams_app.views.forms import validated
+from streams_app.views.jobs import PAGE as JOBS_PAGE
 from streams_app.views.jobs import job_links
+from streams_app.views.paging import newest_first
 
 
 def _body(request: HttpRequest) -> dict[str, Any]:
@@ -68,7 +71,8 @@ def _job_created(job: Job) -> JsonResponse:
 def claim(request: HttpRequest, conn: str, key: bytes, group: bytes) -> JsonResponse:
     client.connection(conn)
     data = services.action_input(
-        user=request.user, conn=conn, action="claim", stream=key, group=group, form=af.ClaimForm, data=_body(request)
+        user=request.user, conn=conn, action="claim", stream=key, group=group,
+        validate=partial(validated, af.ClaimForm, _body(request)),
     )
     return JsonResponse(_claim_json(services.pending_claim(user=request.user, conn=conn, key=key, group=group, **data)))
 
@@ -77,8 +81,8 @@ def claim(request: HttpRequest, conn: str, key: bytes, group: bytes) -> JsonResp
 def autoclaim(request: HttpRequest, conn: str, key: bytes, group: bytes) -> JsonResponse:
     client.connection(conn)
     data = services.action_input(
-        user=request.user, conn=conn, action="autoclaim", stream=key, group=group, form=af.AutoclaimForm,
-        data=_body(request),
+        user=request.user, conn=conn, action="autoclaim", stream=key, group=group,
+        validate=partial(validated, af.AutoclaimForm, _body(request)),
     )
     result = services.pending_autoclaim(user=request.user, conn=conn, key=key, group=group, **data)
     return JsonResponse(_claim_json(result, sweep=True))
@@ -88,7 +92,8 @@ def autoclaim(request: HttpRequest, conn: str, key: bytes, group: bytes) -> Json
 def ack(request: HttpRequest, conn: str, key: bytes, group: bytes) -> JsonResponse:
     client.connection(conn)
     data = services.action_input(
-        user=request.user, conn=conn, action="ack", stream=key, group=group, form=af.AckForm, data=_body(request)
+        user=request.user, conn=conn, action="ack", stream=key, group=group,
+        validate=partial(validated, af.AckForm, _body(request)),
     )
     return JsonResponse({"acked": services.pending_ack(user=request.user, conn=conn, key=key, group=group, **data)})
 
@@ -99,7 +104,8 @@ def rewind(request: HttpRequest, conn: str, key: bytes, group: bytes) -> JsonRes
     body = _body(request)
     action = "rewind.preview" if _flag(body.get("dry_run")) else "rewind"
     data = services.action_input(
-        user=request.user, conn=conn, action=action, stream=key, group=group, form=af.RewindForm, data=body
+        user=request.user, conn=conn, action=action, stream=key, group=group,
+        validate=partial(validated, af.RewindForm, body),
     )
     do = services.group_rewind_preview if data["dry_run"] else services.group_rewind
     plan = do(user=request.user, conn=conn, key=key, group=group, to=data["to"])
@@ -176,7 +182,8 @@ def dlq_requeue(request: HttpRequest, conn: str, key: bytes) -> JsonResponse:
     body = _body(request)
     action = "dlq.requeue_all" if _flag(body.get("all")) else "dlq.requeue"
     data = services.action_input(
-        user=request.user, conn=conn, action=action, stream=key, form=af.DlqRequeueForm, data=body
+        user=request.user, conn=conn, action=action, stream=key,
+        validate=partial(validated, af.DlqRequeueForm, body),
     )
     if data["all"]:
         job = services.dlq_requeue_all(user=request.user, conn=conn, key=key, up_to=data["up_to"], batch=data["batch"])
@@ -197,7 +204,8 @@ def dlq_requeue(request: HttpRequest, conn: str, key: bytes) -> JsonResponse:
 def dlq_delete(request: HttpRequest, conn: str, key: bytes) -> JsonResponse:
     client.connection(conn)
     data = services.action_input(
-        user=request.user, conn=conn, action="dlq.delete", stream=key, form=af.DlqDeleteForm, data=_body(request)
+        user=request.user, conn=conn, action="dlq.delete", stream=key,
+        validate=partial(validated, af.DlqDeleteForm, _body(request)),
     )
     return JsonResponse({"deleted": services.dlq_delete(user=request.user, conn=conn, key=key, ids=data["ids"])})
 
@@ -207,7 +215,8 @@ def dlq_purge(request: HttpRequest, conn: str, key: bytes) -> JsonResponse:
     """``{"up_to": id, "confirm": "<the DLQ's name>"}`` (admin)."""
     client.connection(conn)
     data = services.action_input(
-        user=request.user, conn=conn, action="dlq.purge", stream=key, form=af.DlqPurgeForm, data=_body(request)
+        user=request.user, conn=conn, action="dlq.purge", stream=key,
+        validate=partial(validated, af.DlqPurgeForm, _body(request)),
     )
     purged = services.dlq_purge(user=request.user, conn=conn, key=key, up_to=data["up_to"], confirm=data["confirm"])
     return JsonResponse({"purged": purged})
@@ -221,7 +230,10 @@ def replay(request: HttpRequest, conn: str, key: bytes) -> JsonResponse:
     client.connection(conn)
     body = _body(request)
     action = "replay.count" if _flag(body.get("dry_run")) else "replay"
-    data = services.action_input(user=request.user, conn=conn, action=action, stream=key, form=af.ReplayForm, data=body)
+    data = services.action_input(
+        user=request.user, conn=conn, action=action, stream=key,
+        validate=partial(validated, af.ReplayForm, body),
+    )
     common = {"start": data["start"], "end": data["end"], "target": data["target"], "match": data["match"]}
     if data["dry_run"]:
         preview = services.stream_replay_count(user=request.user, conn=conn, key=key, **common)
@@ -244,13 +256,11 @@ def job(request: HttpRequest, job_id: int) -> JsonResponse:
 @require_GET
 def jobs(request: HttpRequest) -> JsonResponse:
     params = validated(af.JobsForm, request.GET)
-    rows = Job.objects.order_by("-pk")
+    rows = Job.objects.all()
     if params["state"]:
         rows = rows.filter(state=params["state"])
-    if params["before"]:
-        rows = rows.filter(pk__lt=params["before"])
-    page = list(rows[:51])
-    return JsonResponse({"jobs": [job_json(j) for j in page[:50]], "next": page[49].pk if len(page) > 50 else None})
+    page = newest_first(rows, before=params["before"], size=JOBS_PAGE)
+    return JsonResponse({"jobs": [job_json(j) for j in page.rows], "next": page.older})
 
 
 @require_POST

@@ -7,6 +7,7 @@ read-only mode and writes the audit row. Errors become JSON through the middlewa
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from django.http import HttpRequest, JsonResponse
@@ -17,6 +18,7 @@ from streams_app.redis_ops import actions, client
 from streams_app.redis_ops.decoding import display_text
 from streams_app.views import action_forms as af
 from streams_app.views.api.actions import _body, _flag
+from streams_app.views.forms import validated
 
 
 def _pending_json(pending: tuple[actions.GroupPending, ...]) -> dict[str, list[str]]:
@@ -29,7 +31,7 @@ def consumer_delete(request: HttpRequest, conn: str, key: bytes, group: bytes, c
     client.connection(conn)
     data = services.action_input(
         user=request.user, conn=conn, action="consumer.delete", stream=key, group=group,
-        form=af.ConsumerDeleteForm, data=_body(request),
+        validate=partial(validated, af.ConsumerDeleteForm, _body(request)),
     )
     result = services.consumer_delete(
         user=request.user, conn=conn, key=key, group=group, consumer=consumer, force=data["force"]
@@ -45,7 +47,7 @@ def group_delete(request: HttpRequest, conn: str, key: bytes, group: bytes) -> J
     client.connection(conn)
     data = services.action_input(
         user=request.user, conn=conn, action="group.delete", stream=key, group=group,
-        form=af.GroupDeleteForm, data=_body(request),
+        validate=partial(validated, af.GroupDeleteForm, _body(request)),
     )
     result = services.group_delete(user=request.user, conn=conn, key=key, group=group, confirm=data["confirm"])
     return JsonResponse(
@@ -80,7 +82,10 @@ def trim(request: HttpRequest, conn: str, key: bytes) -> JsonResponse:
     client.connection(conn)
     body = _body(request)
     action = "stream.trim.preview" if _flag(body.get("dry_run")) else "stream.trim"
-    data = services.action_input(user=request.user, conn=conn, action=action, stream=key, form=af.TrimForm, data=body)
+    data = services.action_input(
+        user=request.user, conn=conn, action=action, stream=key,
+        validate=partial(validated, af.TrimForm, body),
+    )
     if data["dry_run"]:
         plan = services.stream_trim_preview(
             user=request.user, conn=conn, key=key, maxlen=data["maxlen"], minid=data["minid"]
@@ -106,7 +111,8 @@ def entries_delete(request: HttpRequest, conn: str, key: bytes) -> JsonResponse:
     body = _body(request)
     action = "stream.delete.preview" if _flag(body.get("dry_run")) else "stream.delete"
     data = services.action_input(
-        user=request.user, conn=conn, action=action, stream=key, form=af.EntriesDeleteForm, data=body
+        user=request.user, conn=conn, action=action, stream=key,
+        validate=partial(validated, af.EntriesDeleteForm, body),
     )
     if _flag(body.get("dry_run")):
         plan = services.stream_entries_delete_preview(user=request.user, conn=conn, key=key, ids=data["ids"])

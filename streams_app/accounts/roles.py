@@ -1,0 +1,91 @@
+"""Who may do what: the console's roles and its read-only mode (SPEC section 3).
+
+Checks here are meant to be called where an action runs (:mod:`streams_app.services` does, through
+its ``ACTION_ROLES`` table), so hiding a button is never the only thing standing between a viewer and
+a purge.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+from typing import TYPE_CHECKING
+
+from django.conf import settings
+from django.core.exceptions import PermissionDenied
+
+if TYPE_CHECKING:
+    from django.contrib.auth.base_user import AbstractBaseUser
+    from django.contrib.auth.models import AnonymousUser
+
+    UserLike = AbstractBaseUser | AnonymousUser
+
+
+class Role(IntEnum):
+    """A user's power in the console, ordered so that ``role_of(user) >= Role.OPERATOR`` reads right.
+
+    ``str(role)`` is the group name ("viewer", ...), which is what templates and messages show.
+    """
+
+    NONE = 0
+    VIEWER = 1
+    OPERATOR = 2
+    ADMIN = 3
+
+    def __str__(self) -> str:
+        return self.label
+
+    @property
+    def label(self) -> str:
+        return self.name.lower()
+
+
+# The Django groups created by migration 0002, highest role wins when a user is in several.
+ROLE_GROUPS: dict[str, Role] = {"viewer": Role.VIEWER, "operator": Role.OPERATOR, "admin": Role.ADMIN}
+
+_ROLE_CACHE_ATTR = "_console_role"
+
+
+def role_of(user: UserLike | None) -> Role:
+    """The role of ``user``: superusers are admins, else the highest role group they belong to.
+
+    An active, authenticated user in none of the role groups is a VIEWER: every account on the
+    console may read (SPEC: "viewer (read everything)"), and granting an account anything more is an
+    explicit act of putting it in the operator or admin group. Anonymous and inactive users have
+    Role.NONE. The answer is cached on the user object, which lives for one request, so the several
+    checks one page makes cost one query.
+    """
+    if user is None or not user.is_authenticated or not user.is_active:
+        return Role.NONE
+    cached = getattr(user, _ROLE_CACHE_ATTR, None)
+    if cached is not None:
+        return cached
+    if getattr(user, "is_superuser", False):
+        role = Role.ADMIN
+    else:
+        names = user.groups.filter(name__in=ROLE_GROUPS).values_list("name", flat=True)
+        role = max((ROLE_GROUPS[name] for name in names), default=Role.VIEWER)
+    setattr(user, _ROLE_CACHE_ATTR, role)
+    return role
+
+
+def require_role(user: UserLike | None, role: Role) -> None:
+    """Raise PermissionDenied unless ``user`` holds at least ``role``."""
+    current = role_of(user)
+    if current >= role:
+        return
+    if current is Role.NONE:
+        raise PermissionDenied(f"Log in with an active account that has the {role.label} role.")
+    raise PermissionDenied(
+        f"This action needs the {role.label} role; your account has the {current.label} role."
+    )
+
+
+def read_only_blocked() -> bool:
+    """True when BUSCONSOLE_READ_ONLY=1: every mutating action is refused, for every role."""
+    return bool(settings.BUSCONSOLE_READ_ONLY)
+
+
+def require_writable() -> None:
+    """Raise PermissionDenied when the console runs read-only (call next to ``require_role``)."""
+    if read_only_blocked():
+        raise PermissionDenied("The console is read-only (BUSCONSOLE_READ_ONLY=1): no changes are allowed.")

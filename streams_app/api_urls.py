@@ -1,0 +1,63 @@
+"""The JSON API (SPEC section 4), included by :mod:`streams_app.urls` under ``api/v1/``.
+
+That module registers the ``conn`` and ``seg`` converters before it includes this one. Reads end in a
+slash; actions are spelled without one, as SPEC section 4 writes them.
+"""
+
+from __future__ import annotations
+
+from django.urls import path
+
+from streams_app.views.api import actions, admin_actions, read
+
+STREAM = "c/<conn:conn>/streams/<seg:key>/"
+GROUP = STREAM + "groups/<seg:group>/"
+CONSUMER = GROUP + "consumers/<seg:consumer>/"
+DLQ = "c/<conn:conn>/dlq/<seg:key>/"
+
+streams_routes = [
+    path("connections/", read.connections, name="api-connections"),
+    path("c/<conn:conn>/streams/", read.streams, name="api-streams"),
+]
+
+stream_routes = [
+    path(STREAM, read.stream, name="api-stream"),
+    path(STREAM + "entries/", read.entries, name="api-entries"),
+    path(STREAM + "groups/", read.groups, name="api-groups"),
+    path(STREAM + "replay", actions.replay, name="api-replay"),
+    path(STREAM + "trim", admin_actions.trim, name="api-trim"),
+    path(STREAM + "delete", admin_actions.entries_delete, name="api-entries-delete"),
+]
+
+group_routes = [
+    path(GROUP + "pending/", read.pending, name="api-pending"),
+    path(GROUP + "consumers/", read.consumers, name="api-consumers"),
+    path(GROUP + "claim", actions.claim, name="api-claim"),
+    path(GROUP + "autoclaim", actions.autoclaim, name="api-autoclaim"),
+    path(GROUP + "ack", actions.ack, name="api-ack"),
+    path(GROUP + "rewind", actions.rewind, name="api-rewind"),
+    path(GROUP + "delete", admin_actions.group_delete, name="api-group-delete"),
+    path(CONSUMER + "delete", admin_actions.consumer_delete, name="api-consumer-delete"),
+]
+
+dlq_routes = [
+    path("c/<conn:conn>/dlq/", actions.dlq_list, name="api-dlq-list"),
+    path(DLQ, actions.dlq_entries, name="api-dlq"),
+    path(DLQ + "requeue", actions.dlq_requeue, name="api-dlq-requeue"),
+    path(DLQ + "delete", actions.dlq_delete, name="api-dlq-delete"),
+    path(DLQ + "purge", actions.dlq_purge, name="api-dlq-purge"),
+]
+
+jobs_routes = [
+    path("jobs/", actions.jobs, name="api-jobs"),
+    path("jobs/<int:job_id>", actions.job, name="api-job"),
+    path("jobs/<int:job_id>/", actions.job),  # the same job with a trailing slash, as clients write it
+    path("jobs/<int:job_id>/cancel", actions.job_cancel, name="api-job-cancel"),
+    path("jobs/<int:job_id>/resume", actions.job_resume, name="api-job-resume"),
+]
+
+audit_routes = [
+    path("audit/", actions.audit, name="api-audit"),
+]
+
+urlpatterns = [*streams_routes, *stream_routes, *group_routes, *dlq_routes, *jobs_routes, *audit_routes]

@@ -1,0 +1,104 @@
+"""One parser per Redis reply, from the raw replies redis-py passes through to the :mod:`.types`.
+
+The console sends XINFO, XRANGE and XPENDING with ``execute_command``, so replies arrive as Redis
+wrote them: flat ``[name, value, ...]`` lists of bytes and integers. Fields a server version lacks
+(``entries-read`` and ``lag`` before 7.0, ``inactive`` before 7.2) become None, never a guess.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .ids import reply_id
+from .types import ConsumerInfo, Entry, GroupInfo, PendingEntry, PendingSummary, StreamInfo
+
+
+def reply_text(value: bytes | str | None) -> str | None:
+    """A reply's bytes as text (IDs and counters are ASCII); None stays None."""
+    if value is None:
+        return None
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def pairs(flat: Sequence) -> dict[str, object]:
+    """Redis's flat ``[name, value, name, value, ...]`` replies as a dict keyed by text."""
+    return {reply_text(flat[i]): flat[i + 1] for i in range(0, len(flat) - 1, 2)}
+
+
+def optional_int(value: object) -> int | None:
+    if value is None:
+        return None
+    return int(value)
+
+
+def parse_entry(raw: Sequence) -> Entry:
+    """One ``[id, [field, value, ...]]`` of XRANGE / XREVRANGE / XREAD."""
+    entry_id, flat = raw[0], raw[1] or []
+    fields = tuple((flat[i], flat[i + 1]) for i in range(0, len(flat) - 1, 2))
+    return Entry(id=reply_text(entry_id), fields=fields)
+
+
+def parse_group(raw: Sequence) -> GroupInfo:
+    """One row of XINFO GROUPS."""
+    info = pairs(raw)
+    return GroupInfo(
+        name=info["name"],
+        consumers=int(info["consumers"]),
+        pending=int(info["pending"]),
+        last_delivered_id=reply_text(info["last-delivered-id"]),
+        entries_read=optional_int(info.get("entries-read")),
+        lag=optional_int(info.get("lag")),
+    )
+
+
+def parse_consumer(raw: Sequence) -> ConsumerInfo:
+    """One row of XINFO CONSUMERS.
+
+    Redis 7.2 added ``inactive``: milliseconds since the consumer's last successful read, or -1 when
+    it never read. Both "absent" and -1 are None: no figure to show.
+    """
+    info = pairs(raw)
+    inactive = info.get("inactive")
+    return ConsumerInfo(
+        name=info["name"],
+        pending=int(info["pending"]),
+        idle_ms=int(info["idle"]),
+        inactive_ms=None if inactive is None or int(inactive) < 0 else int(inactive),
+    )
+
+
+def parse_stream(key: bytes, info: Sequence, groups: Sequence = ()) -> StreamInfo:
+    """XINFO STREAM (never FULL) of ``key`` and, when read beside it, its XINFO GROUPS."""
+    facts = pairs(info)
+    return StreamInfo(
+        key=key,
+        length=int(facts["length"]),
+        first_id=reply_id(facts.get("first-entry")),
+        last_id=reply_id(facts.get("last-entry")),
+        last_generated_id=reply_text(facts.get("last-generated-id")),
+        entries_added=optional_int(facts.get("entries-added")),
+        max_deleted_entry_id=reply_text(facts.get("max-deleted-entry-id")),
+        radix_tree_keys=optional_int(facts.get("radix-tree-keys")),
+        groups=tuple(parse_group(g) for g in groups),
+    )
+
+
+def parse_pending_summary(raw: Sequence) -> PendingSummary:
+    """XPENDING's summary form: ``[count, min ID, max ID, [[consumer, count], ...]]``."""
+    total, min_id, max_id, per_consumer = raw
+    return PendingSummary(
+        count=int(total),
+        min_id=reply_text(min_id),
+        max_id=reply_text(max_id),
+        consumers=tuple((name, int(n)) for name, n in (per_consumer or [])),
+    )
+
+
+def parse_pending_entry(raw: Sequence, *, exists: bool = True) -> PendingEntry:
+    """One row of XPENDING's extended form: ``[id, consumer, idle ms, deliveries]``.
+
+    ``exists`` is for callers that looked the message up (XRANGE id id); the others take it as there.
+    """
+    return PendingEntry(
+        id=reply_text(raw[0]), consumer=raw[1], idle_ms=int(raw[2]), deliveries=int(raw[3]), exists=exists
+    )

@@ -1,0 +1,169 @@
+"""The import graph keeps its shape: no circles, one door to Redis, a Django-free bus, no Spark at boot.
+
+Read with :mod:`ast` (every import, including those inside functions and under ``if TYPE_CHECKING:``),
+so a function-local import cannot hide a circle. ``from pkg import mod`` counts as an import of the
+submodule when ``mod`` is one.
+"""
+
+from __future__ import annotations
+
+import ast
+import itertools
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("streams_app", "busconsole", "eventbus", "pipeline")
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {_module_name(path): path for package in PACKAGES for path in sorted((ROOT / package).rglob("*.py"))}
+
+
+def _imports(name: str, path: Path) -> Iterable[tuple[str, int]]:
+    """(imported module, line) for every import statement of one module, relative ones resolved."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            yield from ((alias.name, node.lineno) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                base = f"{anchor}.{base}" if base else anchor
+            for alias in node.names:
+                yield (f"{base}.{alias.name}" if f"{base}.{alias.name}" in MODULES else base), node.lineno
+
+
+IMPORTS = {name: sorted(set(_imports(name, path))) for name, path in MODULES.items()}
+
+
+def _edges() -> dict[str, dict[str, int]]:
+    """Internal module -> {internal module it imports: line of the first such import}."""
+    return {
+        name: {target: line for target, line in reversed(imports) if target in MODULES and target != name}
+        for name, imports in IMPORTS.items()
+    }
+
+
+def find_cycles(graph: Mapping[str, Iterable[str]]) -> list[tuple[list[str], list[str]]]:
+    """(one shortest cycle, first node repeated; all members) per strongly connected component (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in graph.get(node, ()):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = {stack.pop()}
+            while node not in component:
+                component.add(stack.pop())
+            if len(component) > 1:
+                found.append((_shortest_cycle(graph, min(component), component), sorted(component)))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def _shortest_cycle(graph: Mapping[str, Iterable[str]], start: str, within: set[str]) -> list[str]:
+    paths, frontier = {start: [start]}, [start]
+    while frontier:
+        node = frontier.pop(0)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt == start:
+                return [*paths[node], start]
+            if nxt in within and nxt not in paths:
+                paths[nxt] = [*paths[node], nxt]
+                frontier.append(nxt)
+    raise AssertionError(f"{start} is in a component but on no cycle")
+
+
+def _offenders(where: tuple[str, ...], forbidden: tuple[str, ...], allowed: tuple[str, ...] = ()) -> list[str]:
+    """``module:line imports target`` for each import of a ``forbidden`` tree from the ``where`` trees."""
+    def under(name: str, trees: tuple[str, ...]) -> bool:
+        return any(name == tree or name.startswith(tree + ".") for tree in trees)
+
+    return [
+        f"{name}:{line} imports {target}"
+        for name, imports in IMPORTS.items() if under(name, where) and not under(name, allowed)
+        for target, line in imports if under(target, forbidden)
+    ]
+
+
+def test_cycle_finder_sees_a_planted_cycle() -> None:
+    graph = {"a": ["b"], "b": ["c", "d"], "c": ["a"], "d": [], "e": ["a", "f"], "f": ["e"]}
+    assert sorted(find_cycles(graph)) == [(["a", "b", "c", "a"], ["a", "b", "c"]), (["e", "f", "e"], ["e", "f"])]
+    assert find_cycles({"a": ["b"], "b": ["c"], "c": []}) == []
+
+
+def test_no_import_cycles() -> None:
+    graph = _edges()
+    cycles = [
+        " -> ".join(f"{a}:{graph[a][b]}" for a, b in itertools.pairwise(cycle)) + f" -> {cycle[0]}"
+        + (f"\n    (one of {len(members)} modules in a circle: {', '.join(members)})" if len(members) > 2 else "")
+        for cycle, members in find_cycles(graph)
+    ]
+    assert not cycles, "import cycles (module:line of the import):\n" + "\n".join(cycles)
+
+
+def test_only_redis_ops_imports_redis() -> None:
+    offenders = _offenders(("streams_app",), ("redis",), allowed=("streams_app.redis_ops",))
+    assert not offenders, "redis imported outside streams_app/redis_ops/:\n" + "\n".join(offenders)
+
+
+def test_bus_and_pipeline_are_django_free() -> None:
+    offenders = _offenders(("eventbus", "pipeline"), ("django", "channels", "celery", "streams_app", "busconsole"))
+    assert not offenders, "eventbus/pipeline import the console's stack:\n" + "\n".join(offenders)
+
+
+def test_lower_layers_do_not_know_the_screen() -> None:
+    screen = ("streams_app.views", *(m for m in MODULES if m.rpartition(".")[2] in {"forms", "action_forms", "presenters"}))
+    offenders = _offenders(("streams_app.redis_ops",), screen) + _offenders(("streams_app.live",), ("streams_app.views",))
+    assert not offenders, "redis_ops imports views/forms/presenters, or live imports views:\n" + "\n".join(offenders)
+
+
+# Runs in a fresh interpreter: records the stack of repository files that first asked for pyspark.
+_PROBE = """
+import importlib, json, os, sys, traceback
+import django
+chain = []
+class Spy:
+    def find_spec(self, name, path=None, target=None):
+        if name == "pyspark" and not chain:
+            chain.extend(f"{os.path.relpath(f.filename)}:{f.lineno}" for f in traceback.extract_stack()
+                         if f.filename.startswith(os.getcwd()) and "/.venv/" not in f.filename)
+sys.meta_path.insert(0, Spy())
+django.setup()
+importlib.import_module(sys.argv[1])
+print(json.dumps({"pyspark": "pyspark" in sys.modules, "chain": chain}))
+"""
+
+
+@pytest.mark.parametrize("module", ["busconsole.urls", "busconsole.asgi"])
+def test_loading_the_site_does_not_load_spark(module: str) -> None:
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "busconsole.settings"}
+    done = subprocess.run([sys.executable, "-c", _PROBE, module], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=120, check=False)
+    assert done.returncode == 0, f"importing {module} failed:\n{done.stderr[-3000:]}"
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert not seen["pyspark"], f"importing {module} loads pyspark via:\n" + "\n".join(seen["chain"])
