@@ -154,6 +154,7 @@ class Bus:
 
     # ---------------------------------------------------------------------------- publishing
 
+    # Sync twin of apublish below: the two keep one signature.
     def publish(
         self,
         stream: str,
@@ -170,15 +171,8 @@ class Bus:
         With ``unique_key``, raise :class:`~eventbus.errors.DuplicateEvent` if an event with the
         same key was published to ``stream`` within ``unique_ttl`` seconds.
         """
-        return self._sync().publish(
-            stream,
-            type,
-            data,
-            correlation_id=correlation_id,
-            reply_to=reply_to,
-            unique_key=unique_key,
-            maxlen=maxlen,
-        )
+        message = Message(type, data, correlation_id, reply_to, unique_key)
+        return self._sync().publish(stream, message, maxlen=maxlen)
 
     def publish_many(
         self, stream: str, messages: Iterable[Message | tuple[str, Any]], *, maxlen: int | None = _UNSET
@@ -190,6 +184,7 @@ class Bus:
         """Publish and wait for the handler's return value (see :class:`~eventbus.producer.Producer`)."""
         return self._sync().request(stream, type, data, timeout=timeout)
 
+    # Async twin of publish above: the two keep one signature.
     async def apublish(
         self,
         stream: str,
@@ -201,15 +196,8 @@ class Bus:
         unique_key: str | None = None,
         maxlen: int | None = _UNSET,
     ) -> str:
-        return await self._async_producer().publish(
-            stream,
-            type,
-            data,
-            correlation_id=correlation_id,
-            reply_to=reply_to,
-            unique_key=unique_key,
-            maxlen=maxlen,
-        )
+        message = Message(type, data, correlation_id, reply_to, unique_key)
+        return await self._async_producer().publish(stream, message, maxlen=maxlen)
 
     async def apublish_many(
         self, stream: str, messages: Iterable[Message | tuple[str, Any]], *, maxlen: int | None = _UNSET

@@ -99,6 +99,7 @@ def _reply_result(correlation_id: str, raw: bytes) -> Any:
 _UNSET: Any = object()
 
 
+# Sync twin of AsyncProducer: the two differ only in their awaits.
 class Producer:
     """Publishes on a synchronous client: safe to share between threads."""
 
@@ -107,27 +108,16 @@ class Producer:
         self.scripts = scripts
         self.options = options
 
-    def publish(
-        self,
-        stream: str,
-        type: str,
-        data: Any = None,
-        *,
-        correlation_id: str | None = None,
-        reply_to: str | None = None,
-        unique_key: str | None = None,
-        maxlen: int | None = _UNSET,
-    ) -> str:
-        """XADD one event; return its entry ID. Raise :class:`DuplicateEvent` if ``unique_key`` is held."""
+    def publish(self, stream: str, message: Message, *, maxlen: int | None = _UNSET) -> str:
+        """XADD one event; return its entry ID. Raise :class:`DuplicateEvent` if its ``unique_key`` is held."""
         maxlen = self.options.maxlen if maxlen is _UNSET else maxlen
-        message = Message(type, data, correlation_id, reply_to, unique_key)
         fields = _message_fields(message)
-        if unique_key is None:
+        if message.unique_key is None:
             return _entry_id(self.client.execute_command(*_xadd_args(stream, fields, maxlen)))  # type: ignore[return-value]
-        script_keys, args = _unique_args(stream, fields, unique_key, self.options, maxlen)
+        script_keys, args = _unique_args(stream, fields, message.unique_key, self.options, maxlen)
         entry_id = _entry_id(self.scripts.publish_unique(keys=script_keys, args=args, client=self.client))
         if entry_id is None:
-            raise DuplicateEvent(stream, unique_key)
+            raise DuplicateEvent(stream, message.unique_key)
         return entry_id
 
     def publish_many(
@@ -166,13 +156,14 @@ class Producer:
         """
         correlation_id = new_event_id()
         reply_to = keys.reply_key(correlation_id)
-        self.publish(stream, type, data, correlation_id=correlation_id, reply_to=reply_to)
+        self.publish(stream, Message(type, data, correlation_id, reply_to))
         got = self.client.blpop([reply_to], timeout=timeout)
         if got is None:
             raise RequestTimeout(stream, type, correlation_id, timeout)
         return _reply_result(correlation_id, got[1])
 
 
+# Async twin of Producer: the two differ only in their awaits.
 class AsyncProducer:
     """The asyncio twin of :class:`Producer`, for handlers and services running in an event loop."""
 
@@ -181,27 +172,17 @@ class AsyncProducer:
         self.scripts = scripts
         self.options = options
 
-    async def publish(
-        self,
-        stream: str,
-        type: str,
-        data: Any = None,
-        *,
-        correlation_id: str | None = None,
-        reply_to: str | None = None,
-        unique_key: str | None = None,
-        maxlen: int | None = _UNSET,
-    ) -> str:
+    async def publish(self, stream: str, message: Message, *, maxlen: int | None = _UNSET) -> str:
         maxlen = self.options.maxlen if maxlen is _UNSET else maxlen
-        fields = _message_fields(Message(type, data, correlation_id, reply_to, unique_key))
-        if unique_key is None:
+        fields = _message_fields(message)
+        if message.unique_key is None:
             return _entry_id(await self.client.execute_command(*_xadd_args(stream, fields, maxlen)))  # type: ignore[return-value]
-        script_keys, args = _unique_args(stream, fields, unique_key, self.options, maxlen)
+        script_keys, args = _unique_args(stream, fields, message.unique_key, self.options, maxlen)
         entry_id = _entry_id(
             await self.scripts.publish_unique(keys=script_keys, args=args, client=self.client)
         )
         if entry_id is None:
-            raise DuplicateEvent(stream, unique_key)
+            raise DuplicateEvent(stream, message.unique_key)
         return entry_id
 
     async def publish_many(
@@ -231,7 +212,7 @@ class AsyncProducer:
     async def request(self, stream: str, type: str, data: Any = None, *, timeout: float = 5.0) -> Any:
         correlation_id = new_event_id()
         reply_to = keys.reply_key(correlation_id)
-        await self.publish(stream, type, data, correlation_id=correlation_id, reply_to=reply_to)
+        await self.publish(stream, Message(type, data, correlation_id, reply_to))
         got = await self.client.blpop([reply_to], timeout=timeout)
         if got is None:
             raise RequestTimeout(stream, type, correlation_id, timeout)

@@ -91,6 +91,7 @@ def _error_data(error: BaseException | str | Any) -> Any:
     return error
 
 
+# Sync twin of AsyncProgress: the two differ only in their awaits.
 class Progress:
     """Writes one task's progress stream (synchronous client). Also a context manager:
     ``with bus.progress("report:7") as p: p.delta(...)`` writes ``start``, then ``done``, or
@@ -192,6 +193,7 @@ def _id_tuple(entry_id: str) -> tuple[int, int]:
     return int(ms), int(seq or 0)
 
 
+# Sync twin of asubscribe: the two differ only in their awaits.
 def subscribe(
     client: redis.Redis,
     key: str | bytes,
@@ -237,6 +239,7 @@ def subscribe(
                 return
 
 
+# Async twin of subscribe: the two differ only in their awaits.
 async def asubscribe(
     client: redis.asyncio.Redis,
     key: str | bytes,

@@ -382,48 +382,22 @@ class Worker:
         *,
         final: bool,
     ) -> None:
-        assert self._scripts is not None and d.fields is not None
-        sub = d.sub
+        assert self._scripts is not None
         error = format_error(exc)
         self.counters.failed += 1
-        self._metrics.event(
-            metrics.FAILED,
-            stream=sub.stream,
-            group=sub.group,
-            type_=event.type,
-            entry_id=d.entry_id,
-            event_id=event.id,
-            duration_ms=elapsed_ms,
-            error=error,
-        )
+        self._event_metric(metrics.FAILED, d, event, duration_ms=elapsed_ms, error=error)
         policy = handler.retry
         if final or event.retries >= policy.max_retries:
             await self._dead_letter(d, event, error, tb, event.retries)
             return
         delay_ms = int(policy.delay(event.retries) * 1000)
         due = await schedule_retry(
-            self._scripts,
-            stream=sub.stream,
-            group=sub.group,
-            entry_id=d.entry_id,
-            consumer=self.consumer,
-            fields=d.fields,
-            delay_ms=delay_ms,
-            retries=event.retries + 1,
+            self._scripts, **self._held(d), delay_ms=delay_ms, retries=event.retries + 1
         )
-        self._unhold(sub, d.entry_id)
-        if due is None:
-            log.warning("%s on %s: lease lost before its retry could be scheduled", d.entry_id, sub.stream)
+        if not self._settled(d, due, "its retry could be scheduled"):
             return
         self.counters.retried += 1
-        self._metrics.event(
-            metrics.RETRIED,
-            stream=sub.stream,
-            group=sub.group,
-            type_=event.type,
-            entry_id=d.entry_id,
-            event_id=event.id,
-        )
+        self._event_metric(metrics.RETRIED, d, event)
         log.info(
             "%s %s failed (retry %d/%d in %.2fs): %s",
             event.type,
@@ -437,39 +411,55 @@ class Worker:
     async def _dead_letter(
         self, d: _Delivery, event: Event | None, error: str, tb: str, retries: int
     ) -> None:
-        assert self._scripts is not None and d.fields is not None
-        sub = d.sub
+        assert self._scripts is not None
         new_id = await move_to_dlq(
             self._scripts,
-            stream=sub.stream,
-            group=sub.group,
-            entry_id=d.entry_id,
-            consumer=self.consumer,
-            fields=d.fields,
+            **self._held(d),
             error=error,
             traceback=tb,
             retries=retries,
             maxlen=self.config.dlq_maxlen,
         )
-        self._unhold(sub, d.entry_id)
-        if new_id is None:
-            log.warning("%s on %s: lease lost before it could be dead-lettered", d.entry_id, sub.stream)
+        if not self._settled(d, new_id, "it could be dead-lettered"):
             return
         self.counters.dead_lettered += 1
-        self._metrics.event(
-            metrics.DEAD_LETTERED,
-            stream=sub.stream,
-            group=sub.group,
-            type_=event.type if event else "",
-            entry_id=d.entry_id,
-            event_id=event.id if event else "",
-            error=error,
-        )
-        log.error("%s on %s dead-lettered after %d retries: %s", d.entry_id, sub.stream, retries, error)
+        self._event_metric(metrics.DEAD_LETTERED, d, event, error=error)
+        log.error("%s on %s dead-lettered after %d retries: %s", d.entry_id, d.sub.stream, retries, error)
         if event is not None and event.reply_to:
             # Tell a waiting requester now rather than let it time out.
             self._replies.append((event.reply_to, error_reply_payload(error)))
             self._dirty.set()
+
+    def _held(self, d: _Delivery) -> dict[str, Any]:
+        """The pending entry of ``d`` as this consumer holds it: what both outcome scripts start from."""
+        assert d.fields is not None
+        return {
+            "stream": d.sub.stream,
+            "group": d.sub.group,
+            "entry_id": d.entry_id,
+            "consumer": self.consumer,
+            "fields": d.fields,
+        }
+
+    def _settled(self, d: _Delivery, outcome: object, what: str) -> bool:
+        """Stop holding ``d`` once its outcome script ran; False when the lease was lost first."""
+        self._unhold(d.sub, d.entry_id)
+        if outcome is None:
+            log.warning("%s on %s: lease lost before %s", d.entry_id, d.sub.stream, what)
+            return False
+        return True
+
+    def _event_metric(self, kind: str, d: _Delivery, event: Event | None, **extra: Any) -> None:
+        """One per-event metric entry for ``d`` (``event`` is None when the entry could not be decoded)."""
+        self._metrics.event(
+            kind,
+            stream=d.sub.stream,
+            group=d.sub.group,
+            type_=event.type if event else "",
+            entry_id=d.entry_id,
+            event_id=event.id if event else "",
+            **extra,
+        )
 
     # --------------------------------------------------------------------------- acks, flushing
 

@@ -11,6 +11,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -20,6 +21,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+#: The Celery command of the interpreter running the suite (``make test`` uses the venv's).
+CELERY = (sys.executable, "-m", "celery")
 
 
 def free_port() -> int:

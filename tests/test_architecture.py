@@ -136,10 +136,19 @@ def test_bus_and_pipeline_are_django_free() -> None:
     assert not offenders, "eventbus/pipeline import the console's stack:\n" + "\n".join(offenders)
 
 
+#: Top-level modules of streams_app that wire the screen into Django, and so may import views.
+SCREEN_GLUE = ("urls", "api_urls", "routing", "middleware", "admin", "apps", "context_processors")
+
+
 def test_lower_layers_do_not_know_the_screen() -> None:
     screen = ("streams_app.views", *(m for m in MODULES if m.rpartition(".")[2] in {"forms", "action_forms", "presenters"}))
     offenders = _offenders(("streams_app.redis_ops",), screen) + _offenders(("streams_app.live",), ("streams_app.views",))
     assert not offenders, "redis_ops imports views/forms/presenters, or live imports views:\n" + "\n".join(offenders)
+    # Only the screen itself and Django's glue around it may build on views: a model, a report or a
+    # job that imports views.links has learnt the page's URLs, which are the view's to make.
+    screen_side = ("streams_app.views", "streams_app.templatetags", *(f"streams_app.{m}" for m in SCREEN_GLUE))
+    below = _offenders(("streams_app",), ("streams_app.views",), allowed=screen_side)
+    assert not below, "modules below the screen import streams_app.views:\n" + "\n".join(below)
 
 
 # Runs in a fresh interpreter: records the stack of repository files that first asked for pyspark.

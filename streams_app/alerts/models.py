@@ -16,8 +16,6 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-from streams_app.views import links
-
 __all__ = ["Alert", "AlertRule"]
 
 
@@ -101,13 +99,3 @@ class Alert(models.Model):
     @property
     def is_open(self) -> bool:
         return self.state == self.State.OPEN
-
-    @property
-    def target_url(self) -> str:
-        """The page of what the alert is about: the group's page, else the stream's (or DLQ's)."""
-        key = bytes(self.target_key)
-        if self.target_group_name is not None:
-            return links.group_url(self.connection, key, bytes(self.target_group_name))
-        if self.rule.kind == AlertRule.Kind.DLQ_GROWTH:
-            return links.dlq_url(self.connection, key)
-        return links.stream_url(self.connection, key)

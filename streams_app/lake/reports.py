@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from urllib.parse import urlencode
 
 from django.db.models import Max, Min, Sum
 
@@ -24,7 +23,6 @@ from streams_app.lake.models import (
 )
 from streams_app.metrics import charts
 from streams_app.redis_ops.client import connections
-from streams_app.views import links
 
 HEATMAP_DAYS = 28
 WEEKDAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
@@ -126,21 +124,13 @@ def latency_rows() -> list[LatencyRow]:
 @dataclass(frozen=True, slots=True)
 class SignatureRow:
     rollup: ErrorSignatureRollup
-    dlq_url: str | None  # the DLQ page filtered to this signature's entries, when the connection exists
+    connected: bool  # its connection is configured, so its DLQ can be opened (the page links it)
 
 
 def top_signatures() -> list[SignatureRow]:
     configured = {c.name for c in connections()}
     rows = ErrorSignatureRollup.objects.filter(rank__lte=TOP_PER_STREAM).order_by("-count", "signature")[:SIGNATURE_ROWS]
-    out = []
-    for row in rows:
-        url = None
-        if row.connection in configured:
-            url = links.dlq_url(row.connection, row.dlq_bytes)
-            if row.search:
-                url += "?" + urlencode({"error": row.search})
-        out.append(SignatureRow(rollup=row, dlq_url=url))
-    return out
+    return [SignatureRow(rollup=row, connected=row.connection in configured) for row in rows]
 
 
 def retries_histogram() -> list[tuple[str, int, float]]:

@@ -64,9 +64,10 @@ from django.conf import settings
 
 from streams_app.redis_ops.decoding import display_text
 from streams_app.redis_ops.errors import OpsError, Unreachable
-from streams_app.redis_ops.ids import parse_id
-from streams_app.redis_ops.reads import Entry
-from streams_app.redis_ops.tail import RawEntry, RawRead, TailReader, raw_entry_id
+from streams_app.redis_ops.ids import id_order, parse_id, reply_id
+from streams_app.redis_ops.parsers import parse_entry
+from streams_app.redis_ops.tail import RawRead, TailReader
+from streams_app.redis_ops.types import Entry
 
 log = logging.getLogger(__name__)
 
@@ -99,11 +100,6 @@ def block_ms() -> int:
 def max_lag_s() -> float:
     return int(settings.BUSCONSOLE_TAIL_MAX_LAG_MS) / 1000
 
-
-
-def _sid(entry_id: str) -> Sid:
-    ms, _, seq = entry_id.partition("-")
-    return int(ms), int(seq or 0)
 
 
 def dumps(frame: dict[str, Any]) -> str:
@@ -146,8 +142,8 @@ class Subscription:
         self.start = start  # P: the reader's cursor for the key when this client registered
         self.after = after
         self.capacity = capacity
-        newest = start if after is None or _sid(after) <= _sid(start) else after
-        self._newest: Sid = _sid(newest)  # newest ID the client has or will have from its replay
+        newest = start if after is None or id_order(after) <= id_order(start) else after
+        self._newest: Sid = id_order(newest)  # newest ID the client has or will have from its replay
         self._last_taken = newest  # newest ID taken off the queue for sending
         self._pending: deque[LiveEntry] = deque()
         self._control: deque[str] = deque(maxlen=32)  # status and channel-layer events, out of band
@@ -191,7 +187,7 @@ class Subscription:
 
     def jump(self, head: str) -> None:
         """The reader skipped (…, head] of this stream: whatever is queued goes too, uncounted."""
-        if _sid(head) <= self._newest:
+        if id_order(head) <= self._newest:
             return
         if self._pending:
             self._skip_ahead()
@@ -200,7 +196,7 @@ class Subscription:
         self._skipped += 1  # at least one; the true number was not counted
         self._skip_counted = False
         self._last_skipped = head
-        self._newest = _sid(head)
+        self._newest = id_order(head)
         self._wake.set()
 
     def post(self, frame: dict[str, Any]) -> None:
@@ -224,7 +220,7 @@ class Subscription:
 
         Returns the close code the hub asked for (the consumer's disconnect cancels it otherwise).
         """
-        if self.after is not None and _sid(self.after) < _sid(self.start):
+        if self.after is not None and id_order(self.after) < id_order(self.start):
             await self._replay(send)
         await send(dumps({"type": "status", "state": "live", "last_id": self._last_taken}))
         while True:
@@ -284,12 +280,10 @@ class StreamTail:
         self.interrupts = 0
         self.entries_read = 0
 
-    def live_entry(self, key: bytes, raw: RawEntry) -> LiveEntry:
-        """A raw ``[id, [name, value, ...]]`` reply item, decoded like the page and the API do."""
-        entry_id, flat = raw_entry_id(raw), raw[1] or []
-        entry = Entry(id=entry_id, fields=tuple((flat[i], flat[i + 1]) for i in range(0, len(flat) - 1, 2)))
+    def live_entry(self, key: bytes, entry: Entry) -> LiveEntry:
+        """An entry decoded like the page and the API do, its frame encoded once for every client."""
         frame = dumps({"type": "entry", **self.entry_json(self.conn, key, entry)})
-        return LiveEntry(id=entry_id, sid=_sid(entry_id), frame=frame)
+        return LiveEntry(id=entry.id, sid=id_order(entry.id), frame=frame)
 
     # -- joining and leaving
 
@@ -337,13 +331,13 @@ class StreamTail:
 
     def _set_cursor(self, key: bytes, entry_id: str) -> None:
         self.cursors[key] = entry_id
-        self._cursor_sids[key] = _sid(entry_id)
+        self._cursor_sids[key] = id_order(entry_id)
 
     async def replay(self, key: bytes, *, after: str, until: str, limit: int) -> tuple[list[LiveEntry], str | None]:
         """The newest ``limit`` entries in (after, until], oldest first, and the newest one left out."""
         raw = await self.source.newest_first(key, after=after, until=until, limit=limit + 1)
-        overflow = raw_entry_id(raw[limit]) if len(raw) > limit else None
-        return [self.live_entry(key, item) for item in reversed(raw[:limit])], overflow
+        overflow = reply_id(raw[limit]) if len(raw) > limit else None
+        return [self.live_entry(key, parse_entry(item)) for item in reversed(raw[:limit])], overflow
 
     # -- the reader
 
@@ -430,8 +424,9 @@ class StreamTail:
                 continue
             batch = []
             for raw in raw_entries:
-                if _sid(raw_entry_id(raw)) > cursor:
-                    batch.append(self.live_entry(key, raw))
+                entry = parse_entry(raw)
+                if id_order(entry.id) > cursor:
+                    batch.append(self.live_entry(key, entry))
             if not batch:
                 continue
             self._set_cursor(key, batch[-1].id)
@@ -451,7 +446,7 @@ class StreamTail:
         except OpsError:
             return
         cursor = self._cursor_sids.get(key)
-        if cursor is None or _sid(head) <= cursor:
+        if cursor is None or id_order(head) <= cursor:
             return
         log.warning("tail %s: reader behind on %s for over %.1f s: skipping to %s",
                     self.conn, display_text(key), max_lag_s(), head)

@@ -157,7 +157,7 @@ def format_value(value: float | None, unit: Unit = "count") -> str:
     if value is None:
         return "—"
     if unit == "ms":
-        return _format_duration_ms(value)
+        return format_duration_ms(value)
     text = _compact(value)
     return f"{text}/s" if unit == "rate" else text
 
@@ -174,7 +174,8 @@ def _compact(value: float) -> str:
     return f"{value:.2g}" if magnitude < 1 else f"{value:.1f}"
 
 
-def _format_duration_ms(ms: float) -> str:
+def format_duration_ms(ms: float) -> str:
+    """``93784000`` -> ``1d 2h``: a duration at a glance (its two largest units)."""
     if ms < 1000:
         return f"{ms:.0f} ms"
     seconds = int(ms // 1000)

@@ -10,6 +10,7 @@ where the panel sits on a page, its URLs and the open alerts shown beside it are
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -24,17 +25,11 @@ from streams_app.metrics.models import GroupMirror, SnapshotRun, StreamMirror, S
 OVERVIEW_ROWS = 8
 
 
-@dataclass
-class Panel:
-    """One block of charts with its window switch, as ``_chart_panel.html`` draws it."""
+class _WindowSwitch:
+    """The window switch a panel draws: the windows to choose from and the URL that reloads it."""
 
-    title: str
     url: str  # the htmx endpoint (without ?window=)
     window: Window
-    charts: list[Chart] = field(default_factory=list)
-    no_data: bool = False
-    note: str = ""
-    as_of: datetime | None = None
 
     @property
     def windows(self) -> list[Window]:
@@ -43,6 +38,19 @@ class Panel:
     @property
     def refresh_url(self) -> str:
         return f"{self.url}?window={self.window.name}"
+
+
+@dataclass
+class Panel(_WindowSwitch):
+    """One block of charts with its window switch, as ``_chart_panel.html`` draws it."""
+
+    title: str
+    url: str
+    window: Window
+    charts: list[Chart] = field(default_factory=list)
+    no_data: bool = False
+    note: str = ""
+    as_of: datetime | None = None
 
 
 @dataclass
@@ -54,23 +62,26 @@ class OverviewRow:
 
 
 @dataclass
-class OverviewPanel:
+class OverviewPanel(_WindowSwitch):
     """The overview's activity block: busiest streams and deepest DLQs (``_overview_panel.html``)."""
 
-    url: str  # the htmx endpoint (without ?window=)
+    url: str
     window: Window
     busiest: list[OverviewRow]
     dlqs: list[OverviewRow]
     as_of: datetime | None
     no_data: bool
 
-    @property
-    def windows(self) -> list[Window]:
-        return list(WINDOWS.values())
 
-    @property
-    def refresh_url(self) -> str:
-        return f"{self.url}?window={self.window.name}"
+@dataclass(frozen=True, slots=True)
+class _Spec:
+    """One chart of a panel: which series of the panel's object, and how it is drawn."""
+
+    kind: str
+    metric: str
+    title: str
+    unit: Unit = "count"
+    tone: str = "accent"
 
 
 def _as_of() -> datetime | None:
@@ -87,64 +98,57 @@ def _stream_mirror(conn: str, key: bytes) -> StreamMirror | None:
     return StreamMirror.objects.filter(connection=conn, key_hash=name_hash(key)).first()
 
 
-def _deleted_note(mirror: StreamMirror) -> str:
-    if mirror.deleted_at is None:
-        return ""
-    return f"This stream was last seen {mirror.deleted_at:%Y-%m-%d %H:%M} UTC; its history is kept."
-
-
-def stream_panel(*, conn: str, key: bytes, window: Window, url: str) -> Panel:
-    panel = Panel(title="Throughput and length", url=url, window=window)
-    mirror = _stream_mirror(conn, key)
+def _panel(title: str, url: str, window: Window, mirror: StreamMirror | GroupMirror | None, what: str,
+           specs: Sequence[_Spec]) -> Panel:
+    """The panel of ``mirror`` (``what``: "stream" or "group") with one chart per spec; ``no_data``
+    without a mirror row. A deleted object keeps its charts, with a note saying its history is kept."""
+    panel = Panel(title=title, url=url, window=window)
     if mirror is None:
         panel.no_data = True
         return panel
     now = timezone.now()
     panel.charts = [
-        _chart("stream", mirror.pk, "rate", title="Entries added per second", window=window, now=now, unit="rate"),
-        _chart("stream", mirror.pk, "length", title="Length", window=window, now=now, tone="muted"),
-    ]
-    if mirror.is_dlq:
-        panel.charts.append(_chart("dlq", mirror.pk, "depth", title="DLQ depth", window=window, now=now, tone="bad"))
-    panel.note, panel.as_of = _deleted_note(mirror), _as_of()
-    return panel
-
-
-def group_panel(*, conn: str, key: bytes, group: bytes, window: Window, url: str) -> Panel:
-    panel = Panel(title="Lag, pending and oldest pending", url=url, window=window)
-    mirror = GroupMirror.objects.filter(
-        stream__connection=conn, stream__key_hash=name_hash(key), name_hash=name_hash(group)
-    ).first()
-    if mirror is None:
-        panel.no_data = True
-        return panel
-    now = timezone.now()
-    panel.charts = [
-        _chart("group", mirror.pk, "lag", title="Lag (entries not yet delivered)", window=window, now=now, tone="warn"),
-        _chart("group", mirror.pk, "pending", title="Pending (delivered, not acked)", window=window, now=now),
-        _chart("group", mirror.pk, "oldest_pending_idle_ms", title="Oldest pending entry, idle for", window=window,
-               now=now, unit="ms", tone="bad"),
+        _chart(spec.kind, mirror.pk, spec.metric, title=spec.title, window=window, now=now, unit=spec.unit,
+               tone=spec.tone)
+        for spec in specs
     ]
     if mirror.deleted_at is not None:
-        panel.note = f"This group was last seen {mirror.deleted_at:%Y-%m-%d %H:%M} UTC; its history is kept."
+        panel.note = f"This {what} was last seen {mirror.deleted_at:%Y-%m-%d %H:%M} UTC; its history is kept."
     panel.as_of = _as_of()
     return panel
 
 
-def dlq_panel(*, conn: str, key: bytes, window: Window, url: str) -> Panel:
-    panel = Panel(title="Depth", url=url, window=window)
+_STREAM_CHARTS = (
+    _Spec("stream", "rate", "Entries added per second", unit="rate"),
+    _Spec("stream", "length", "Length", tone="muted"),
+)
+_STREAM_DLQ_CHART = _Spec("dlq", "depth", "DLQ depth", tone="bad")
+_GROUP_CHARTS = (
+    _Spec("group", "lag", "Lag (entries not yet delivered)", tone="warn"),
+    _Spec("group", "pending", "Pending (delivered, not acked)"),
+    _Spec("group", "oldest_pending_idle_ms", "Oldest pending entry, idle for", unit="ms", tone="bad"),
+)
+_DLQ_CHARTS = (
+    _Spec("dlq", "depth", "Dead letters waiting", tone="bad"),
+    _Spec("stream", "rate", "Dead-lettered per second", unit="rate", tone="warn"),
+)
+
+
+def stream_panel(*, conn: str, key: bytes, window: Window, url: str) -> Panel:
     mirror = _stream_mirror(conn, key)
-    if mirror is None:
-        panel.no_data = True
-        return panel
-    now = timezone.now()
-    panel.charts = [
-        _chart("dlq", mirror.pk, "depth", title="Dead letters waiting", window=window, now=now, tone="bad"),
-        _chart("stream", mirror.pk, "rate", title="Dead-lettered per second", window=window, now=now, unit="rate",
-               tone="warn"),
-    ]
-    panel.note, panel.as_of = _deleted_note(mirror), _as_of()
-    return panel
+    specs = (*_STREAM_CHARTS, _STREAM_DLQ_CHART) if mirror is not None and mirror.is_dlq else _STREAM_CHARTS
+    return _panel("Throughput and length", url, window, mirror, "stream", specs)
+
+
+def group_panel(*, conn: str, key: bytes, group: bytes, window: Window, url: str) -> Panel:
+    mirror = GroupMirror.objects.filter(
+        stream__connection=conn, stream__key_hash=name_hash(key), name_hash=name_hash(group)
+    ).first()
+    return _panel("Lag, pending and oldest pending", url, window, mirror, "group", _GROUP_CHARTS)
+
+
+def dlq_panel(*, conn: str, key: bytes, window: Window, url: str) -> Panel:
+    return _panel("Depth", url, window, _stream_mirror(conn, key), "stream", _DLQ_CHARTS)
 
 
 def overview_panel(*, window: Window, url: str) -> OverviewPanel:

@@ -11,7 +11,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -108,6 +108,14 @@ def stream_pipeline(
             if isinstance(reply, Exception):
                 raise reply
     return replies
+
+
+def pipelined(client: redis.Redis, commands: Iterable[Sequence[object]], *, raise_on_error: bool = True) -> list[Any]:
+    """The replies to ``commands``, sent in one round trip without MULTI: a fact per key or group."""
+    pipe = client.pipeline(transaction=False)
+    for command in commands:
+        pipe.execute_command(*command)
+    return pipe.execute(raise_on_error=raise_on_error)
 
 
 def stream_read(conn: str, client: redis.Redis, key: bytes, *command: object) -> Any:

@@ -10,14 +10,11 @@ never happens. Errors are :class:`~streams_app.redis_ops.errors.OpsError`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator
 
 from .client import get_client
 from .errors import translated
-
-RawEntry = Sequence[Any]
-"""One entry as Redis sends it: ``[id, [name, value, name, value, ...]]``, bytes."""
+from .types import RawEntry
 
 
 def range_pages(conn: str, key: bytes, start: str, *, count: Callable[[], int]) -> Iterator[list[RawEntry]]:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from django.conf import settings
 
 from .client import get_client
-from .commands import SCAN_COUNT, lookup, scan_streams, stream_read
+from .commands import SCAN_COUNT, lookup, pipelined, scan_streams, stream_read
 from .errors import InvalidArgument, NotFound, translated
 from .ids import parse_id, parse_position
 from .parsers import (
@@ -24,15 +24,7 @@ from .parsers import (
     parse_pending_summary,
     parse_stream,
 )
-from .types import (
-    ConsumerInfo,
-    Entry,
-    GroupInfo,
-    PendingEntry,
-    PendingSummary,
-    StreamInfo,
-    StreamSummary,
-)
+from .types import ConsumerInfo, Entry, GroupInfo, PendingEntry, PendingSummary, StreamInfo, StreamSummary
 
 MAX_PAGE = 1000
 DEFAULT_PAGE = 50
@@ -123,12 +115,9 @@ def stream_infos(conn: str, keys: Sequence[bytes]) -> list[StreamInfo]:
     if not keys:
         return []
     client = get_client(conn)
+    commands = [command for key in keys for command in (("XINFO", "STREAM", key), ("XINFO", "GROUPS", key))]
     with translated(conn):
-        pipe = client.pipeline(transaction=False)
-        for key in keys:
-            pipe.execute_command("XINFO", "STREAM", key)
-            pipe.execute_command("XINFO", "GROUPS", key)
-        replies = pipe.execute(raise_on_error=False)
+        replies = pipelined(client, commands, raise_on_error=False)
     out: list[StreamInfo] = []
     for i, key in enumerate(keys):
         info, groups = replies[2 * i], replies[2 * i + 1]
@@ -316,10 +305,7 @@ def pending_page(
         summary_raw, rows = pipe.execute()
         more = len(rows) > count
         rows = rows[:count]
-        pipe = client.pipeline(transaction=False)
-        for row in rows:
-            pipe.execute_command(*lookup(key, row[0]))
-        found = pipe.execute() if rows else []
+        found = pipelined(client, [lookup(key, row[0]) for row in rows]) if rows else []
     entries = tuple(parse_pending_entry(row, exists=bool(hit)) for row, hit in zip(rows, found, strict=True))
     return PendingPage(
         summary=parse_pending_summary(summary_raw), entries=entries, next=entries[-1].id if more else None
@@ -355,8 +341,5 @@ def existing_streams(conn: str, keys: Sequence[bytes]) -> list[bytes]:
         return []
     client = get_client(conn)
     with translated(conn):
-        pipe = client.pipeline(transaction=False)
-        for key in keys:
-            pipe.type(key)
-        types = pipe.execute()
+        types = pipelined(client, [("TYPE", key) for key in keys])
     return [key for key, kind in zip(keys, types, strict=True) if kind in (b"stream", "stream")]

@@ -26,9 +26,9 @@ from django.conf import settings
 
 from .client import async_client, connection_url
 from .errors import Unreachable, translated
+from .ids import reply_id
+from .types import RawEntry
 
-RawEntry = Sequence[Any]
-"""One entry as Redis sends it: ``[id, [name, value, name, value, ...]]``, bytes."""
 RawRead = Sequence[tuple[bytes, Sequence[RawEntry]]]
 """An XREAD reply: ``[[key, [entry, ...]], ...]``, only the keys that have new entries."""
 
@@ -38,11 +38,6 @@ RANGE_PAGE = 500
 
 def _text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
-
-
-def raw_entry_id(raw: RawEntry) -> str:
-    """The ID of a raw entry, as text."""
-    return _text(raw[0])
 
 
 class TailReader:
@@ -122,7 +117,7 @@ class TailReader:
     async def newest_id(self, key: bytes) -> str:
         """The newest entry ID of ``key``; ``0-0`` when it is missing or empty."""
         raw = await self._command("XREVRANGE", key, "+", "-", "COUNT", 1)
-        return raw_entry_id(raw[0]) if raw else "0-0"
+        return reply_id(raw[0] if raw else None) or "0-0"
 
     async def newest_first(self, key: bytes, *, after: str, until: str, limit: int) -> list[RawEntry]:
         """At most ``limit`` entries of (after, until], newest first.
@@ -138,7 +133,7 @@ class TailReader:
             out.extend(raw)
             if len(raw) < want:
                 break
-            end = "(" + raw_entry_id(raw[-1])
+            end = f"({reply_id(raw[-1])}"
         return out
 
     async def types(self, keys: Sequence[bytes]) -> list[str]:

@@ -7,12 +7,16 @@ the same thing everywhere. They are built only by :mod:`.parsers` (from Redis's 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from .ids import parse_id
 
 Fields = tuple[tuple[bytes, bytes], ...]
+RawEntry = Sequence[Any]
+"""One entry as Redis sends it: ``[id, [name, value, name, value, ...]]``, bytes."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -83,6 +83,15 @@ def action_authorize(*, user: UserLike | None, action: str) -> None:
     require_role(user, role)
 
 
+def _authorize_audited(*, user: UserLike | None, record: ActionRecord, started: float) -> None:
+    """:func:`action_authorize`, leaving a ``denied`` row for ``record`` when it refuses."""
+    try:
+        action_authorize(user=user, action=record.action)
+    except PermissionDenied as exc:
+        audit_write(user=user, record=record, outcome=AuditEvent.Outcome.DENIED, error=str(exc), started=started)
+        raise
+
+
 def _is_preview(action: str) -> bool:
     """Previews and dry-run counts change nothing: no one needs telling."""
     return action.endswith((".preview", ".count"))
@@ -112,11 +121,7 @@ def action_audit(
         action=action, conn=conn, stream=stream, group=group, ids=list(ids), params=dict(params or {}), target=target
     )
     started = time.monotonic()
-    try:
-        action_authorize(user=user, action=action)
-    except PermissionDenied as exc:
-        audit_write(user=user, record=record, outcome=AuditEvent.Outcome.DENIED, error=str(exc), started=started)
-        raise
+    _authorize_audited(user=user, record=record, started=started)
     try:
         yield record
     except Exception as exc:
@@ -150,11 +155,7 @@ def action_input(
     """
     started = time.monotonic()
     record = ActionRecord(action=action, conn=conn, stream=stream, group=group)
-    try:
-        action_authorize(user=user, action=action)
-    except PermissionDenied as exc:
-        audit_write(user=user, record=record, outcome=AuditEvent.Outcome.DENIED, error=str(exc), started=started)
-        raise
+    _authorize_audited(user=user, record=record, started=started)
     try:
         return validate()
     except InvalidArgument as exc:

@@ -6,9 +6,11 @@ from datetime import datetime
 
 from django import template
 
+from streams_app.alerts.models import Alert
+from streams_app.metrics.charts import format_duration_ms
 from streams_app.redis_ops.decoding import display_text
 from streams_app.redis_ops.ids import id_ms, id_time
-from streams_app.views import links
+from streams_app.views import links, presenters
 
 register = template.Library()
 
@@ -25,16 +27,7 @@ def duration_ms(ms: int | None) -> str:
     """``93784000`` -> ``1d 2h``: idle times at a glance (two largest units)."""
     if ms is None:
         return "unknown"
-    ms = int(ms)
-    if ms < 1000:
-        return f"{ms} ms"
-    seconds = ms // 1000
-    parts = []
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
-        if seconds >= size:
-            parts.append(f"{seconds // size}{unit}")
-            seconds %= size
-    return " ".join(parts[:2])
+    return format_duration_ms(int(ms))
 
 
 @register.filter
@@ -86,6 +79,12 @@ def query(context, **changes) -> str:
 def dlq_url(conn: str, key: bytes) -> str:
     """The dead-letter page of the DLQ ``key``."""
     return links.dlq_url(conn, key)
+
+
+@register.filter
+def alert_url(alert: Alert) -> str:
+    """The page of what an alert is about (``{{ alert|alert_url }}``)."""
+    return presenters.alert_url(alert)
 
 
 @register.filter

@@ -51,42 +51,47 @@ class IdListField(forms.Field):
             raise forms.ValidationError("Select at least one entry.", code="required")
 
 
-class EntryIdField(forms.CharField):
+class _CheckedText(forms.CharField):
+    """Short text that a parser of :mod:`streams_app.redis_ops.ids` checks; its error is the form's."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("max_length", 64)
+        super().__init__(**kwargs)
+
+    def clean(self, value: Any) -> str | None:
+        value = super().clean(value)
+        if not value:
+            return None
+        try:
+            return self.checked(value)
+        except InvalidArgument as exc:
+            raise forms.ValidationError(exc.message) from None
+
+    def checked(self, value: str) -> str:
+        raise NotImplementedError
+
+
+class EntryIdField(_CheckedText):
     """One exact entry ID (``ms-seq``); with ``allow_bare``, a bare ``ms`` is read as ``ms-0``."""
 
     def __init__(self, *, allow_bare: bool = False, **kwargs: Any) -> None:
         self.allow_bare = allow_bare
-        kwargs.setdefault("max_length", 64)
         super().__init__(**kwargs)
 
-    def clean(self, value: Any) -> str | None:
-        value = super().clean(value)
-        if not value:
-            return None
-        try:
-            return str(parse_id(value, allow_bare=self.allow_bare))
-        except InvalidArgument as exc:
-            raise forms.ValidationError(exc.message) from None
+    def checked(self, value: str) -> str:
+        return str(parse_id(value, allow_bare=self.allow_bare))
 
 
-class PositionField(forms.CharField):
+class PositionField(_CheckedText):
     """An entry ID, a millisecond timestamp or an ISO-8601 date-time (plus the given special words)."""
 
     def __init__(self, *, specials: tuple[str, ...] = (), **kwargs: Any) -> None:
         self.specials = specials
-        kwargs.setdefault("max_length", 64)
         super().__init__(**kwargs)
 
-    def clean(self, value: Any) -> str | None:
-        value = super().clean(value)
-        if not value:
-            return None
-        if value in self.specials:
-            return value
-        try:
+    def checked(self, value: str) -> str:
+        if value not in self.specials:
             parse_position(value)
-        except InvalidArgument as exc:
-            raise forms.ValidationError(exc.message) from None
         return value
 
 

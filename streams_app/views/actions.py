@@ -9,7 +9,7 @@ operator came from, which still shows the current state.
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import partial, wraps
+from functools import wraps
 from typing import Any
 
 from django.contrib import messages
@@ -24,7 +24,7 @@ from streams_app.redis_ops.decoding import display_text
 from streams_app.redis_ops.errors import OpsError
 from streams_app.views import action_forms as af
 from streams_app.views import links
-from streams_app.views.forms import validated
+from streams_app.views.forms import action_data
 
 
 def _back(request: HttpRequest, fallback: str) -> str:
@@ -42,6 +42,11 @@ def _plural(n: int, word: str, plural: str | None = None) -> str:
 def _ids_text(ids: tuple[str, ...] | list[str], limit: int = 5) -> str:
     shown = ", ".join(ids[:limit])
     return shown + (f" and {len(ids) - limit} more" if len(ids) > limit else "")
+
+
+def _preview_context(conn: str, key: bytes, **extra: object) -> dict[str, object]:
+    """What every confirm page shows: the connection and the stream, plus the action's own facts."""
+    return {"conn": conn, "key": key, "key_text": display_text(key), **extra}
 
 
 def action_view(fallback: Callable[..., str]) -> Callable:
@@ -89,20 +94,14 @@ def _dlq_page(conn: str, key: bytes) -> str:
 
 @action_view(_group_page)
 def claim(request: HttpRequest, conn: str, key: bytes, group: bytes) -> str:
-    data = services.action_input(
-        user=request.user, conn=conn, action="claim", stream=key, group=group,
-        validate=partial(validated, af.ClaimForm, request.POST),
-    )
+    data = action_data(request, conn, "claim", af.ClaimForm, request.POST, key=key, group=group)
     result = services.pending_claim(user=request.user, conn=conn, key=key, group=group, **data)
     return _claim_message(result, consumer=data["consumer"], min_idle_ms=data["min_idle_ms"])
 
 
 @action_view(_group_page)
 def autoclaim(request: HttpRequest, conn: str, key: bytes, group: bytes) -> str:
-    data = services.action_input(
-        user=request.user, conn=conn, action="autoclaim", stream=key, group=group,
-        validate=partial(validated, af.AutoclaimForm, request.POST),
-    )
+    data = action_data(request, conn, "autoclaim", af.AutoclaimForm, request.POST, key=key, group=group)
     result = services.pending_autoclaim(user=request.user, conn=conn, key=key, group=group, **data)
     text = _claim_message(result, consumer=data["consumer"], min_idle_ms=data["min_idle_ms"])
     if result.next:
@@ -127,10 +126,7 @@ def _claim_message(result: Any, *, consumer: bytes, min_idle_ms: int) -> str:
 
 @action_view(_group_page)
 def ack(request: HttpRequest, conn: str, key: bytes, group: bytes) -> str:
-    data = services.action_input(
-        user=request.user, conn=conn, action="ack", stream=key, group=group,
-        validate=partial(validated, af.AckConfirmForm, request.POST),
-    )
+    data = action_data(request, conn, "ack", af.AckConfirmForm, request.POST, key=key, group=group)
     acked = services.pending_ack(user=request.user, conn=conn, key=key, group=group, ids=data["ids"])
     skipped = len(data["ids"]) - acked
     text = f"Acknowledged {_plural(acked, 'entry', 'entries')}; they will not be processed."
@@ -145,26 +141,18 @@ def ack(request: HttpRequest, conn: str, key: bytes, group: bytes) -> str:
 @action_view(_group_page)
 def rewind_preview(request: HttpRequest, conn: str, key: bytes, group: bytes) -> HttpResponse:
     """Show what a rewind would redeliver, with the button that does it (to the resolved ID)."""
-    data = services.action_input(
-        user=request.user, conn=conn, action="rewind.preview", stream=key, group=group,
-        validate=partial(validated, af.RewindForm, request.POST),
-    )
+    data = action_data(request, conn, "rewind.preview", af.RewindForm, request.POST, key=key, group=group)
     plan = services.group_rewind_preview(user=request.user, conn=conn, key=key, group=group, to=data["to"])
-    context = {
-        "conn": conn, "key": key, "key_text": display_text(key), "group": group, "group_text": display_text(group),
-        "what": "rewind", "to": data["to"], "plan": plan,
-        "confirm_url": links.group_url(conn, key, group) + "rewind/",
-        "back_url": links.group_url(conn, key, group),
-    }
+    context = _preview_context(
+        conn, key, group=group, group_text=display_text(group), what="rewind", to=data["to"], plan=plan,
+        confirm_url=links.group_url(conn, key, group) + "rewind/", back_url=links.group_url(conn, key, group),
+    )
     return render(request, "streams_app/action_preview.html", context)
 
 
 @action_view(_group_page)
 def rewind(request: HttpRequest, conn: str, key: bytes, group: bytes) -> str:
-    data = services.action_input(
-        user=request.user, conn=conn, action="rewind", stream=key, group=group,
-        validate=partial(validated, af.RewindForm, request.POST),
-    )
+    data = action_data(request, conn, "rewind", af.RewindForm, request.POST, key=key, group=group)
     plan = services.group_rewind(user=request.user, conn=conn, key=key, group=group, to=data["to"])
     text = (
         f"Group {display_text(group)} now starts after {plan.last_delivered_id} "
@@ -181,11 +169,8 @@ def rewind(request: HttpRequest, conn: str, key: bytes, group: bytes) -> str:
 
 @action_view(_dlq_page)
 def dlq_requeue(request: HttpRequest, conn: str, key: bytes) -> str | HttpResponse:
-    data = services.action_input(
-        user=request.user, conn=conn, action="dlq.requeue_all" if request.POST.get("all") else "dlq.requeue",
-        stream=key,
-        validate=partial(validated, af.DlqRequeueForm, request.POST),
-    )
+    action = "dlq.requeue_all" if request.POST.get("all") else "dlq.requeue"
+    data = action_data(request, conn, action, af.DlqRequeueForm, request.POST, key=key)
     if data["all"]:
         job = services.dlq_requeue_all(user=request.user, conn=conn, key=key, up_to=data["up_to"], batch=data["batch"])
         messages.info(request, f"Requeueing every entry up to {data['up_to']} in the background (job {job.pk}).")
@@ -210,20 +195,14 @@ def dlq_requeue(request: HttpRequest, conn: str, key: bytes) -> str | HttpRespon
 
 @action_view(_dlq_page)
 def dlq_delete(request: HttpRequest, conn: str, key: bytes) -> str:
-    data = services.action_input(
-        user=request.user, conn=conn, action="dlq.delete", stream=key,
-        validate=partial(validated, af.DlqDeleteForm, request.POST),
-    )
+    data = action_data(request, conn, "dlq.delete", af.DlqDeleteForm, request.POST, key=key)
     deleted = services.dlq_delete(user=request.user, conn=conn, key=key, ids=data["ids"])
     return f"Deleted {_plural(deleted, 'entry', 'entries')} from the DLQ for good."
 
 
 @action_view(_dlq_page)
 def dlq_purge(request: HttpRequest, conn: str, key: bytes) -> str:
-    data = services.action_input(
-        user=request.user, conn=conn, action="dlq.purge", stream=key,
-        validate=partial(validated, af.DlqPurgeForm, request.POST),
-    )
+    data = action_data(request, conn, "dlq.purge", af.DlqPurgeForm, request.POST, key=key)
     purged = services.dlq_purge(user=request.user, conn=conn, key=key, up_to=data["up_to"], confirm=data["confirm"])
     return f"Purged {_plural(purged, 'entry', 'entries')} (up to {data['up_to']}); later arrivals were kept."
 
@@ -234,30 +213,22 @@ def dlq_purge(request: HttpRequest, conn: str, key: bytes) -> str:
 @action_view(_stream_page)
 def replay_count(request: HttpRequest, conn: str, key: bytes) -> HttpResponse:
     """The dry run: how many entries the range holds, with the button that replays exactly them."""
-    data = services.action_input(
-        user=request.user, conn=conn, action="replay.count", stream=key,
-        validate=partial(validated, af.ReplayForm, request.POST),
-    )
+    data = action_data(request, conn, "replay.count", af.ReplayForm, request.POST, key=key)
     preview = services.stream_replay_count(
         user=request.user, conn=conn, key=key, start=data["start"], end=data["end"], target=data["target"],
         match=data["match"],
     )
-    context = {
-        "conn": conn, "key": key, "key_text": display_text(key), "what": "replay", "preview": preview,
-        "target_text": display_text(preview.target),
-        "match_text": "\n".join(f"{display_text(n)}={display_text(v)}" for n, v in preview.match.items()),
-        "confirm_url": links.stream_url(conn, key) + "replay/",
-        "back_url": links.stream_url(conn, key),
-    }
+    context = _preview_context(
+        conn, key, what="replay", preview=preview, target_text=display_text(preview.target),
+        match_text="\n".join(f"{display_text(n)}={display_text(v)}" for n, v in preview.match.items()),
+        confirm_url=links.stream_url(conn, key) + "replay/", back_url=links.stream_url(conn, key),
+    )
     return render(request, "streams_app/action_preview.html", context)
 
 
 @action_view(_stream_page)
 def replay(request: HttpRequest, conn: str, key: bytes) -> HttpResponse:
-    data = services.action_input(
-        user=request.user, conn=conn, action="replay", stream=key,
-        validate=partial(validated, af.ReplayForm, request.POST),
-    )
+    data = action_data(request, conn, "replay", af.ReplayForm, request.POST, key=key)
     job = services.stream_replay(
         user=request.user, conn=conn, key=key, start=data["start"], end=data["end"], target=data["target"],
         match=data["match"], batch=data["batch"],

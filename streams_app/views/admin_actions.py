@@ -8,7 +8,6 @@ and the groups still waiting for some of them, which IDs exist), or the group's 
 
 from __future__ import annotations
 
-from functools import partial
 from urllib.parse import urlencode
 
 from django.contrib import messages
@@ -19,14 +18,17 @@ from streams_app import services
 from streams_app.redis_ops.decoding import display_text
 from streams_app.views import action_forms as af
 from streams_app.views import links
-from streams_app.views.actions import _group_page, _ids_text, _plural, _stream_page, action_view
-from streams_app.views.forms import validated
+from streams_app.views.actions import (
+    _group_page,
+    _ids_text,
+    _plural,
+    _preview_context,
+    _stream_page,
+    action_view,
+)
+from streams_app.views.forms import action_data
 
 PREVIEW_TEMPLATE = "streams_app/admin_action_preview.html"
-
-
-def _context(conn: str, key: bytes, **extra: object) -> dict[str, object]:
-    return {"conn": conn, "key": key, "key_text": display_text(key), **extra}
 
 
 def _consumer_url(conn: str, key: bytes, group: bytes, consumer: bytes) -> str:
@@ -44,13 +46,10 @@ def _consumer_group_page(conn: str, key: bytes, group: bytes, consumer: bytes) -
 @action_view(_consumer_group_page)
 def consumer_delete_preview(request: HttpRequest, conn: str, key: bytes, group: bytes, consumer: bytes) -> HttpResponse:
     """How many pending entries the consumer owns, with the way to claim them first, then the button."""
-    services.action_input(
-        user=request.user, conn=conn, action="consumer.delete.preview", stream=key, group=group,
-        validate=partial(validated, af.ConsumerDeleteForm, request.POST),
-    )
+    action_data(request, conn, "consumer.delete.preview", af.ConsumerDeleteForm, request.POST, key=key, group=group)
     plan = services.consumer_delete_preview(user=request.user, conn=conn, key=key, group=group, consumer=consumer)
     group_page = links.group_url(conn, key, group)
-    context = _context(
+    context = _preview_context(
         conn, key, what="consumer.delete", group=group, group_text=display_text(group), plan=plan,
         consumer_text=display_text(consumer),
         claim_url=f"{group_page}?{urlencode({'consumer': display_text(consumer)})}#pending",
@@ -62,10 +61,7 @@ def consumer_delete_preview(request: HttpRequest, conn: str, key: bytes, group: 
 
 @action_view(_consumer_group_page)
 def consumer_delete(request: HttpRequest, conn: str, key: bytes, group: bytes, consumer: bytes) -> str:
-    data = services.action_input(
-        user=request.user, conn=conn, action="consumer.delete", stream=key, group=group,
-        validate=partial(validated, af.ConsumerDeleteForm, request.POST),
-    )
+    data = action_data(request, conn, "consumer.delete", af.ConsumerDeleteForm, request.POST, key=key, group=group)
     result = services.consumer_delete(
         user=request.user, conn=conn, key=key, group=group, consumer=consumer, force=data["force"]
     )
@@ -84,10 +80,7 @@ def consumer_delete(request: HttpRequest, conn: str, key: bytes, group: bytes, c
 @action_view(_group_page)
 def group_delete(request: HttpRequest, conn: str, key: bytes, group: bytes) -> HttpResponse:
     """Typed confirmation on the group page; success lands on the stream page (the group is gone)."""
-    data = services.action_input(
-        user=request.user, conn=conn, action="group.delete", stream=key, group=group,
-        validate=partial(validated, af.GroupDeleteForm, request.POST),
-    )
+    data = action_data(request, conn, "group.delete", af.GroupDeleteForm, request.POST, key=key, group=group)
     result = services.group_delete(user=request.user, conn=conn, key=key, group=group, confirm=data["confirm"])
     messages.success(
         request,
@@ -102,12 +95,9 @@ def group_delete(request: HttpRequest, conn: str, key: bytes, group: bytes) -> H
 
 @action_view(_stream_page)
 def trim_preview(request: HttpRequest, conn: str, key: bytes) -> HttpResponse:
-    data = services.action_input(
-        user=request.user, conn=conn, action="stream.trim.preview", stream=key,
-        validate=partial(validated, af.TrimForm, request.POST),
-    )
+    data = action_data(request, conn, "stream.trim.preview", af.TrimForm, request.POST, key=key)
     plan = services.stream_trim_preview(user=request.user, conn=conn, key=key, maxlen=data["maxlen"], minid=data["minid"])
-    context = _context(
+    context = _preview_context(
         conn, key, what="trim", plan=plan, given=data["minid"],
         confirm_url=links.stream_url(conn, key) + "trim/", back_url=links.stream_url(conn, key),
     )
@@ -116,10 +106,7 @@ def trim_preview(request: HttpRequest, conn: str, key: bytes) -> HttpResponse:
 
 @action_view(_stream_page)
 def trim(request: HttpRequest, conn: str, key: bytes) -> str:
-    data = services.action_input(
-        user=request.user, conn=conn, action="stream.trim", stream=key,
-        validate=partial(validated, af.TrimForm, request.POST),
-    )
+    data = action_data(request, conn, "stream.trim", af.TrimForm, request.POST, key=key)
     result = services.stream_trim(user=request.user, conn=conn, key=key, maxlen=data["maxlen"], minid=data["minid"])
     how = f"to about {result.maxlen} entries" if result.strategy == "maxlen" else f"before {result.minid}"
     return f"Trimmed {how}: removed {_plural(result.removed, 'entry', 'entries')}, {result.length} left."
@@ -130,12 +117,9 @@ def trim(request: HttpRequest, conn: str, key: bytes) -> str:
 
 @action_view(_stream_page)
 def entries_delete_preview(request: HttpRequest, conn: str, key: bytes) -> HttpResponse:
-    data = services.action_input(
-        user=request.user, conn=conn, action="stream.delete.preview", stream=key,
-        validate=partial(validated, af.EntriesDeleteForm, request.POST),
-    )
+    data = action_data(request, conn, "stream.delete.preview", af.EntriesDeleteForm, request.POST, key=key)
     plan = services.stream_entries_delete_preview(user=request.user, conn=conn, key=key, ids=data["ids"])
-    context = _context(
+    context = _preview_context(
         conn, key, what="entries.delete", plan=plan,
         confirm_url=links.stream_url(conn, key) + "delete/", back_url=links.stream_url(conn, key),
     )
@@ -144,10 +128,7 @@ def entries_delete_preview(request: HttpRequest, conn: str, key: bytes) -> HttpR
 
 @action_view(_stream_page)
 def entries_delete(request: HttpRequest, conn: str, key: bytes) -> str:
-    data = services.action_input(
-        user=request.user, conn=conn, action="stream.delete", stream=key,
-        validate=partial(validated, af.EntriesDeleteForm, request.POST),
-    )
+    data = action_data(request, conn, "stream.delete", af.EntriesDeleteForm, request.POST, key=key)
     result = services.stream_entries_delete(user=request.user, conn=conn, key=key, ids=data["ids"])
     text = f"Deleted {_plural(len(result.deleted), 'entry', 'entries')}."
     if result.missing:

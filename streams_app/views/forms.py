@@ -1,4 +1,4 @@
-"""Forms that validate GET parameters before anything reaches Redis.
+"""Forms that validate GET parameters before anything reaches Redis, and the action views' input.
 
 A form that does not validate becomes an :class:`InvalidArgument` (a 400 with the field's
 message), so no view does ``int(request.GET[...])`` by hand.
@@ -6,9 +6,14 @@ message), so no view does ``int(request.GET[...])`` by hand.
 
 from __future__ import annotations
 
-from django import forms
-from django.http import QueryDict
+from collections.abc import Mapping
+from functools import partial
+from typing import Any
 
+from django import forms
+from django.http import HttpRequest, QueryDict
+
+from streams_app import services
 from streams_app.redis_ops.errors import InvalidArgument
 from streams_app.redis_ops.reads import DEFAULT_PAGE, MAX_PAGE
 from streams_app.views.action_forms import EntryIdField, PositionField
@@ -23,6 +28,24 @@ def validated(form_class: type[forms.Form], data: QueryDict) -> dict:
         )
         raise InvalidArgument(problems)
     return form.cleaned_data
+
+
+def action_data(
+    request: HttpRequest,
+    conn: str,
+    action: str,
+    form_class: type[forms.Form],
+    data: QueryDict | Mapping[str, Any],
+    *,
+    key: bytes,
+    group: bytes | None = None,
+) -> dict:
+    """An action view's input: the role check of ``action``, then ``data`` (the POST or the JSON body)
+    validated by ``form_class`` (see :func:`streams_app.services.action_input`)."""
+    return services.action_input(
+        user=request.user, conn=conn, action=action, stream=key, group=group,
+        validate=partial(validated, form_class, data),
+    )
 
 
 class StreamsForm(forms.Form):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from streams_app.alerts.models import Alert, AlertRule
 from streams_app.redis_ops import conventions
 from streams_app.redis_ops.decoding import DecodedField, decode_fields, display_text
 from streams_app.redis_ops.types import (
@@ -153,3 +154,13 @@ def pending_json(summary: PendingSummary, entries: tuple[PendingEntry, ...], nxt
         ],
         "next": nxt,
     }
+
+
+def alert_url(alert: Alert) -> str:
+    """The page of what the alert is about: the group's page, else the stream's (or the DLQ's)."""
+    key = bytes(alert.target_key)
+    if alert.target_group_name is not None:
+        return links.group_url(alert.connection, key, bytes(alert.target_group_name))
+    if alert.rule.kind == AlertRule.Kind.DLQ_GROWTH:
+        return links.dlq_url(alert.connection, key)
+    return links.stream_url(alert.connection, key)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from urllib.parse import urlencode
+
 from django import forms
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
@@ -10,10 +13,28 @@ from django.views.decorators.http import require_GET, require_POST
 
 from streams_app import services
 from streams_app.lake import reports as report_data
+from streams_app.lake.models import ErrorSignatureRollup
 from streams_app.redis_ops.errors import OpsError
 from streams_app.views import links
 from streams_app.views.common import render_screen
 from streams_app.views.forms import validated
+
+
+@dataclass(frozen=True, slots=True)
+class SignatureLink:
+    """A top error signature, with the DLQ page filtered to its entries (None: connection not configured)."""
+
+    rollup: ErrorSignatureRollup
+    dlq_url: str | None
+
+
+def _signature_link(row: report_data.SignatureRow) -> SignatureLink:
+    rollup, url = row.rollup, None
+    if row.connected:
+        url = links.dlq_url(rollup.connection, rollup.dlq_bytes)
+        if rollup.search:
+            url += "?" + urlencode({"error": rollup.search})
+    return SignatureLink(rollup=rollup, dlq_url=url)
 
 
 class ReportsForm(forms.Form):
@@ -32,7 +53,7 @@ def reports(request: HttpRequest) -> HttpResponse:
         "heatmap_streams": report_data.throughput_streams(),
         "hours": range(24),
         "latency": report_data.latency_rows(),
-        "signatures": report_data.top_signatures(),
+        "signatures": [_signature_link(row) for row in report_data.top_signatures()],
         "retries": report_data.retries_histogram(),
         "anomalies": report_data.anomalies(),
         "lag_charts": report_data.lag_charts(),

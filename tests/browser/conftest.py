@@ -10,10 +10,11 @@ from collections.abc import Iterator
 import pytest
 
 from tests.console.conftest import *  # noqa: F403 - the standing users and their clients
-from tests.console.conftest import (  # noqa: F401 - the two fixtures are autouse here too
+from tests.console.conftest import (  # noqa: F401 - the autouse fixtures apply here too
     PASSWORD,
     _clean_login_throttle,
     _fast_password_hashing,
+    _fresh_console_state,
 )
 
 CHROMIUM = "/usr/bin/chromium"

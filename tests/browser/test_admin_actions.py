@@ -7,24 +7,14 @@ the box, typing the name), and the test checks what the page shows and what Redi
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 
 import pytest
 import redis
 
-from streams_app.redis_ops import client as redis_client
 from tests.browser.conftest import login_through_form
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 SCREENSHOTS = os.environ.get("BUSCONSOLE_SCREENSHOTS")  # a directory: save what the admin saw
-
-
-@pytest.fixture(autouse=True)
-def _fresh_clients(settings) -> Iterator[None]:
-    settings.BUSCONSOLE_READ_ONLY = False
-    redis_client.reset()
-    yield
-    redis_client.reset()
 
 
 @pytest.fixture

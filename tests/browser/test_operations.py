@@ -7,25 +7,14 @@ checks both what the page then shows and what Redis now holds.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from urllib.parse import quote
 
 import pytest
 import redis
 
-from streams_app.redis_ops import client as redis_client
 from tests.browser.conftest import login_through_form
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-
-@pytest.fixture(autouse=True)
-def _fresh_clients(settings) -> Iterator[None]:
-    settings.BUSCONSOLE_READ_ONLY = False
-    settings.BUSCONSOLE_DLQ_PATTERNS = ""
-    redis_client.reset()
-    yield
-    redis_client.reset()
 
 
 @pytest.fixture

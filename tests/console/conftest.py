@@ -17,6 +17,7 @@ from django.contrib.auth.models import Group, User
 from django.test import Client
 
 from streams_app.accounts.tokens import token_create
+from streams_app.redis_ops import client as redis_client
 
 PASSWORD = "console-test-password-7"
 
@@ -25,6 +26,20 @@ PASSWORD = "console-test-password-7"
 def _fast_password_hashing(settings) -> None:
     """Hash passwords with MD5 in these tests: Django's default hasher costs ~0.3 s per login."""
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture(autouse=True)
+def _fresh_console_state(settings) -> Iterator[None]:
+    """Every console test starts writable, with only the built-in DLQ conventions and no cached clients.
+
+    ``redis_ops.client`` caches a client per connection name; a test that points a connection at
+    another server (or stops one) must not leave that client to the tests after it.
+    """
+    settings.BUSCONSOLE_READ_ONLY = False
+    settings.BUSCONSOLE_DLQ_PATTERNS = ""
+    redis_client.reset()
+    yield
+    redis_client.reset()
 
 
 @pytest.fixture(autouse=True)

@@ -1,5 +1,5 @@
-"""Helpers shared by the console's view tests: the addresses of pages and API calls, a JSON post with an
-API token, and polling with a bound.
+"""Helpers shared by the console's view tests: the one key-encoding helper (``seg``), the addresses of
+pages and API calls, and a JSON post with an API token. Polling lives in ``tests.polling``.
 
 The URLs are spelled out rather than reversed: the tests pin the addresses that bookmarks, links in
 alerts and scripts use, so a renamed route that moves one must fail here.
@@ -8,8 +8,6 @@ alerts and scripts use, so a renamed route that moves one must fail here.
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Callable
 from urllib.parse import quote
 
 from django.test import Client
@@ -22,8 +20,9 @@ def seg(key: str | bytes) -> str:
     return quote(key.encode() if isinstance(key, str) else key, safe="")
 
 
-def stream_url(key: str | bytes) -> str:
-    return f"/c/{CONN}/streams/{seg(key)}/"
+def stream_url(key: str | bytes, rest: str = "") -> str:
+    """The page of a stream, or of ``rest`` under it (``groups/<g>/``, ``tail/``)."""
+    return f"/c/{CONN}/streams/{seg(key)}/{rest}"
 
 
 def group_url(key: str, group: str) -> str:
@@ -42,6 +41,11 @@ def api(path: str) -> str:
     return "/api/v1" + path
 
 
+def stream_api(key: str | bytes, rest: str = "") -> str:
+    """The API address of a stream, or of ``rest`` under it (``entries/``, ``groups/<g>/pending/``)."""
+    return api(f"/c/{CONN}/streams/{seg(key)}/{rest}")
+
+
 def bearer(token: str) -> dict[str, str]:
     return {"HTTP_AUTHORIZATION": f"Bearer {token}"}
 
@@ -49,14 +53,3 @@ def bearer(token: str) -> dict[str, str]:
 def post_json(url: str, body: dict, token: str, *, web: Client | None = None):
     """POST ``body`` as JSON with an API token, from a fresh anonymous client unless ``web`` is given."""
     return (web or Client()).post(url, json.dumps(body), content_type="application/json", **bearer(token))
-
-
-def wait_for(predicate: Callable[[], object], *, timeout: float, what: str, step: float = 0.02) -> object:
-    """Poll until ``predicate()`` is truthy (bounded: a hang fails with ``what``, it never blocks)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(step)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")

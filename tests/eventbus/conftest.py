@@ -1,5 +1,5 @@
 """Fixtures for the event bus tests: a Bus on the suite's real redis-server (db 0, flushed per
-test by the ``r`` fixture), workers run in threads or in subprocesses, and a bounded wait."""
+test by the ``r`` fixture), workers run in threads or in subprocesses. Waits use ``tests.polling``."""
 
 from __future__ import annotations
 
@@ -8,8 +8,7 @@ import os
 import subprocess
 import sys
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -18,16 +17,6 @@ import redis
 
 from eventbus import Bus, Worker
 from tests.servers import REPO, RedisServer
-
-
-def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, interval: float = 0.02) -> bool:
-    """Poll ``predicate`` until it is true or ``timeout`` seconds pass; return whether it became true."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(interval)
-    return bool(predicate())
 
 
 def server_ms(client: redis.Redis) -> int:

@@ -14,7 +14,8 @@ import redis
 
 from eventbus import Bus
 from tests.eventbus.apps import FINISHED, STARTED
-from tests.eventbus.conftest import spawn_worker, wait_until
+from tests.eventbus.conftest import spawn_worker
+from tests.polling import wait_for
 
 STREAM, GROUP = "jobs", "workers"
 
@@ -53,9 +54,8 @@ def test_sigkill_mid_batch_loses_no_event(url: str, r: redis.Redis) -> None:
     for fraction in (3, 3 / 2):
         process = spawn_worker(url, *worker_args, EVENTBUS_TEST_SLEEP="0.01")
         target = total / fraction
-        assert wait_until(lambda target=target: len(_finished(r)) >= target, timeout=30), (
-            "worker made no progress"
-        )
+        wait_for(lambda target=target: len(_finished(r)) >= target, timeout=30,
+                 what="the worker to make progress (worker made no progress)")
         _stop(process, signal.SIGKILL)
         pending_at_kill = _pending(r)
         # Mid-batch: the dead worker held entries it had read and not acknowledged.
@@ -64,7 +64,8 @@ def test_sigkill_mid_batch_loses_no_event(url: str, r: redis.Redis) -> None:
 
     survivor = spawn_worker(url, *worker_args, EVENTBUS_TEST_SLEEP="0.001")
     try:
-        assert wait_until(lambda: set(_finished(r)) >= set(range(total)) and _pending(r) == 0, timeout=30)
+        wait_for(lambda: set(_finished(r)) >= set(range(total)) and _pending(r) == 0, timeout=30,
+                 what="the survivor to finish every job with nothing pending")
     finally:
         assert _stop(survivor, signal.SIGTERM) == 0
 
@@ -83,7 +84,7 @@ def test_sigterm_finishes_running_handlers_and_releases_the_rest(url: str, r: re
     process = spawn_worker(
         url, "--concurrency", "2", "--prefetch", "6", "--lease-ms", str(lease_ms), EVENTBUS_TEST_SLEEP="0.3"
     )
-    assert wait_until(lambda: r.llen(STARTED) >= 3, timeout=20)
+    wait_for(lambda: r.llen(STARTED) >= 3, timeout=20, what="three jobs to start")
     assert _stop(process, signal.SIGTERM) == 0
 
     started = [int(n) for n in r.lrange(STARTED, 0, -1)]
@@ -106,7 +107,8 @@ def test_sigterm_finishes_running_handlers_and_releases_the_rest(url: str, r: re
     # A new worker (with a short lease) takes over the released entries and finishes the job.
     process = spawn_worker(url, "--concurrency", "4", "--lease-ms", "1000", EVENTBUS_TEST_SLEEP="0.001")
     try:
-        assert wait_until(lambda: set(_finished(r)) == set(range(40)) and _pending(r) == 0, timeout=20)
+        wait_for(lambda: set(_finished(r)) == set(range(40)) and _pending(r) == 0, timeout=20,
+                 what="the new worker to finish the 40 jobs with nothing pending")
     finally:
         assert _stop(process, signal.SIGTERM) == 0
     # A clean shutdown with nothing pending removes its consumer from the group.

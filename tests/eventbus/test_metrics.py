@@ -5,7 +5,8 @@ from __future__ import annotations
 import redis
 
 from eventbus import Bus, Event, RetryPolicy
-from tests.eventbus.conftest import running, wait_until
+from tests.eventbus.conftest import running
+from tests.polling import wait_for
 
 
 def test_metric_events(bus: Bus, r: redis.Redis) -> None:
@@ -18,7 +19,8 @@ def test_metric_events(bus: Bus, r: redis.Redis) -> None:
 
     bus.publish_many("jobs", [("ok", n) for n in range(50)] + [("bad", 0)])
     with running(bus, metrics_interval=0.05):
-        assert wait_until(lambda: r.xlen("jobs:dlq") == 1 and r.xpending("jobs", "g")["pending"] == 0)
+        wait_for(lambda: r.xlen("jobs:dlq") == 1 and r.xpending("jobs", "g")["pending"] == 0,
+                 what="one dead letter and nothing pending")
 
     rows = [{k.decode(): v.decode() for k, v in fields.items()} for _, fields in r.xrange("eventbus:metrics")]
     by_kind: dict[str, list[dict[str, str]]] = {}

@@ -13,7 +13,8 @@ import pytest
 import redis
 
 from eventbus import Bus, DuplicateEvent, Message
-from tests.eventbus.conftest import server_ms, wait_until
+from tests.eventbus.conftest import server_ms
+from tests.polling import wait_for
 
 
 class Colour(Enum):
@@ -125,7 +126,7 @@ def test_unique_key_expires_after_its_window(url: str, r: redis.Redis) -> None:
             return False
         return True
 
-    assert wait_until(accepted, timeout=5)
+    wait_for(accepted, timeout=5, what="the key to expire and the publish to be accepted")
     assert r.xlen("orders") == 2
     # Expired keys are pruned, so the set only holds the live one.
     assert r.zcard("orders:unique") == 1

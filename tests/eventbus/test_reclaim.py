@@ -10,7 +10,8 @@ import time
 import redis
 
 from eventbus import Bus, Event, RetryPolicy
-from tests.eventbus.conftest import running, wait_until
+from tests.eventbus.conftest import running
+from tests.polling import wait_for
 
 
 def _ghost_reads(r: redis.Redis, stream: str, group: str, count: int) -> list[bytes]:
@@ -34,7 +35,8 @@ def test_entries_of_a_crashed_consumer_are_reclaimed(bus: Bus, r: redis.Redis) -
     r.xdel("jobs", *deleted)
 
     with running(bus, lease_ms=200) as worker:
-        assert wait_until(lambda: len(seen) == 4 and r.xpending("jobs", "g")["pending"] == 0)
+        wait_for(lambda: len(seen) == 4 and r.xpending("jobs", "g")["pending"] == 0,
+                 what="four events handled and nothing pending")
         consumer = worker.consumer
 
     assert sorted(event.data for event in seen) == [0, 3, 4, 5]
@@ -68,13 +70,14 @@ def test_heartbeat_keeps_a_long_handlers_lease(bus: Bus, r: redis.Redis) -> None
         assert started.wait(timeout=10)
         begun = time.monotonic()
         # Let four leases pass while the handler runs, then look at what Redis says.
-        assert wait_until(lambda: time.monotonic() - begun > 4 * lease_ms / 1000, timeout=5)
+        wait_for(lambda: time.monotonic() - begun > 4 * lease_ms / 1000, timeout=5,
+                 what="four leases to pass")
         assert len(runs) == 1
         [row] = r.xpending_range("reports", "g", min="-", max="+", count=10)
         assert row["times_delivered"] == 1, "another consumer claimed the entry"
         assert row["time_since_delivered"] < lease_ms, "the lease was not renewed"
         finish.set()
-        assert wait_until(lambda: r.xpending("reports", "g")["pending"] == 0)
+        wait_for(lambda: r.xpending("reports", "g")["pending"] == 0, what="the report entry to be acked")
     assert len(runs) == 1
 
 
@@ -93,7 +96,8 @@ def test_poison_entry_is_dead_lettered_after_too_many_deliveries(bus: Bus, r: re
         r.xclaim("jobs", "g", name, 0, [entry_id])
 
     with running(bus, lease_ms=100):
-        assert wait_until(lambda: r.xlen("jobs:dlq") == 1 and r.xpending("jobs", "g")["pending"] == 0)
+        wait_for(lambda: r.xlen("jobs:dlq") == 1 and r.xpending("jobs", "g")["pending"] == 0,
+                 what="the over-delivered entry to be dead-lettered")
     assert calls == []
     [(_, dead)] = r.xrange("jobs:dlq")
     assert dead[b"dlq_original_id"] == entry_id

@@ -12,7 +12,8 @@ import redis
 from eventbus import Bus, Event, Reject, RetryPolicy
 from eventbus.dlq import trim_traceback
 from eventbus.scripts import Scripts
-from tests.eventbus.conftest import group_info, running, server_ms, wait_until
+from tests.eventbus.conftest import group_info, running, server_ms
+from tests.polling import wait_for
 
 
 def test_retry_policy_delays() -> None:
@@ -46,8 +47,8 @@ def test_exhausted_retries_go_to_the_dlq_with_the_failure(bus: Bus, r: redis.Red
     before = server_ms(r)
     bus.publish("orders", "order.created", {"order_id": 7})
     with running(bus):
-        assert wait_until(lambda: r.xlen("orders:dlq") == 1)
-        assert wait_until(lambda: r.xpending("orders", "billing")["pending"] == 0)
+        wait_for(lambda: r.xlen("orders:dlq") == 1, what="the order to be dead-lettered")
+        wait_for(lambda: r.xpending("orders", "billing")["pending"] == 0, what="nothing pending for billing")
     after = server_ms(r)
 
     # One attempt and three retries, each a new entry carrying the retry count and the group.
@@ -94,7 +95,8 @@ def test_a_transient_failure_is_retried_until_it_succeeds(bus: Bus, r: redis.Red
 
     bus.publish("emails", "email.send", {"to": "ada@example.com"})
     with running(bus):
-        assert wait_until(lambda: len(attempts) == 3 and r.xpending("emails", "mailer")["pending"] == 0)
+        wait_for(lambda: len(attempts) == 3 and r.xpending("emails", "mailer")["pending"] == 0,
+                 what="three attempts and nothing pending")
     assert r.exists("emails:dlq") == 0
     assert [event.retries for event in attempts] == [0, 1, 2]
     assert r.xlen("emails") == 3
@@ -118,7 +120,8 @@ def test_backoff_schedule_in_the_retry_set(bus: Bus, r: redis.Redis) -> None:
                 # Make the scheduled retry due now; the pump re-adds it and the handler fails again.
                 [member] = r.zrange("jobs:retry", 0, -1)
                 r.zadd("jobs:retry", {member: before})
-            assert wait_until(lambda retry=retry: len(attempts) == retry + 1 and r.zcard("jobs:retry") == 1)
+            wait_for(lambda retry=retry: len(attempts) == retry + 1 and r.zcard("jobs:retry") == 1,
+                     what=f"attempt {retry + 1} and its retry scheduled")
             after = server_ms(r)
             [(_, due)] = r.zrange("jobs:retry", 0, -1, withscores=True)
             assert before + ceiling_ms * 0.5 <= due <= after + ceiling_ms
@@ -135,7 +138,7 @@ def test_reject_skips_the_remaining_retries(bus: Bus, r: redis.Redis) -> None:
 
     bus.publish("payments", "payment.captured", {"currency": "XTS"})
     with running(bus):
-        assert wait_until(lambda: r.xlen("payments:dlq") == 1)
+        wait_for(lambda: r.xlen("payments:dlq") == 1, what="the rejected payment to be dead-lettered")
     assert attempts == [1]
     [(_, dead)] = r.xrange("payments:dlq")
     assert dead[b"dlq_error"] == b"Reject: currency XTS cannot be booked"
@@ -151,7 +154,8 @@ def test_malformed_entries_are_dead_lettered_at_once(bus: Bus, r: redis.Redis) -
     binary_id = r.xadd("raw", {"payload": b"\xff\xfe not an event"})
     r.xadd("raw", {"type": "x", "data": "{not json"})
     with running(bus):
-        assert wait_until(lambda: r.xlen("raw:dlq") == 2 and r.xpending("raw", "g")["pending"] == 0)
+        wait_for(lambda: r.xlen("raw:dlq") == 2 and r.xpending("raw", "g")["pending"] == 0,
+                 what="both malformed entries to be dead-lettered")
     errors = [fields[b"dlq_error"] for _, fields in r.xrange("raw:dlq")]
     assert all(error.startswith(b"MalformedEvent") for error in errors)
     # Runners work concurrently: the two dead letters may land in either order.
@@ -175,12 +179,14 @@ def test_a_retry_is_seen_only_by_the_group_that_failed(bus: Bus, r: redis.Redis)
 
     bus.publish("orders", "order.created", {"order_id": 1})
     with running(bus):
-        assert wait_until(lambda: billing == [0, 1] and r.xlen("orders") == 2)
-        assert wait_until(
+        wait_for(lambda: billing == [0, 1] and r.xlen("orders") == 2, what="billing's retry")
+        wait_for(
             lambda: r.xpending("orders", "billing")["pending"] == 0
-            and r.xpending("orders", "shipping")["pending"] == 0
+            and r.xpending("orders", "shipping")["pending"] == 0,
+            what="nothing pending for billing or shipping",
         )
-        assert wait_until(lambda: group_info(r, "orders", "shipping").get("entries-read") == 2)
+        wait_for(lambda: group_info(r, "orders", "shipping").get("entries-read") == 2,
+                 what="shipping to read both entries")
     assert shipping == [0]
 
 
@@ -194,7 +200,7 @@ def test_a_handler_timeout_counts_as_a_failure(bus: Bus, r: redis.Redis) -> None
 
     bus.publish("jobs", "job")
     with running(bus):
-        assert wait_until(lambda: r.xlen("jobs:dlq") == 1)
+        wait_for(lambda: r.xlen("jobs:dlq") == 1, what="the timed-out job to be dead-lettered")
     [(_, dead)] = r.xrange("jobs:dlq")
     assert dead[b"dlq_error"].startswith(b"TimeoutError")
 
@@ -206,7 +212,8 @@ def test_concurrent_pumps_re_add_each_retry_exactly_once(bus: Bus, r: redis.Redi
 
     bus.publish_many("jobs", [("job", n) for n in range(200)])
     with running(bus):
-        assert wait_until(lambda: r.zcard("jobs:retry") == 200 and r.xpending("jobs", "g")["pending"] == 0)
+        wait_for(lambda: r.zcard("jobs:retry") == 200 and r.xpending("jobs", "g")["pending"] == 0,
+                 what="200 retries scheduled and nothing pending")
     originals = {fields[b"id"] for _, fields in r.xrange("jobs")}
     # Everything is due now; four pumps race over it in small steps.
     r.zadd("jobs:retry", dict.fromkeys(r.zrange("jobs:retry", 0, -1), 0))
@@ -267,8 +274,8 @@ def test_an_outcome_redis_refused_to_record_is_reclaimed_not_held_forever(
 
     bus.publish("jobs", "job")
     with running(bus, lease_ms=300):
-        assert wait_until(lambda: len(attempts) == 2, timeout=5)
-        assert wait_until(lambda: r.xpending("jobs", "g")["pending"] == 0)
+        wait_for(lambda: len(attempts) == 2, timeout=5, what="the reclaimed second attempt")
+        wait_for(lambda: r.xpending("jobs", "g")["pending"] == 0, what="nothing pending")
     # The second run is the same entry, reclaimed after its lease: Redis counted two deliveries.
     assert attempts == [1, 2]
     assert r.zcard("jobs:retry") == 0

@@ -8,7 +8,8 @@ import pytest
 import redis
 
 from eventbus import Bus, Event
-from tests.eventbus.conftest import group_info, running, wait_until
+from tests.eventbus.conftest import group_info, running
+from tests.polling import wait_for
 
 
 def test_sync_and_async_handlers_get_decoded_events(bus: Bus, r: redis.Redis) -> None:
@@ -26,9 +27,9 @@ def test_sync_and_async_handlers_get_decoded_events(bus: Bus, r: redis.Redis) ->
     [(_, fields)] = r.xrange("orders")
 
     with running(bus):
-        assert wait_until(lambda: len(seen) == 2)
-        assert wait_until(lambda: r.xpending("orders", "billing")["pending"] == 0)
-        assert wait_until(lambda: r.xpending("orders", "email")["pending"] == 0)
+        wait_for(lambda: len(seen) == 2, what="both groups to handle the event")
+        wait_for(lambda: r.xpending("orders", "billing")["pending"] == 0, what="nothing pending for billing")
+        wait_for(lambda: r.xpending("orders", "email")["pending"] == 0, what="nothing pending for email")
 
     assert {event.group for event in seen} == {"billing", "email"}
     for event in seen:
@@ -61,12 +62,13 @@ def test_no_ack_before_the_handler_returns(bus: Bus, r: redis.Redis) -> None:
         # Acks of later, quick events go out while the slow handler still runs: the flusher is
         # working, and still the slow entry must be pending.
         bus.publish_many("jobs", [("quick", n) for n in range(5)])
-        assert wait_until(lambda: len(quick) == 5 and r.xpending("jobs", "g")["pending"] == 1)
+        wait_for(lambda: len(quick) == 5 and r.xpending("jobs", "g")["pending"] == 1,
+                 what="the quick events acked while the slow one runs")
         [row] = r.xpending_range("jobs", "g", min="-", max="+", count=10)
         assert row["message_id"].decode() == slow_id
 
         release.set()
-        assert wait_until(lambda: r.xpending("jobs", "g")["pending"] == 0)
+        wait_for(lambda: r.xpending("jobs", "g")["pending"] == 0, what="the slow event to be acked")
 
 
 def test_worker_runs_only_the_chosen_groups(bus: Bus, r: redis.Redis) -> None:
@@ -83,7 +85,8 @@ def test_worker_runs_only_the_chosen_groups(bus: Bus, r: redis.Redis) -> None:
     bus.ensure_groups()
     bus.publish_many("orders", [("order.created", n) for n in range(3)])
     with running(bus, {"billing"}):
-        assert wait_until(lambda: r.xpending("orders", "billing")["pending"] == 0 and len(ran) == 3)
+        wait_for(lambda: r.xpending("orders", "billing")["pending"] == 0 and len(ran) == 3,
+                 what="billing to handle the three orders")
 
     assert ran == ["billing"] * 3
     groups = {g["name"].decode(): g for g in r.xinfo_groups("orders")}
@@ -115,7 +118,7 @@ def test_start_position_is_explicit(bus: Bus, r: redis.Redis) -> None:
     bus.ensure_groups()
     bus.publish("ticks", "tick", 2)
     with running(bus):
-        assert wait_until(lambda: len(early) == 2 and len(late) == 1)
+        wait_for(lambda: len(early) == 2 and len(late) == 1, what="both handlers in order")
     assert sorted(early) == [1, 2]
     assert late == [2]
 
@@ -131,7 +134,7 @@ def test_one_group_over_several_streams(bus: Bus, r: redis.Redis) -> None:
     bus.publish("orders", "order.created")
     bus.publish("payments", "payment.captured")
     with running(bus):
-        assert wait_until(lambda: len(seen) == 2)
+        wait_for(lambda: len(seen) == 2, what="one event of each stream")
     assert sorted(seen) == [("orders", "order.created"), ("payments", "payment.captured")]
 
 
@@ -144,8 +147,9 @@ def test_types_without_a_handler_are_acknowledged_and_skipped(bus: Bus, r: redis
 
     bus.publish_many("mixed", [("unwanted", 1), ("wanted", 2), ("other", 3)])
     with running(bus):
-        assert wait_until(lambda: group_info(r, "mixed", "g").get("entries-read") == 3)
-        assert wait_until(lambda: r.xpending("mixed", "g")["pending"] == 0)
+        wait_for(lambda: group_info(r, "mixed", "g").get("entries-read") == 3,
+                 what="the group to read all three")
+        wait_for(lambda: r.xpending("mixed", "g")["pending"] == 0, what="nothing pending")
     assert seen == ["wanted"]
 
 
@@ -158,7 +162,7 @@ def test_catch_all_handler(bus: Bus, r: redis.Redis) -> None:
 
     bus.publish_many("mixed", [("a", 1), ("b", 2)])
     with running(bus):
-        assert wait_until(lambda: len(seen) == 2)
+        wait_for(lambda: len(seen) == 2, what="both event types")
     assert sorted(seen) == ["a", "b"]
 
 
@@ -168,8 +172,8 @@ def test_a_clean_stop_removes_the_consumer(bus: Bus, r: redis.Redis) -> None:
 
     bus.publish("s", "a")
     with running(bus) as worker:
-        assert wait_until(lambda: group_info(r, "s", "g").get("entries-read") == 1)
-        assert wait_until(lambda: r.xpending("s", "g")["pending"] == 0)
+        wait_for(lambda: group_info(r, "s", "g").get("entries-read") == 1, what="the group to read the entry")
+        wait_for(lambda: r.xpending("s", "g")["pending"] == 0, what="nothing pending")
         assert [c["name"].decode() for c in r.xinfo_consumers("s", "g")] == [worker.consumer]
     assert r.xinfo_consumers("s", "g") == []
 

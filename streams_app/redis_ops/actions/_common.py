@@ -45,9 +45,18 @@ _scripts: weakref.WeakKeyDictionary[redis.Redis, dict[str, Script]] = weakref.We
 _scripts_lock = threading.Lock()
 
 
-def _source(name: str) -> str:
+#: Scripts that filter entries by field/value pairs: ``lua/holds_all.lua`` is prepended to them, as
+#: Redis scripts cannot load one another.
+_FIELD_FILTERS = ("count_range", "replay")
+
+
+def _lua(name: str) -> str:
     # The scripts live in redis_ops/lua/, one level above this package.
     return resources.files("streams_app.redis_ops").joinpath("lua", f"{name}.lua").read_text()
+
+
+def _source(name: str) -> str:
+    return _lua("holds_all") + _lua(name) if name in _FIELD_FILTERS else _lua(name)
 
 
 def _script(client: redis.Redis, name: str) -> Script:

@@ -29,7 +29,7 @@ from typing import Any
 import redis
 
 from ..client import get_client
-from ..commands import entries_by_id, require_stream, stream_pipeline
+from ..commands import entries_by_id, pipelined, require_stream, stream_pipeline
 from ..errors import Conflict, InvalidArgument, NotFound, translated
 from ..ids import U64_MAX, StreamId, parse_position
 from ..parsers import parse_consumer, parse_group, parse_pending_summary, reply_text
@@ -300,10 +300,7 @@ def _pending_at_risk(
     """Groups whose pending entries (XPENDING's oldest first) fall at or below ``bound``."""
     if not groups:
         return ()
-    pipe = client.pipeline(transaction=False)
-    for g in groups:
-        pipe.execute_command("XPENDING", key, g.name)
-    summaries = pipe.execute()
+    summaries = pipelined(client, [("XPENDING", key, g.name) for g in groups])
     limit, inclusive = bound
     upper = "+" if limit == StreamId(U64_MAX, U64_MAX) else (str(limit) if inclusive else "(" + str(limit))
     hit: list[tuple[bytes, str]] = []
@@ -313,10 +310,7 @@ def _pending_at_risk(
             hit.append((g.name, oldest))
     if not hit:
         return ()
-    pipe = client.pipeline(transaction=False)
-    for name, _ in hit:
-        pipe.execute_command("XPENDING", key, name, "-", upper, PENDING_AT_RISK_MAX + 1)
-    rows = pipe.execute()
+    rows = pipelined(client, [("XPENDING", key, name, "-", upper, PENDING_AT_RISK_MAX + 1) for name, _ in hit])
     return tuple(
         PendingAtRisk(group=name, count=min(len(r), PENDING_AT_RISK_MAX), more=len(r) > PENDING_AT_RISK_MAX,
                       oldest_id=oldest)
@@ -365,10 +359,7 @@ def _pending_named(client: redis.Redis, key: bytes, ids: Sequence[str]) -> tuple
     groups = [g for g in map(parse_group, client.execute_command("XINFO", "GROUPS", key)) if g.pending]
     if not groups:
         return ()
-    pipe = client.pipeline(transaction=False)
-    for g in groups:
-        pipe.execute_command("XPENDING", key, g.name)
-    summaries = pipe.execute()
+    summaries = pipelined(client, [("XPENDING", key, g.name) for g in groups])
     asks: list[tuple[bytes, str]] = []
     for g, summary in zip(groups, summaries, strict=True):
         pel = parse_pending_summary(summary)
@@ -377,33 +368,10 @@ def _pending_named(client: redis.Redis, key: bytes, ids: Sequence[str]) -> tuple
             asks += [(g.name, i) for i in ids if _sid(low) <= _sid(i) <= _sid(high)]
     if not asks:
         return ()
-    pipe = client.pipeline(transaction=False)
-    for name, entry_id in asks:
-        pipe.execute_command("XPENDING", key, name, entry_id, entry_id, 1)
-    replies = pipe.execute()
+    replies = pipelined(client, [("XPENDING", key, name, entry_id, entry_id, 1) for name, entry_id in asks])
     by_group: dict[bytes, list[str]] = {}
     for (name, entry_id), reply in zip(asks, replies, strict=True):
         if reply:
             by_group.setdefault(name, []).append(entry_id)
     return tuple(GroupPending(group=name, ids=tuple(found)) for name, found in by_group.items())
 
-
-__all__ = [
-    "PENDING_AT_RISK_MAX",
-    "ConsumerDeleted",
-    "ConsumerPlan",
-    "EntriesDeleted",
-    "EntriesPlan",
-    "GroupDestroyed",
-    "GroupPending",
-    "PendingAtRisk",
-    "TrimPlan",
-    "TrimResult",
-    "consumer_delete",
-    "consumer_delete_preview",
-    "entries_delete",
-    "entries_delete_preview",
-    "group_destroy",
-    "trim",
-    "trim_preview",
-]

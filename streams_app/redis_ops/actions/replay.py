@@ -71,20 +71,13 @@ def resolve_range(conn: str, key: bytes, start: str, end: str) -> tuple[str, str
     return first, str(min(upper, last_generated))
 
 
-def replay_count(
-    conn: str,
-    key: bytes,
-    *,
-    start: str,
-    end: str,
-    match: dict[bytes, bytes] | None = None,
-    limit: int = 1_000_000,
-) -> int:
+def replay_count(conn: str, key: bytes, *, start: str, end: str, match: dict[bytes, bytes] | None = None) -> int:
     """Dry run: how many entries of [start, end] hold every ``field=value`` of ``match``.
 
-    See :func:`replay_count_detail` for the scan bound ``limit`` (the count is a lower bound when hit).
+    Reads at most :func:`replay_count_detail`'s default bound (the count is a lower bound past it);
+    a caller that sets its own bound calls that function, which says whether the count is complete.
     """
-    return replay_count_detail(conn, key, start=start, end=end, match=match, limit=limit).matched
+    return replay_count_detail(conn, key, start=start, end=end, match=match).matched
 
 
 def replay_count_detail(

@@ -15,22 +15,7 @@ if nmatch == 0 then
   matched = #entries
 else
   for e = 1, #entries do
-    local fields = entries[e][2]
-    local ok = true
-    for m = 4, #ARGV, 2 do
-      local found = false
-      for f = 1, #fields, 2 do
-        if fields[f] == ARGV[m] and fields[f + 1] == ARGV[m + 1] then
-          found = true
-          break
-        end
-      end
-      if not found then
-        ok = false
-        break
-      end
-    end
-    if ok then
+    if holds_all(entries[e][2], 4) then
       matched = matched + 1
     end
   end

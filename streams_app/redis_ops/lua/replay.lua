@@ -45,21 +45,7 @@ local entries = redis.call('XRANGE', source, from, last_id, 'COUNT', count)
 local copied = 0
 for e = 1, #entries do
   local id, fields = entries[e][1], entries[e][2]
-  local ok = true
-  for m = 6, #ARGV, 2 do
-    local found = false
-    for f = 1, #fields, 2 do
-      if fields[f] == ARGV[m] and fields[f + 1] == ARGV[m + 1] then
-        found = true
-        break
-      end
-    end
-    if not found then
-      ok = false
-      break
-    end
-  end
-  if ok then
+  if holds_all(fields, 6) then
     local args = {'XADD', target, '*'}
     for f = 1, #fields, 2 do
       if fields[f] ~= '_replayed_from' then

@@ -8,7 +8,6 @@ raised and become JSON by the middleware: 400 for bad input, 403 for a refusal, 
 from __future__ import annotations
 
 import json
-from functools import partial
 from typing import Any
 
 from django.http import HttpRequest, JsonResponse
@@ -23,7 +22,7 @@ from streams_app.redis_ops.errors import InvalidArgument
 from streams_app.views import action_forms as af
 from streams_app.views import links
 from streams_app.views.audit import audit_events, audit_json
-from streams_app.views.forms import validated
+from streams_app.views.forms import action_data, validated
 from streams_app.views.jobs import PAGE as JOBS_PAGE
 from streams_app.views.jobs import job_links
 from streams_app.views.paging import newest_first
@@ -70,20 +69,14 @@ def _job_created(job: Job) -> JsonResponse:
 @require_POST
 def claim(request: HttpRequest, conn: str, key: bytes, group: bytes) -> JsonResponse:
     client.connection(conn)
-    data = services.action_input(
-        user=request.user, conn=conn, action="claim", stream=key, group=group,
-        validate=partial(validated, af.ClaimForm, _body(request)),
-    )
+    data = action_data(request, conn, "claim", af.ClaimForm, _body(request), key=key, group=group)
     return JsonResponse(_claim_json(services.pending_claim(user=request.user, conn=conn, key=key, group=group, **data)))
 
 
 @require_POST
 def autoclaim(request: HttpRequest, conn: str, key: bytes, group: bytes) -> JsonResponse:
     client.connection(conn)
-    data = services.action_input(
-        user=request.user, conn=conn, action="autoclaim", stream=key, group=group,
-        validate=partial(validated, af.AutoclaimForm, _body(request)),
-    )
+    data = action_data(request, conn, "autoclaim", af.AutoclaimForm, _body(request), key=key, group=group)
     result = services.pending_autoclaim(user=request.user, conn=conn, key=key, group=group, **data)
     return JsonResponse(_claim_json(result, sweep=True))
 
@@ -91,10 +84,7 @@ def autoclaim(request: HttpRequest, conn: str, key: bytes, group: bytes) -> Json
 @require_POST
 def ack(request: HttpRequest, conn: str, key: bytes, group: bytes) -> JsonResponse:
     client.connection(conn)
-    data = services.action_input(
-        user=request.user, conn=conn, action="ack", stream=key, group=group,
-        validate=partial(validated, af.AckForm, _body(request)),
-    )
+    data = action_data(request, conn, "ack", af.AckForm, _body(request), key=key, group=group)
     return JsonResponse({"acked": services.pending_ack(user=request.user, conn=conn, key=key, group=group, **data)})
 
 
@@ -103,10 +93,7 @@ def rewind(request: HttpRequest, conn: str, key: bytes, group: bytes) -> JsonRes
     client.connection(conn)
     body = _body(request)
     action = "rewind.preview" if _flag(body.get("dry_run")) else "rewind"
-    data = services.action_input(
-        user=request.user, conn=conn, action=action, stream=key, group=group,
-        validate=partial(validated, af.RewindForm, body),
-    )
+    data = action_data(request, conn, action, af.RewindForm, body, key=key, group=group)
     do = services.group_rewind_preview if data["dry_run"] else services.group_rewind
     plan = do(user=request.user, conn=conn, key=key, group=group, to=data["to"])
     return JsonResponse(
@@ -181,10 +168,7 @@ def dlq_requeue(request: HttpRequest, conn: str, key: bytes) -> JsonResponse:
     client.connection(conn)
     body = _body(request)
     action = "dlq.requeue_all" if _flag(body.get("all")) else "dlq.requeue"
-    data = services.action_input(
-        user=request.user, conn=conn, action=action, stream=key,
-        validate=partial(validated, af.DlqRequeueForm, body),
-    )
+    data = action_data(request, conn, action, af.DlqRequeueForm, body, key=key)
     if data["all"]:
         job = services.dlq_requeue_all(user=request.user, conn=conn, key=key, up_to=data["up_to"], batch=data["batch"])
         return _job_created(job)
@@ -203,10 +187,7 @@ def dlq_requeue(request: HttpRequest, conn: str, key: bytes) -> JsonResponse:
 @require_POST
 def dlq_delete(request: HttpRequest, conn: str, key: bytes) -> JsonResponse:
     client.connection(conn)
-    data = services.action_input(
-        user=request.user, conn=conn, action="dlq.delete", stream=key,
-        validate=partial(validated, af.DlqDeleteForm, _body(request)),
-    )
+    data = action_data(request, conn, "dlq.delete", af.DlqDeleteForm, _body(request), key=key)
     return JsonResponse({"deleted": services.dlq_delete(user=request.user, conn=conn, key=key, ids=data["ids"])})
 
 
@@ -214,10 +195,7 @@ def dlq_delete(request: HttpRequest, conn: str, key: bytes) -> JsonResponse:
 def dlq_purge(request: HttpRequest, conn: str, key: bytes) -> JsonResponse:
     """``{"up_to": id, "confirm": "<the DLQ's name>"}`` (admin)."""
     client.connection(conn)
-    data = services.action_input(
-        user=request.user, conn=conn, action="dlq.purge", stream=key,
-        validate=partial(validated, af.DlqPurgeForm, _body(request)),
-    )
+    data = action_data(request, conn, "dlq.purge", af.DlqPurgeForm, _body(request), key=key)
     purged = services.dlq_purge(user=request.user, conn=conn, key=key, up_to=data["up_to"], confirm=data["confirm"])
     return JsonResponse({"purged": purged})
 
@@ -230,10 +208,7 @@ def replay(request: HttpRequest, conn: str, key: bytes) -> JsonResponse:
     client.connection(conn)
     body = _body(request)
     action = "replay.count" if _flag(body.get("dry_run")) else "replay"
-    data = services.action_input(
-        user=request.user, conn=conn, action=action, stream=key,
-        validate=partial(validated, af.ReplayForm, body),
-    )
+    data = action_data(request, conn, action, af.ReplayForm, body, key=key)
     common = {"start": data["start"], "end": data["end"], "target": data["target"], "match": data["match"]}
     if data["dry_run"]:
         preview = services.stream_replay_count(user=request.user, conn=conn, key=key, **common)

@@ -7,7 +7,6 @@ read-only mode and writes the audit row. Errors become JSON through the middlewa
 
 from __future__ import annotations
 
-from functools import partial
 from typing import Any
 
 from django.http import HttpRequest, JsonResponse
@@ -18,7 +17,7 @@ from streams_app.redis_ops import actions, client
 from streams_app.redis_ops.decoding import display_text
 from streams_app.views import action_forms as af
 from streams_app.views.api.actions import _body, _flag
-from streams_app.views.forms import validated
+from streams_app.views.forms import action_data
 
 
 def _pending_json(pending: tuple[actions.GroupPending, ...]) -> dict[str, list[str]]:
@@ -29,10 +28,7 @@ def _pending_json(pending: tuple[actions.GroupPending, ...]) -> dict[str, list[s
 def consumer_delete(request: HttpRequest, conn: str, key: bytes, group: bytes, consumer: bytes) -> JsonResponse:
     """``{"force": bool}``: refused with 409 while the consumer has pending entries, unless forced."""
     client.connection(conn)
-    data = services.action_input(
-        user=request.user, conn=conn, action="consumer.delete", stream=key, group=group,
-        validate=partial(validated, af.ConsumerDeleteForm, _body(request)),
-    )
+    data = action_data(request, conn, "consumer.delete", af.ConsumerDeleteForm, _body(request), key=key, group=group)
     result = services.consumer_delete(
         user=request.user, conn=conn, key=key, group=group, consumer=consumer, force=data["force"]
     )
@@ -45,10 +41,7 @@ def consumer_delete(request: HttpRequest, conn: str, key: bytes, group: bytes, c
 def group_delete(request: HttpRequest, conn: str, key: bytes, group: bytes) -> JsonResponse:
     """``{"confirm": "<the group's name>"}``."""
     client.connection(conn)
-    data = services.action_input(
-        user=request.user, conn=conn, action="group.delete", stream=key, group=group,
-        validate=partial(validated, af.GroupDeleteForm, _body(request)),
-    )
+    data = action_data(request, conn, "group.delete", af.GroupDeleteForm, _body(request), key=key, group=group)
     result = services.group_delete(user=request.user, conn=conn, key=key, group=group, confirm=data["confirm"])
     return JsonResponse(
         {
@@ -82,10 +75,7 @@ def trim(request: HttpRequest, conn: str, key: bytes) -> JsonResponse:
     client.connection(conn)
     body = _body(request)
     action = "stream.trim.preview" if _flag(body.get("dry_run")) else "stream.trim"
-    data = services.action_input(
-        user=request.user, conn=conn, action=action, stream=key,
-        validate=partial(validated, af.TrimForm, body),
-    )
+    data = action_data(request, conn, action, af.TrimForm, body, key=key)
     if data["dry_run"]:
         plan = services.stream_trim_preview(
             user=request.user, conn=conn, key=key, maxlen=data["maxlen"], minid=data["minid"]
@@ -110,10 +100,7 @@ def entries_delete(request: HttpRequest, conn: str, key: bytes) -> JsonResponse:
     client.connection(conn)
     body = _body(request)
     action = "stream.delete.preview" if _flag(body.get("dry_run")) else "stream.delete"
-    data = services.action_input(
-        user=request.user, conn=conn, action=action, stream=key,
-        validate=partial(validated, af.EntriesDeleteForm, body),
-    )
+    data = action_data(request, conn, action, af.EntriesDeleteForm, body, key=key)
     if _flag(body.get("dry_run")):
         plan = services.stream_entries_delete_preview(user=request.user, conn=conn, key=key, ids=data["ids"])
         return JsonResponse(

@@ -1,0 +1,122 @@
+"""Client-side helpers for the live tail tests: open a tail websocket, read its frames, write entries.
+
+The tests compare what a client receives with IDs from Redis's own XADD replies, connection counts
+with the server's CLIENT LIST and command counts with INFO commandstats; these helpers only carry
+frames and IDs, they compute no expected value. Nothing is timed: reads are bounded by frame counts,
+and ``run``'s generous bound only turns a hang into a failure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import redis
+from websockets.asyncio.client import ClientConnection, connect
+
+from streams_app.live.hub import running_hubs
+from tests.console.helpers import seg
+from tests.polling import until
+
+HANG = 60  # seconds before a stuck scenario fails (a safety net, not an assertion on speed)
+
+
+def tail_url(server, key: bytes, *, conn: str = "default", after: str | None = None) -> str:
+    url = f"ws://127.0.0.1:{server.port}/ws/c/{conn}/streams/{seg(key)}/tail/"
+    return url + (f"?after={after}" if after is not None else "")
+
+
+def cookie_header(cookies: dict[str, str]) -> str:
+    return "; ".join(f"{k}={v}" for k, v in cookies.items())
+
+
+@asynccontextmanager
+async def open_tail(server, cookies: dict[str, str] | None, key: bytes, *, after: str | None = None,
+                    origin: str | None = None, conn: str = "default") -> AsyncIterator[ClientConnection]:
+    headers = {"Cookie": cookie_header(cookies)} if cookies else {}
+    async with connect(
+        tail_url(server, key, conn=conn, after=after), origin=origin or server.url, additional_headers=headers,
+        proxy=None, max_size=None, compression=None,
+    ) as ws:
+        yield ws
+
+
+async def frame(ws: ClientConnection) -> dict[str, Any]:
+    return json.loads(await ws.recv())
+
+
+async def until_live(ws: ClientConnection) -> list[dict[str, Any]]:
+    """Frames up to and including the ``live`` status (replayed entries, skipped notes...)."""
+    seen = []
+    for _ in range(100_000):
+        f = await frame(ws)
+        seen.append(f)
+        if f["type"] == "status" and f["state"] == "live":
+            return seen
+    raise AssertionError("no live status")
+
+
+def entries_of(frames: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for f in frames:
+        if f["type"] == "entry":
+            out.append(f)
+        elif f["type"] == "entries":
+            out.extend(f["entries"])
+    return out
+
+
+async def entries_until(ws: ClientConnection, last_id: str, *, frames: list | None = None) -> list[dict[str, Any]]:
+    """Entries received until the one with ``last_id`` (IDs from XADD, so the stop is independent)."""
+    got: list[dict[str, Any]] = []
+    for _ in range(100_000):
+        f = await frame(ws)
+        if frames is not None:
+            frames.append(f)
+        got.extend(entries_of([f]))
+        if got and got[-1]["id"] == last_id:
+            return got
+    raise AssertionError("the last entry never came")
+
+
+def xadd_many(r: redis.Redis, key: bytes, n: int, *, start: int = 0, size: int = 0) -> list[str]:
+    pipe = r.pipeline(transaction=False)
+    for i in range(start, start + n):
+        pipe.xadd(key, {"n": str(i), "data": json.dumps({"i": i, "pad": "x" * size})})
+    return [entry_id.decode() for entry_id in pipe.execute()]
+
+
+def hub_stats() -> dict[str, Any]:
+    """Stats of the live server's hub, read on its own event loop (it runs in another thread)."""
+    out: dict[str, Any] = {}
+    for loop, hub in running_hubs():
+        if loop.is_running():
+
+            async def snapshot(h=hub) -> dict[str, Any]:
+                return h.stats()
+
+            out.update(asyncio.run_coroutine_threadsafe(snapshot(), loop).result(10))
+    return out
+
+
+def tail_connections(r: redis.Redis, *, ignore: set[int] = frozenset()) -> list[dict[str, Any]]:
+    return [c for c in r.client_list() if c["name"].startswith("busconsole-tail") and int(c["id"]) not in ignore]
+
+
+async def reader_settled(r: redis.Redis, ignore: set[int]) -> list[dict[str, Any]]:
+    """The tail connections once the reader is blocked in XREAD (it starts in the background)."""
+
+    def settled() -> list[dict[str, Any]] | None:
+        conns = tail_connections(r, ignore=ignore)
+        if any(c["name"] == "busconsole-tail-reader" and c["cmd"] == "xread" for c in conns):
+            return conns
+        return None
+
+    return await until(settled, what="the reader to block in XREAD", timeout=10)
+
+
+def run(coro) -> Any:
+    return asyncio.run(asyncio.wait_for(coro, HANG))
