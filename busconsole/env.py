@@ -7,6 +7,7 @@ process at start-up, not quietly fall back to a default.
 from __future__ import annotations
 
 import os
+from ipaddress import IPv4Network, IPv6Network, ip_network
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -45,6 +46,21 @@ def envlist(name: str, default: list[str]) -> list[str]:
     if raw is None:
         return default
     return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+def envnetworks(name: str) -> tuple[IPv4Network | IPv6Network, ...]:
+    """CIDRs separated by commas (``10.0.0.0/8, fd12:3456::/48``; a bare address is one host).
+
+    A range with host bits set (``10.0.0.1/8``) is refused rather than widened: it is usually a typo
+    for another range, and an allow list must mean exactly what it says.
+    """
+    networks: list[IPv4Network | IPv6Network] = []
+    for item in envlist(name, []):
+        try:
+            networks.append(ip_network(item))
+        except ValueError as exc:
+            raise ImproperlyConfigured(f"{name}: {item!r} is not a CIDR range ({exc})") from None
+    return tuple(networks)
 
 
 def parse_connections(raw: str) -> dict[str, str]:

@@ -9,9 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import dj_database_url
+from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
-from busconsole.env import envbool, envint, envlist, envstr, parse_connections
+from busconsole.env import envbool, envint, envlist, envnetworks, envstr, parse_connections
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(envstr("BUSCONSOLE_VAR_DIR", str(BASE_DIR / "var")))
@@ -51,12 +52,15 @@ BUSCONSOLE_TAIL_MAX_LAG_MS = envint("BUSCONSOLE_TAIL_MAX_LAG_MS", 1000)
 # Failed logins per username or client address within the window before logins are refused.
 BUSCONSOLE_LOGIN_MAX_FAILURES = envint("BUSCONSOLE_LOGIN_MAX_FAILURES", 5)
 BUSCONSOLE_LOGIN_WINDOW_S = envint("BUSCONSOLE_LOGIN_WINDOW_S", 900)
+# Ranges alert webhooks may reach although loopback, private or link-local (on-premise receivers);
+# empty: public addresses only (streams_app/alerts/egress.py).
+BUSCONSOLE_WEBHOOK_ALLOW = envnetworks("BUSCONSOLE_WEBHOOK_ALLOW")
 
 SPARK_MASTER = envstr("SPARK_MASTER", "local[*]")
 BUSCONSOLE_LAKE = envstr("BUSCONSOLE_LAKE", str(VAR_DIR / "lake"))
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    "streams_app.admin_site.ConsoleAdminConfig",  # django.contrib.admin, entered by console admins
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -69,6 +73,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "streams_app.middleware.raw_path_middleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -76,10 +81,12 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "streams_app.middleware.bearer_token_middleware",
+    "streams_app.views.links.long_key_middleware",  # ~sha256:<hex> links of keys too long for a URL
     "streams_app.middleware.ConsoleLoginRequiredMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "streams_app.middleware.OpsErrorMiddleware",
+    "streams_app.views.errors.method_not_allowed_middleware",  # Django's empty 405 -> JSON or a page
 ]
 
 ROOT_URLCONF = "busconsole.urls"
@@ -132,6 +139,13 @@ CHANNEL_LAYERS = {
     }
 }
 
+# ModelBackend logs people in; ConsoleAdminPermissions gives console admins (the admin group, superusers)
+# their permissions in the Django admin (streams_app/admin_site.py says why the role, not is_staff).
+AUTHENTICATION_BACKENDS = [
+    "django.contrib.auth.backends.ModelBackend",
+    "streams_app.accounts.backends.ConsoleAdminPermissions",
+]
+
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
@@ -169,6 +183,23 @@ CSRF_COOKIE_SAMESITE = "Lax"
 X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
+# Content-Security-Policy (django-csp): scripts, styles and connections from this origin only; no inline
+# script or style, no eval (htmx runs with allowEval off, see base.html). 'self' in connect-src also
+# covers the websockets (ws:/wss: on the same host and port, CSP level 3). A page that needs more (a
+# vendored API reference, say) widens its own policy with csp.decorators, never this one.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],
+        "style-src": [SELF],
+        "img-src": [SELF],
+        "connect-src": [SELF],
+        "object-src": [NONE],
+        "base-uri": [SELF],
+        "frame-ancestors": [NONE],
+        "form-action": [SELF],
+    }
+}
 if not DEBUG:
     SECURE_SSL_REDIRECT = envbool("SECURE_SSL_REDIRECT", True)
     SESSION_COOKIE_SECURE = True
@@ -191,11 +222,15 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     "visibility_timeout": envint("CELERY_VISIBILITY_TIMEOUT", CELERY_TASK_TIME_LIMIT + 600)
 }
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-# Background jobs (streams_app.jobs.runner): a job "running" with no progress saved for this long is
-# presumed dead (worker killed) and re-enqueued by the beat task; the per-job lock that keeps two
-# workers off one job expires this long after its holder stopped renewing it (after every batch).
-BUSCONSOLE_JOB_STALLED_S = envint("BUSCONSOLE_JOB_STALLED_S", 300)
-BUSCONSOLE_JOB_LOCK_S = envint("BUSCONSOLE_JOB_LOCK_S", 60)
+# Background jobs (streams_app.jobs.runner): a running job beats every few seconds (even inside a long
+# batch), so one silent for STALLED_S is presumed dead (worker killed) and re-enqueued by the beat task,
+# which looks every RESUME_EVERY_S; the per-job lock that keeps two workers off one job expires LOCK_S
+# after its holder stopped renewing it, before the job counts as stalled, so the resumed run finds it free.
+BUSCONSOLE_JOB_STALLED_S = envint("BUSCONSOLE_JOB_STALLED_S", 30)
+BUSCONSOLE_JOB_LOCK_S = envint("BUSCONSOLE_JOB_LOCK_S", 20)
+BUSCONSOLE_JOB_RESUME_EVERY_S = envint("BUSCONSOLE_JOB_RESUME_EVERY_S", 5)
+if min(BUSCONSOLE_JOB_STALLED_S, BUSCONSOLE_JOB_LOCK_S, BUSCONSOLE_JOB_RESUME_EVERY_S) < 1:
+    raise ImproperlyConfigured("BUSCONSOLE_JOB_STALLED_S, _LOCK_S and _RESUME_EVERY_S must be >= 1")
 # Metrics: snapshot every N seconds, mirror sync every M seconds; samples kept raw for
 # RAW_H hours, as 1-minute rollups for 1M_D days, as 1-hour rollups for 1H_D days.
 BUSCONSOLE_SNAPSHOT_INTERVAL_S = envint("BUSCONSOLE_SNAPSHOT_INTERVAL_S", 10)
@@ -212,7 +247,11 @@ if BUSCONSOLE_RETENTION_RAW_H < 2 or BUSCONSOLE_RETENTION_1M_D < 1 or BUSCONSOLE
 # Exactly one beat process runs this schedule (busconsole/celery.py says why).
 CELERY_BEAT_SCHEDULE: dict = {
     # pick up jobs whose worker died (SPEC section 9: jobs must be resumable)
-    "resume-stalled-jobs": {"task": "streams_app.tasks.resume_stalled_jobs", "schedule": 60.0},
+    "resume-stalled-jobs": {
+        "task": "streams_app.tasks.resume_stalled_jobs",
+        "schedule": float(BUSCONSOLE_JOB_RESUME_EVERY_S),
+        "options": {"expires": float(BUSCONSOLE_JOB_RESUME_EVERY_S)},
+    },
     # a snapshot or sync message not run within its interval is dropped; the next one takes over
     "metrics-snapshot": {
         "task": "streams_app.tasks.snapshot_tick",

@@ -1,4 +1,4 @@
-"""Django admin for the console's records.
+"""Django admin for the console's records (entered by console admins: :mod:`streams_app.admin_site`).
 
 The audit trail and jobs are evidence and machinery: the admin shows them but cannot add, change or
 delete them (even superusers), so "never editable" holds here too. Tokens can be listed and revoked
@@ -101,10 +101,10 @@ class JobAdmin(_ReadOnlyAdmin):
 
 @admin.register(ApiToken)
 class ApiTokenAdmin(admin.ModelAdmin):
-    list_display = ("name", "user", "prefix", "created_at", "last_used_at")
-    list_filter = ("user",)
+    list_display = ("name", "user", "prefix", "role_ceiling", "created_at", "last_used_at", "expires_at")
+    list_filter = ("user", "role_ceiling")
     search_fields = ("name", "prefix", "user__username")
-    fields = ("user", "name", "prefix", "created_at", "last_used_at")
+    fields = ("user", "name", "prefix", "role_ceiling", "created_at", "last_used_at", "expires_at")
     readonly_fields = fields
     list_select_related = ("user",)
 

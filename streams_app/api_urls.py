@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from streams_app.views.api import actions, admin_actions, read
+from streams_app.views.api import actions, admin_actions, openapi, read
 
 STREAM = "c/<conn:conn>/streams/<seg:key>/"
 GROUP = STREAM + "groups/<seg:group>/"
@@ -60,4 +60,12 @@ audit_routes = [
     path("audit/", actions.audit, name="api-audit"),
 ]
 
-urlpatterns = [*streams_routes, *stream_routes, *group_routes, *dlq_routes, *jobs_routes, *audit_routes]
+# The OpenAPI description of every route here, and its reference page.
+meta_routes = [
+    path("openapi.json", openapi.openapi_json, name="api-openapi"),
+    path("docs/", openapi.docs, name="api-docs"),
+]
+
+urlpatterns = [
+    *streams_routes, *stream_routes, *group_routes, *dlq_routes, *jobs_routes, *audit_routes, *meta_routes
+]

@@ -22,7 +22,7 @@ class StreamsAppConfig(AppConfig):
         """
         # Code that enqueues a task names it; importing the tasks registers them, so the name resolves
         # to the task itself (its options, eager mode, routes) in the web process too, not only in workers.
-        from streams_app import tasks  # noqa: F401
+        from streams_app import signals, tasks  # noqa: F401
         from streams_app.alerts import evaluation
         from streams_app.jobs import kinds, runner
         from streams_app.lake import run
@@ -31,6 +31,8 @@ class StreamsAppConfig(AppConfig):
         checks.register(check_dlq_patterns)
         # Alert rules evaluate after every snapshot.
         evaluation.connect()
+        # Logouts, deactivations and role changes reach the open websockets of the users concerned.
+        signals.revocation_connect()
         # The runner knows kinds by name; their bodies live with their features (see jobs.runner).
         runner.kinds_register({
             runner.KIND_REQUEUE_ALL: kinds.requeue_all_run,

@@ -2,7 +2,8 @@
 
 - :func:`raw_path_middleware` routes on the path as the client sent it, so ``%2F`` and ``%25``
   inside a stream key survive (servers decode the path before Django sees it).
-- :func:`bearer_token_middleware` authenticates API calls by personal token.
+- :func:`bearer_token_middleware` authenticates ``/api/v1/`` and ``/metrics`` by personal token, and
+  nothing else.
 - :class:`ConsoleLoginRequiredMiddleware`: every page needs a login; the API answers 401 in JSON.
 - :class:`OpsErrorMiddleware` turns the access layer's errors into a banner page or a JSON error.
 """
@@ -17,7 +18,7 @@ from django.core.exceptions import BadRequest, PermissionDenied, SuspiciousOpera
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 
-from streams_app.accounts.tokens import user_for_bearer
+from streams_app.accounts.tokens import TokenRefused, token_authenticate
 from streams_app.redis_ops.errors import OpsError
 
 log = logging.getLogger(__name__)
@@ -68,15 +69,54 @@ def raw_path_middleware(get_response):
     return middleware
 
 
+#: What an API token opens: the JSON API and the Prometheus scrape, nothing else.
+TOKEN_PATH_PREFIX = "/api/v1/"
+TOKEN_PATHS = frozenset({"/metrics"})
+
+
+def token_path(request: HttpRequest) -> bool:
+    """True where a bearer token authenticates: ``/api/v1/...`` and ``/metrics``.
+
+    Everywhere else (pages, forms, ``/tokens/``, the Django admin) only a session counts, with its CSRF
+    token: a token is a script's credential, and one that could reach the token pages or the admin
+    could mint a replacement for itself or new users, so revoking it would not shut its holder out.
+    """
+    return request.path_info.startswith(TOKEN_PATH_PREFIX) or request.path_info in TOKEN_PATHS
+
+
+def _bearer_header(request: HttpRequest) -> str | None:
+    """The ``Authorization`` value when its scheme is Bearer; None for none or another scheme.
+
+    Another scheme (``Basic ...`` forwarded by an auth proxy in front of the console) is not ours to
+    judge: it is ignored and the session decides, as it would without the proxy.
+    """
+    header = request.META.get("HTTP_AUTHORIZATION", "")
+    scheme = header.split(None, 1)[0] if header.strip() else ""
+    return header if scheme.lower() == "bearer" else None
+
+
+def _token_refused(exc: TokenRefused) -> JsonResponse:
+    response = api_error(exc.code, exc.message, 401)
+    response["WWW-Authenticate"] = 'Bearer realm="busconsole", error="invalid_token"'
+    return response
+
+
 def bearer_token_middleware(get_response):
     def middleware(request: HttpRequest) -> HttpResponse:
-        header = request.META.get("HTTP_AUTHORIZATION", "")
-        if header:
-            user = user_for_bearer(header)
-            if user is None:
-                return api_error("unauthorized", "Invalid or revoked API token.", 401)
-            request.user = user
+        if not token_path(request):
+            return get_response(request)
+        header = _bearer_header(request)
+        if header is not None:
+            try:
+                request.user = token_authenticate(header)
+            except TokenRefused as exc:
+                return _token_refused(exc)
             # A bearer token is not sent by browsers on their own: no CSRF risk to guard against.
+            request._dont_enforce_csrf_checks = True
+        elif is_api(request) and not request.user.is_authenticated:
+            # Nobody is logged in, so there is no session for a forged request to ride: CSRF has
+            # nothing to protect, and skipping it lets the login check answer the 401 the caller
+            # needs ("authenticate") instead of a 403 about a missing CSRF token.
             request._dont_enforce_csrf_checks = True
         return get_response(request)
 

@@ -6,6 +6,11 @@ Nothing below imports this module: the code that enqueues a task names it (``run
 module so that those names resolve to these tasks in every Django process. Enqueue a job with
 :func:`streams_app.jobs.runner.job_enqueue` (``transaction.on_commit``), never by calling
 ``run_job.delay`` inside a transaction: the worker must find the committed row.
+
+Read-only mode (``BUSCONSOLE_READ_ONLY=1``) is enforced where the work runs, not only where it was
+asked for: :func:`run_job` and :func:`resume_stalled_jobs` go through the runner, which refuses every
+job kind that writes a monitored Redis in a read-only process. The other beat tasks only read the
+monitored Redis (snapshots, the mirror, the pipeline's export) or write the console's own tables.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.utils import timezone
 
-from busconsole.locks import lock_held
+from busconsole.locks import interval_lock_ms, lock_held
 from streams_app.alerts import webhooks
 from streams_app.jobs import runner as jobs
 from streams_app.lake import run as pipeline_run
@@ -59,9 +64,11 @@ def resume_stalled_jobs(stalled_after_s: float | None = None) -> list[int]:
     """Beat task: enqueue again the jobs whose worker died (see :func:`jobs.jobs_resume_stalled`).
 
     A lock shorter than the beat interval keeps two overlapping runs (a slow one, a second beat by
-    mistake) from enqueueing the same jobs twice.
+    mistake) from enqueueing the same jobs twice. In a read-only process the stalled jobs that would
+    write a monitored Redis are refused instead of enqueued.
     """
-    with lock_held(name="resume-stalled-jobs", ttl_ms=45_000) as acquired:
+    ttl_ms = interval_lock_ms(settings.BUSCONSOLE_JOB_RESUME_EVERY_S)
+    with lock_held(name="resume-stalled-jobs", ttl_ms=ttl_ms) as acquired:
         if not acquired:
             return []
         return jobs.jobs_resume_stalled(stalled_after_s=stalled_after_s)

@@ -8,12 +8,23 @@ from django.utils import timezone
 
 
 class ApiToken(models.Model):
-    """A personal API token, sent as ``Authorization: Bearer <token>``.
+    """A personal API token, sent as ``Authorization: Bearer <token>`` to ``/api/v1/`` and ``/metrics``.
 
     Only the SHA-256 digest of the token is stored, so a database leak yields no usable token; the
     first characters (``prefix``) are kept in clear so a user can tell tokens apart when revoking one.
     Tokens are created and looked up through :mod:`streams_app.accounts.tokens`.
+
+    A token acts as its owner, capped at ``role_ceiling`` when one is set (a dashboard's token can be a
+    viewer's while its owner operates), and stops working at ``expires_at`` when one is set. The cap is
+    a ceiling, not a grant: the owner's current role still applies, so demoting the owner demotes the
+    token.
     """
+
+    class Ceiling(models.TextChoices):
+        NONE = "", "owner's role"
+        VIEWER = "viewer", "viewer"
+        OPERATOR = "operator", "operator"
+        ADMIN = "admin", "admin"
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
     name = models.CharField(max_length=100, help_text="What the token is for, e.g. 'deploy script'.")
@@ -23,6 +34,13 @@ class ApiToken(models.Model):
     )
     created_at = models.DateTimeField(default=timezone.now, editable=False)
     last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
+    expires_at = models.DateTimeField(
+        null=True, blank=True, editable=False, help_text="When the token stops working; never if empty."
+    )
+    role_ceiling = models.CharField(
+        max_length=16, blank=True, default=Ceiling.NONE, choices=Ceiling.choices, editable=False,
+        help_text="The highest role the token acts with; its owner's role if empty.",
+    )
 
     class Meta:
         ordering = ["-created_at"]

@@ -43,6 +43,7 @@ class Role(IntEnum):
 ROLE_GROUPS: dict[str, Role] = {"viewer": Role.VIEWER, "operator": Role.OPERATOR, "admin": Role.ADMIN}
 
 _ROLE_CACHE_ATTR = "_console_role"
+_CEILING_ATTR = "_console_role_ceiling"
 
 
 def role_of(user: UserLike | None) -> Role:
@@ -51,7 +52,8 @@ def role_of(user: UserLike | None) -> Role:
     An active, authenticated user in none of the role groups is a VIEWER: every account on the
     console may read (SPEC: "viewer (read everything)"), and granting an account anything more is an
     explicit act of putting it in the operator or admin group. Anonymous and inactive users have
-    Role.NONE. The answer is cached on the user object, which lives for one request, so the several
+    Role.NONE. A ceiling set by :func:`role_ceiling_set` (the API token the request came with) caps
+    the answer. The answer is cached on the user object, which lives for one request, so the several
     checks one page makes cost one query.
     """
     if user is None or not user.is_authenticated or not user.is_active:
@@ -64,8 +66,20 @@ def role_of(user: UserLike | None) -> Role:
     else:
         names = user.groups.filter(name__in=ROLE_GROUPS).values_list("name", flat=True)
         role = max((ROLE_GROUPS[name] for name in names), default=Role.VIEWER)
+    role = min(role, getattr(user, _CEILING_ATTR, Role.ADMIN))
     setattr(user, _ROLE_CACHE_ATTR, role)
     return role
+
+
+def role_ceiling_set(user: UserLike, ceiling: Role) -> None:
+    """Cap the role ``user`` acts with, for as long as this user object lives (one request).
+
+    The effective role is the lower of the user's own and the ceiling, so a ceiling never grants
+    anything: a viewer's token capped at admin still acts as a viewer.
+    """
+    setattr(user, _CEILING_ATTR, ceiling)
+    if hasattr(user, _ROLE_CACHE_ATTR):
+        delattr(user, _ROLE_CACHE_ATTR)
 
 
 def require_role(user: UserLike | None, role: Role) -> None:

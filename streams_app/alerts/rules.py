@@ -10,7 +10,9 @@ import re
 from typing import Any
 
 from django import forms
+from django.conf import settings
 
+from streams_app.alerts import egress
 from streams_app.alerts.models import AlertRule
 from streams_app.metrics.charts import format_value
 from streams_app.redis_ops import client
@@ -77,9 +79,16 @@ class AlertRuleForm(forms.Form):
         self.fields["connection"].choices = [("", "all connections"), *((n, n) for n in names)]
 
     def clean_webhook_url(self) -> str:
+        """Refuse credentials, odd schemes and ports, and internal addresses written in the URL.
+
+        A first line only, for a clear message while the admin is here: the addresses are checked
+        again before every send (:mod:`streams_app.alerts.egress`), since DNS answers change.
+        """
         url = self.cleaned_data.get("webhook_url") or ""
-        if url and not url.lower().startswith(("http://", "https://")):
-            raise forms.ValidationError("The webhook must be an http:// or https:// URL.")
+        if url:
+            problem = egress.url_refusal_at_save(url, settings.BUSCONSOLE_WEBHOOK_ALLOW)
+            if problem:
+                raise forms.ValidationError(problem)
         return url
 
     def clean_for_duration(self) -> int:

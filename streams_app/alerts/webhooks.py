@@ -6,8 +6,13 @@ changed the alerts commits; the task calls :func:`alert_deliver` and
 retries with exponential backoff (:func:`notify_backoff`) up to ``WEBHOOK_MAX_ATTEMPTS`` tries.
 Each try is one short POST (``WEBHOOK_TIMEOUT_S``, redirects not followed: a webhook that
 redirects is misconfigured, and following it would send the alert somewhere the admin did not name).
+Before each try the host is resolved once and every address checked (:mod:`streams_app.alerts.egress`:
+no loopback, private, link-local or metadata address unless ``BUSCONSOLE_WEBHOOK_ALLOW`` lists it);
+the POST then goes to a checked address with the URL's own Host header and TLS server name, so the
+name is never looked up a second time. A refused URL is not retried: the answer would be the same.
 Webhook URLs are set by admins and often carry a secret in their path (Slack, Teams...), so they are
-shown and audited by scheme and host only (:func:`webhook_display`).
+shown and audited by scheme and host only (:func:`webhook_display`); the delivery error, which tells
+how a host answered, is shown to admins only.
 """
 
 from __future__ import annotations
@@ -17,11 +22,13 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from busconsole.celery import app as celery_app
 from busconsole.locks import lock_held
+from streams_app.alerts import egress
 from streams_app.alerts.models import Alert
 
 log = logging.getLogger(__name__)
@@ -31,6 +38,9 @@ ALERT_NOTIFY_TASK = "streams_app.tasks.alert_notify"
 WEBHOOK_TIMEOUT_S = 5.0
 #: Deliveries are tried this many times in all (the first try and its retries).
 WEBHOOK_MAX_ATTEMPTS = 6
+#: Checked addresses of one name tried in turn when a connection fails (nothing was sent yet).
+WEBHOOK_MAX_ADDRESSES = 3
+USER_AGENT = "busconsole-alerts/1"
 _BACKOFF_BASE_S = 5
 _BACKOFF_MAX_S = 300
 
@@ -81,7 +91,8 @@ def alert_payload(alert: Alert) -> dict[str, Any]:
 
 
 def alert_deliver(*, alert_id: int) -> str:
-    """POST the alert's current state to its rule's webhook once: ``sent``, ``skipped`` or ``failed``.
+    """POST the alert's current state to its rule's webhook once: ``sent``, ``skipped``, ``failed`` (worth
+    a retry) or ``refused`` (the URL or its addresses are not allowed: final).
 
     Idempotent: the state last delivered is kept in ``notified_state``, so a repeated task (a retry, a
     task for the open transition arriving after the alert already resolved) sends nothing twice. A
@@ -99,32 +110,67 @@ def _post_once(alert_id: int) -> str:
         return "skipped"
     state = alert.state
     Alert.objects.filter(pk=alert_id).update(notify_attempts=alert.notify_attempts + 1)
-    error = ""
+    url = alert.rule.webhook_url
+    outcome, error = "failed", ""
     try:
-        response = httpx.post(
-            alert.rule.webhook_url,
-            json=alert_payload(alert),
-            timeout=WEBHOOK_TIMEOUT_S,
-            follow_redirects=False,
-            headers={"User-Agent": "busconsole-alerts/1"},
-        )
+        response = _post_pinned(url, alert_payload(alert))
         if not response.is_success:
-            error = f"HTTP {response.status_code} from {webhook_display(alert.rule.webhook_url)}"
+            error = f"HTTP {response.status_code} from {webhook_display(url)}"
+    except egress.WebhookRefused as exc:
+        outcome, error = "refused", f"Refused: {exc}"
+    except egress.WebhookLookupFailed:
+        error = f"DNS lookup failed for {webhook_display(url)}"
     except httpx.HTTPError as exc:
-        error = f"{type(exc).__name__} posting to {webhook_display(alert.rule.webhook_url)}"
+        error = f"{type(exc).__name__} posting to {webhook_display(url)}"
     if error:
         Alert.objects.filter(pk=alert_id).update(notify_error=error[:500])
-        log.warning("alert %s webhook failed: %s", alert_id, error)
-        return "failed"
+        log.warning("alert %s webhook %s: %s", alert_id, outcome, error)
+        return outcome
     Alert.objects.filter(pk=alert_id).update(notified_at=timezone.now(), notified_state=state, notify_error="")
     return "sent"
+
+
+def _post_pinned(url: str, payload: dict[str, Any]) -> httpx.Response:
+    """POST ``payload`` to ``url`` at an address checked by :func:`egress.addresses_checked`.
+
+    The request goes to the checked IP address with the URL's Host header and, for https, its name as
+    TLS server name (httpx's ``sni_hostname`` extension), so the certificate is still verified against
+    the name. An explicit transport keeps proxies from the environment out: a proxy would resolve the
+    name itself, past the check.
+    """
+    problem = egress.url_problem(url)
+    if problem:
+        raise egress.WebhookRefused(problem)
+    try:
+        target = httpx.URL(url)
+    except httpx.InvalidURL:
+        raise egress.WebhookRefused("The webhook URL is malformed.") from None
+    if target.userinfo or target.scheme not in egress.SCHEMES:  # httpx's reading of the URL is the one used
+        raise egress.WebhookRefused("The webhook URL must be http(s) without a user name or password.")
+    host = target.raw_host.decode("ascii")
+    port = target.port or (443 if target.scheme == "https" else 80)
+    addresses = egress.addresses_checked(host, port, settings.BUSCONSOLE_WEBHOOK_ALLOW)
+    headers = {"User-Agent": USER_AGENT, "Host": target.netloc.decode("ascii")}
+    extensions = {"sni_hostname": host} if target.scheme == "https" else {}
+    last_error: httpx.TransportError | None = None
+    with httpx.Client(transport=httpx.HTTPTransport(), timeout=WEBHOOK_TIMEOUT_S, follow_redirects=False) as http:
+        for address in addresses[:WEBHOOK_MAX_ADDRESSES]:
+            try:
+                return http.post(target.copy_with(host=str(address)), json=payload, headers=headers, extensions=extensions)
+            except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+                last_error = exc  # nothing was sent: the next checked address may answer
+    assert last_error is not None  # addresses_checked returns at least one address
+    raise last_error
 
 
 def webhook_display(url: str) -> str:
     """A webhook URL safe to show: scheme and host only (paths and queries often carry the secret)."""
     if not url:
         return ""
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:  # a port out of range or a broken address, stored before the form refused them
+        return "(malformed URL)"
     host = parts.hostname or ""
-    port = f":{parts.port}" if parts.port else ""
     return f"{parts.scheme}://{host}{port}/…" if parts.path not in ("", "/") or parts.query else f"{parts.scheme}://{host}{port}/"

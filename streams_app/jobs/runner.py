@@ -7,13 +7,31 @@ concurrently, and must behave as if it ran once:
 
 * a finished job (done, failed, cancelled) is never run again;
 * a per-job lock on the console's Redis keeps two workers off one job; it expires
-  ``BUSCONSOLE_JOB_LOCK_S`` after its holder stopped renewing it (it renews after every batch);
+  ``BUSCONSOLE_JOB_LOCK_S`` after its holder stopped renewing it (it renews after every batch, and a
+  heartbeat thread renews it every few seconds inside a long batch);
 * each batch continues from a cursor, and the work of every kind is idempotent where it lands (see
   :mod:`streams_app.jobs.kinds`), which is what makes "exactly once" hold even when a worker dies
   between a batch and the save of its cursor.
 
-``done`` counts what this job changed as far as it could save; after a worker was killed it may be
-short by the one batch whose result was never saved (the Redis state is exact; the number is not).
+**A dead worker is noticed in seconds.** While a job runs, the heartbeat also touches its
+``updated_at`` every :data:`HEARTBEAT_S` (or faster when the settings ask for it), whether or not a
+batch ended; a job silent for ``BUSCONSOLE_JOB_STALLED_S`` (30 s by default) has lost its worker, and
+the beat task :func:`jobs_resume_stalled` enqueues it again within ``BUSCONSOLE_JOB_RESUME_EVERY_S``.
+
+**Counts are exact after a crash.** A worker killed between a batch and the save of its result leaves
+``done`` short of what Redis moved. A run that follows a run which did not stop cleanly (see
+:attr:`Progress.settled`) lets its kind reconcile the count from Redis before it goes on: the replay
+from the count its script keeps next to its cursor, the requeue from what left the DLQ since the last
+save (see :mod:`streams_app.jobs.kinds` for each kind's bound).
+
+**A read-only process never changes a monitored Redis.** ``BUSCONSOLE_READ_ONLY=1`` is checked here,
+at run time, in the process that runs the job: a job of a kind that writes a monitored Redis (every
+kind but those in :data:`READ_ONLY_KINDS`) is refused when a read-only worker takes it, whether it was
+queued before the worker started, redelivered or resumed, and the beat of a read-only process refuses
+the stalled ones instead of enqueueing them. A refused job ends ``failed`` with
+:data:`READ_ONLY_REFUSAL` as its error and one ``denied`` audit row; it may be resumed from a console
+that may write.
+
 Progress goes to the job's channel-layer group (:func:`streams_app.live.groups.job_group`) as small
 events for live pages; a failure to broadcast never fails the job.
 
@@ -31,19 +49,22 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
-from django.db import transaction
+from django.db import connections, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from busconsole import locks
 from busconsole.celery import app as celery_app
+from streams_app.accounts.roles import read_only_blocked, require_writable
 from streams_app.audit.models import AuditEvent
 from streams_app.audit.records import audit_write_system
 from streams_app.jobs.models import Job
@@ -60,15 +81,32 @@ KIND_REQUEUE_ALL = "dlq.requeue_all"
 KIND_REPLAY = "replay"
 KIND_PIPELINE = "pipeline"  # export, Spark rollups and load: streams_app.lake.run
 KINDS = (KIND_REQUEUE_ALL, KIND_REPLAY, KIND_PIPELINE)
+#: Kinds that never change a monitored Redis, so a read-only process may run them. The pipeline reads
+#: the monitored Redis only (SCAN, XINFO, XRANGE pages) and writes the lake and the console's own
+#: tables, which read-only mode does not protect: a read-only console keeps its reports fresh. Every
+#: other kind, including any added later, is refused by a read-only process until listed here.
+READ_ONLY_KINDS = frozenset({KIND_PIPELINE})
+#: The error of a job a read-only process refused.
+READ_ONLY_REFUSAL = (
+    "Refused: this process runs read-only (BUSCONSOLE_READ_ONLY=1) and never changes a monitored Redis; "
+    "this run changed nothing. Resume the job from a console that may write."
+)
 
 #: The Celery task that runs a job (``streams_app.tasks.run_job`` declares itself under this name).
 RUN_JOB_TASK = "streams_app.tasks.run_job"
 
 #: Progress (counters, cursor, lock renewal, broadcast, cancel check) is saved at most this often.
-#: The Redis side is exact either way; after a crash only ``done`` may lag by this much work.
+#: The Redis side is exact either way; after a crash ``done`` lags by up to this much work until the
+#: next run reconciles it from Redis (:attr:`Progress.settled`).
 SAVE_EVERY_S = 0.25
 #: Broadcasts are at most this often (plus one at every state change): a page needs no more.
 BROADCAST_EVERY_S = 0.25
+#: A running job touches ``updated_at`` and renews its lock at least this often, inside long batches
+#: too (faster when the stalled threshold or the lock's expiry are short: see :func:`_heartbeat_every`).
+HEARTBEAT_S = 5.0
+#: A job left queued (its task message lost, say) is enqueued again after this many stalled periods:
+#: a queue that is merely busy must not fill with copies of the jobs waiting in it.
+QUEUED_STALLED_FACTOR = 10
 
 
 class JobBusy(Exception):
@@ -93,6 +131,8 @@ def job_create(
     """
     if kind not in KINDS:
         raise InvalidArgument(f"Unknown job kind {kind!r}.")
+    if kind not in READ_ONLY_KINDS:
+        require_writable()
     params = {"key": key.hex(), "key_text": display_text(key), **parameters}
     if kind == KIND_REPLAY:
         params["job_key"] = f"busconsole:replay-cursor:{uuid.uuid4().hex}"
@@ -129,8 +169,14 @@ def job_cancel(*, job_id: int) -> bool:
 
 
 def job_resume(*, job_id: int) -> Job:
-    """Queue a job that failed, was cancelled or seems stuck again; it continues from its cursor."""
+    """Queue a job that failed, was cancelled or seems stuck again; it continues from its cursor.
+
+    A read-only process refuses to resume a kind that writes a monitored Redis (PermissionDenied),
+    and a read-only worker would refuse to run it anyway.
+    """
     job = Job.objects.get(pk=job_id)
+    if job.kind not in READ_ONLY_KINDS:
+        require_writable()
     if job.state == Job.State.DONE:
         raise InvalidArgument(f"Job {job_id} is done; there is nothing left to resume.")
     Job.objects.filter(pk=job_id).update(
@@ -145,25 +191,35 @@ def job_resume(*, job_id: int) -> Job:
 
 
 def jobs_resume_stalled(*, stalled_after_s: float | None = None) -> list[int]:
-    """Enqueue again the jobs left queued or running with no progress saved for a while.
+    """Enqueue again the jobs whose worker died; the ids of those enqueued.
 
-    A running job saves progress after every batch (a second or less), so silence for
-    ``BUSCONSOLE_JOB_STALLED_S`` means its worker died (killed, OOM, machine lost) or its task
-    message was lost. Marking them as touched keeps the next beat from enqueueing them again
-    while the first re-run waits in the queue.
+    A running job beats every few seconds, even inside a long batch (:func:`_heartbeat`), so a
+    running job silent for ``BUSCONSOLE_JOB_STALLED_S`` lost its worker (killed, OOM, machine lost).
+    A queued job waits :data:`QUEUED_STALLED_FACTOR` times longer (its task message was lost, or the
+    broker was down when it was created). Marking them as touched keeps the next beat from enqueueing
+    them again while the first re-run waits in the queue.
+
+    In a read-only process the stalled jobs of kinds that write a monitored Redis are refused (ended
+    ``failed`` with one ``denied`` audit row) rather than enqueued for a worker that may write.
     """
     limit = settings.BUSCONSOLE_JOB_STALLED_S if stalled_after_s is None else stalled_after_s
     now = timezone.now()
     stalled = list(
         Job.objects.filter(
-            state__in=[Job.State.QUEUED, Job.State.RUNNING], updated_at__lte=now - timedelta(seconds=limit)
-        ).values_list("pk", flat=True)
+            Q(state=Job.State.RUNNING, updated_at__lte=now - timedelta(seconds=limit))
+            | Q(state=Job.State.QUEUED, updated_at__lte=now - timedelta(seconds=limit * QUEUED_STALLED_FACTOR))
+        ).values_list("pk", "kind")
     )
-    for job_id in stalled:
+    enqueued: list[int] = []
+    for job_id, kind in stalled:
+        if kind not in READ_ONLY_KINDS and read_only_blocked():
+            _refuse(job_id)
+            continue
         Job.objects.filter(pk=job_id).update(updated_at=now)
         log.warning("job %s made no progress for %ss: enqueued again", job_id, limit)
         job_enqueue(job_id=job_id)
-    return stalled
+        enqueued.append(job_id)
+    return enqueued
 
 
 # ------------------------------------------------------------------------------------- running
@@ -174,27 +230,43 @@ class Progress:
 
     What a kind's body gets with its job: ``save`` raises :class:`JobCancelled` once the job was
     cancelled and :class:`JobBusy` once its lock was lost, so the body stops at its next batch.
+    ``settled`` tells the body whether the saved progress it starts from is the whole truth (the
+    previous run stopped right after a save) or may lag behind Redis (the previous run died, hit its
+    time limit or failed mid-batch), in which case the body reconciles its counts from Redis first.
     """
+
+    #: The key under which a run that stopped cleanly marks its last saved progress.
+    SETTLED = "settled"
 
     def __init__(self, job: Job, lock: locks.RenewableLock) -> None:
         self.job = job
         self.lock = lock
         self.notes: list[str] = []
+        self.settled = bool((job.progress or {}).get(self.SETTLED))
+        self.lock_lost = threading.Event()  # set by the heartbeat when the lock could not be renewed
         self._saved_at = 0.0
+
+    def due(self) -> bool:
+        """Whether a ``save`` without ``force`` would write now (a body may gather extra figures first)."""
+        return time.monotonic() - self._saved_at >= SAVE_EVERY_S
 
     def save(self, *, done: int, total: int | None, progress: dict[str, Any], force: bool = False) -> None:
         """Record progress; between forced saves, at most every SAVE_EVERY_S (a DB write costs ~2 ms)."""
-        if not force and time.monotonic() - self._saved_at < SAVE_EVERY_S:
+        if not force and not self.due():
             return
         self._saved_at = time.monotonic()
         now = timezone.now()
         values = {"done": done, "total": total, "progress": progress, "updated_at": now}
         saved = Job.objects.filter(pk=self.job.pk, state=Job.State.RUNNING).update(**values)
         self.job.done, self.job.total, self.job.progress = done, total, progress
-        if not saved:  # cancelled meanwhile: keep the numbers, leave the state alone
-            Job.objects.filter(pk=self.job.pk).update(**values)
+        if not saved:
+            # Cancelled meanwhile: keep the numbers, leave the state alone. The body stops right
+            # after this save, so these numbers are the whole truth for a later resume.
+            Job.objects.filter(pk=self.job.pk).update(**{**values, "progress": {**progress, self.SETTLED: True}})
             raise JobCancelled
         try:
+            if self.lock_lost.is_set():
+                raise locks.LockError("the heartbeat could not renew the lock")
             self.lock.reacquire()
         except locks.LockError as exc:
             # The lock expired and may be someone else's now: stop rather than run twice.
@@ -235,10 +307,45 @@ def job_run(job_id: int) -> Job | None:
     if not lock.acquire(blocking=False):
         raise JobBusy(f"job {job_id} is being run by another worker")
     try:
+        if job.kind not in READ_ONLY_KINDS and read_only_blocked():
+            return _refuse_locked(job_id)
         return _run_locked(job_id, lock)
     finally:
         with contextlib.suppress(locks.LockError):  # expired meanwhile: nothing to release
             lock.release()
+
+
+def _refuse(job_id: int) -> None:
+    """End a job a read-only process will not run, under its lock (a live holder keeps it: skip)."""
+    lock = _job_lock(job_id)
+    if not lock.acquire(blocking=False):
+        log.info("job %s is held by a worker: not refused now", job_id)
+        return
+    try:
+        _refuse_locked(job_id)
+    finally:
+        with contextlib.suppress(locks.LockError):
+            lock.release()
+
+
+def _refuse_locked(job_id: int) -> Job:
+    """Mark a queued or running job failed with :data:`READ_ONLY_REFUSAL` and one ``denied`` audit row.
+
+    Only the call that changes the state writes the row, so a job refused by several processes (a
+    redelivered task, two beats) still has one.
+    """
+    now = timezone.now()
+    with transaction.atomic():  # the refusal and its row appear together
+        changed = Job.objects.filter(pk=job_id, state__in=[Job.State.QUEUED, Job.State.RUNNING]).update(
+            state=Job.State.FAILED, error=READ_ONLY_REFUSAL, finished_at=now, updated_at=now
+        )
+        job = Job.objects.get(pk=job_id)
+        if changed:
+            _finished_audit(job, time.monotonic(), outcome=AuditEvent.Outcome.DENIED)
+    if changed:
+        log.warning("job %s refused: this process is read-only", job_id)
+        job_broadcast(job, force=True)
+    return job
 
 
 def _run_locked(job_id: int, lock: locks.RenewableLock) -> Job:
@@ -257,7 +364,8 @@ def _run_locked(job_id: int, lock: locks.RenewableLock) -> Job:
     try:
         if body is None:
             raise InvalidArgument(f"Unknown job kind {job.kind!r}.")
-        body(job, progress)
+        with _heartbeat(progress):
+            body(job, progress)
     except JobCancelled:
         job.refresh_from_db()
         _finished_audit(job, started)
@@ -268,51 +376,101 @@ def _run_locked(job_id: int, lock: locks.RenewableLock) -> Job:
         Job.objects.filter(pk=job_id).update(error=f"Waiting to retry: {exc.message}", updated_at=timezone.now())
         raise
     except OpsError as exc:
-        _finish(job, Job.State.FAILED, error=exc.message)
+        _finish(job, Job.State.FAILED, error=exc.message, started=started)
     except Exception as exc:
         log.exception("job %s failed", job_id)
-        _finish(job, Job.State.FAILED, error=f"{type(exc).__name__}: {exc}")
+        _finish(job, Job.State.FAILED, error=f"{type(exc).__name__}: {exc}", started=started)
     else:
-        _finish(job, Job.State.DONE, error=" ".join(progress.notes))
-    _finished_audit(job, started)
+        _finish(job, Job.State.DONE, error=" ".join(progress.notes), started=started)
     return job
 
 
-def _finish(job: Job, state: str, *, error: str = "") -> None:
+def _finish(job: Job, state: str, *, error: str = "", started: float) -> None:
+    """End the job and write its audit row in one transaction: whoever sees the end sees the row."""
     now = timezone.now()
-    # Only a job still running is finished here: a cancel that came in meanwhile wins.
-    Job.objects.filter(pk=job.pk, state=Job.State.RUNNING).update(
-        state=state, error=error[:4000], finished_at=now, updated_at=now
-    )
-    job.refresh_from_db()
+    with transaction.atomic():
+        # Only a job still running is finished here: a cancel that came in meanwhile wins.
+        Job.objects.filter(pk=job.pk, state=Job.State.RUNNING).update(
+            state=state, error=error[:4000], finished_at=now, updated_at=now
+        )
+        job.refresh_from_db()
+        _finished_audit(job, started)
     job_broadcast(job, force=True)
 
 
-def _finished_audit(job: Job, started: float) -> None:
+def _finished_audit(job: Job, started: float, *, outcome: str | None = None) -> None:
     """One audit row saying what the job changed in the end (its start was audited when requested)."""
     key = bytes.fromhex(job.parameters.get("key", ""))
-    outcome = AuditEvent.Outcome.ERROR if job.state == Job.State.FAILED else AuditEvent.Outcome.OK
+    if outcome is None:
+        outcome = AuditEvent.Outcome.ERROR if job.state == Job.State.FAILED else AuditEvent.Outcome.OK
     try:
-        audit_write_system(
-            user=job.created_by,
-            conn=job.connection,
-            action=f"{job.kind}.finished",
-            stream=key or None,
-            params={"job": job.pk, "state": job.state, "total": job.total},
-            outcome=outcome,
-            error=job.error,
-            affected=job.done,
-            duration_ms=round((time.monotonic() - started) * 1000),
-        )
+        with transaction.atomic():  # a savepoint: a failed row never spoils the job's own update
+            audit_write_system(
+                user=job.created_by,
+                conn=job.connection,
+                action=f"{job.kind}.finished",
+                stream=key or None,
+                params={"job": job.pk, "state": job.state, "total": job.total},
+                outcome=outcome,
+                error=job.error,
+                affected=job.done,
+                duration_ms=round((time.monotonic() - started) * 1000),
+            )
     except Exception:  # the job's own record is what matters; never fail it over the trail
         log.exception("could not write the audit row of job %s", job.pk)
 
 
-# ------------------------------------------------------------------------------ locks, broadcast
+# ---------------------------------------------------------------------- locks, heartbeat, broadcast
 
 
 def _job_lock(job_id: int) -> locks.RenewableLock:
     return locks.renewable_lock(f"job-lock:{job_id}", timeout_s=settings.BUSCONSOLE_JOB_LOCK_S)
+
+
+def _heartbeat_every() -> float:
+    """:data:`HEARTBEAT_S`, or a third of the lock's expiry or of the stalled threshold when shorter,
+    so that neither runs out between two beats of a live worker."""
+    return max(0.01, min(HEARTBEAT_S, settings.BUSCONSOLE_JOB_LOCK_S / 3, settings.BUSCONSOLE_JOB_STALLED_S / 3))
+
+
+@contextlib.contextmanager
+def _heartbeat(progress: Progress) -> Iterator[None]:
+    """While the block runs, renew the job's lock and touch its ``updated_at`` from a thread.
+
+    Batches save progress as they end, but one batch may take long (a big Lua call, a slow server, a
+    Spark step); the beat says "alive" regardless, so only a dead worker falls silent. A lock that
+    could not be renewed is flagged on ``progress`` (the body stops at its next save) and ends the
+    beat: whoever holds the lock now beats for the job.
+    """
+    stop = threading.Event()
+    every = _heartbeat_every()
+    job_id = progress.job.pk
+
+    def beat() -> None:
+        try:
+            while not stop.wait(every):
+                try:
+                    progress.lock.reacquire()
+                except locks.LockError:
+                    progress.lock_lost.set()
+                    return
+                except Exception:  # the console's Redis hiccupped: the next beat tries again
+                    log.warning("job %s: heartbeat could not renew its lock", job_id, exc_info=True)
+                    continue
+                try:
+                    Job.objects.filter(pk=job_id, state=Job.State.RUNNING).update(updated_at=timezone.now())
+                except Exception:  # the database is busy: the next beat tries again
+                    log.warning("job %s: heartbeat could not touch the job", job_id, exc_info=True)
+        finally:
+            connections.close_all()  # this thread's own database connections
+
+    thread = threading.Thread(target=beat, name=f"job-{job_id}-heartbeat", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(every + 10)
 
 
 _last_broadcast: dict[int, float] = {}

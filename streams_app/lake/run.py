@@ -183,6 +183,10 @@ def pipeline_job_run(job: Job, progress: jobs.Progress) -> None:
     ``progress`` is the jobs machinery's saver: its ``save`` renews the job's lock and raises when the
     job was cancelled, so a cancel stops the run at its next step; its ``lock`` is renewed by the
     heartbeat while a Spark job runs.
+
+    A read-only worker runs this kind (it is in :data:`~streams_app.jobs.runner.READ_ONLY_KINDS`): the
+    export only reads the monitored Redis (SCAN, XINFO, XRANGE pages), and what a run writes, the lake
+    and the console's own rollup tables, is not what read-only mode protects.
     """
     done = 0
 

@@ -43,3 +43,8 @@ def job_group(job_id: str | int) -> str:
 def snapshot_group() -> str:
     """Pages showing charts: every committed metric snapshot is announced here."""
     return group_name("metrics", "snapshot")
+
+
+def user_group(user_id: int | str) -> str:
+    """Every open socket of one user: told to re-check its session and role when they may have changed."""
+    return group_name("user", str(user_id))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -24,6 +25,50 @@ def _identity(response, **options):
     return response
 
 _lock = threading.Lock()
+
+
+def _named(name: str) -> Callable[[redis.Connection], None]:
+    """A connect hook that names the connection in ``CLIENT LIST`` when the server lets it.
+
+    redis-py's own ``client_name`` fails the whole connection when ``CLIENT SETNAME`` is refused,
+    so an ACL user restricted to reading could not read at all. The name only helps whoever reads
+    ``CLIENT LIST``: it is worth a try, never a failure. A ``client_name`` in the connection URL
+    wins over ``name``; redis-py's handshake is run without it, and the name is sent after.
+    """
+
+    def on_connect(connection: redis.Connection) -> None:
+        wanted = connection.client_name or name
+        connection.client_name = None
+        try:
+            connection.on_connect()
+        finally:
+            connection.client_name = wanted
+        try:
+            connection.send_command("CLIENT", "SETNAME", wanted)
+            connection.read_response()
+        except redis.ResponseError:  # NoPermissionError (ACL) or an unknown command
+            pass
+
+    return on_connect
+
+
+def _named_async(name: str) -> Callable[[aioredis.connection.AbstractConnection], Awaitable[None]]:
+    """:func:`_named` for the asyncio connections of the live tail."""
+
+    async def on_connect(connection: aioredis.connection.AbstractConnection) -> None:
+        wanted = connection.client_name or name
+        connection.client_name = None
+        try:
+            await connection.on_connect()
+        finally:
+            connection.client_name = wanted
+        try:
+            await connection.send_command("CLIENT", "SETNAME", wanted)
+            await connection.read_response()
+        except redis.ResponseError:
+            pass
+
+    return on_connect
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +134,7 @@ def get_client(name: str) -> redis.Redis:
                     socket_connect_timeout=min(timeout, 2.0),
                     health_check_interval=30,
                     retry_on_timeout=False,
-                    client_name="busconsole",
+                    redis_connect_func=_named("busconsole"),
                 )
                 # Stream replies stay as Redis sends them (flat field lists keep order and
                 # duplicate names; redis-py's parsers would turn them into dicts).
@@ -113,7 +158,7 @@ def async_client(url: str, *, client_name: str, wait_s: float = 0.0) -> aioredis
         single_connection_client=True,
         socket_connect_timeout=min(timeout, 2.0),
         socket_timeout=timeout + wait_s,
-        client_name=client_name,
+        redis_connect_func=_named_async(client_name),
     )
     for command in _RAW_REPLIES:
         client.set_response_callback(command, _identity)

@@ -34,7 +34,7 @@ import math
 import re
 import struct
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date, datetime, time
 
 import msgpack
@@ -53,6 +53,11 @@ _FASTSTREAM_FIXED = struct.Struct(">HII")  # version, headers_start, data_start
 _FASTSTREAM_MIN_HEADERS_START = len(FASTSTREAM_MAGIC) + _FASTSTREAM_FIXED.size  # 18
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+BIDI_CONTROLS = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+"""Unicode's bidirectional formatting characters (ALM, LRM, RLM, the embeddings and overrides, the
+isolates): invisible, yet they reorder the text around them, so ``pay\u202eexe.txt`` reads as another name."""
+_BIDI = re.compile(f"[{BIDI_CONTROLS}]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,12 +93,33 @@ class DecodedField:
 
 
 def display_text(raw: bytes) -> str:
-    """Bytes as text for display: UTF-8, any byte that is not part of valid UTF-8 as ``\\xNN``."""
-    return as_bytes(raw).decode("utf-8", "backslashreplace")
+    """Bytes as text for display: UTF-8, any byte that is not part of valid UTF-8 as ``\\xNN`` and any
+    bidi control character as ``\\uNNNN``.
+
+    Every name the console shows (keys, groups, consumers, field names) goes through here, so two names
+    that differ only by invisible reordering characters never look alike.
+    """
+    return escape_bidi(as_bytes(raw).decode("utf-8", "backslashreplace"))
+
+
+def escape_bidi(text: str) -> str:
+    """``text`` with each bidi control character written as ``\\uNNNN``: visible, and unable to reorder
+    what a page shows after it."""
+    return _BIDI.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def decode_value(raw: bytes, *, limit: int = PREVIEW_LIMIT) -> Decoded:
-    """Decode one field value (see the module docstring for the order and the heuristics)."""
+    """Decode one field value (see the module docstring for the order and the heuristics).
+
+    ``pretty`` shows bidi control characters escaped (a payload must not reorder the page around it);
+    ``value`` keeps them, because it is the producer's data and the API hands it to programs.
+    """
+    decoded = _decode(raw, limit)
+    pretty = escape_bidi(decoded.pretty)
+    return decoded if pretty == decoded.pretty else replace(decoded, pretty=pretty)
+
+
+def _decode(raw: bytes, limit: int) -> Decoded:
     try:
         data = as_bytes(raw)
         size = len(data)

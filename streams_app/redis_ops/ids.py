@@ -15,7 +15,9 @@ from datetime import UTC, datetime
 from .errors import InvalidArgument
 
 U64_MAX = 2**64 - 1
-_ID = re.compile(r"^(\d{1,20})(?:-(\d{1,20}))?$")
+# [0-9], not \d: in a str pattern \d also matches "١" or "５", which int() then reads as digits,
+# so "١-0" would pass as the ID 1-0. Redis and every client write ASCII digits only.
+_ID = re.compile(r"^([0-9]{1,20})(?:-([0-9]{1,20}))?$")
 
 
 @dataclass(frozen=True, order=True, slots=True)
@@ -49,8 +51,8 @@ def id_ms(entry_id: str | None) -> int | None:
     if not entry_id:
         return None
     head = str(entry_id).split("-", 1)[0]
-    # isdecimal, not isdigit: "²" is a digit that int() refuses.
-    return int(head) if head.isdecimal() else None
+    # ASCII and decimal: "²" is a digit that int() refuses, "١" a decimal that int() accepts.
+    return int(head) if head.isascii() and head.isdecimal() else None
 
 
 def id_order(entry_id: str) -> tuple[int, int]:

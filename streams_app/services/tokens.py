@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import TYPE_CHECKING, cast
 
 from django.http import Http404
@@ -16,11 +17,18 @@ if TYPE_CHECKING:
     from streams_app.accounts.roles import UserLike
 
 
-def token_issue(*, user: UserLike | None, name: str) -> tuple[ApiToken, str]:
-    """A new personal API token for ``user``: the row and the raw token, shown to them once."""
-    with action_audit(user=user, conn="", action="token.create", params={"name": name}) as record:
+def token_issue(
+    *, user: UserLike | None, name: str, expires_at: datetime | None = None, role_ceiling: str = ""
+) -> tuple[ApiToken, str]:
+    """A new personal API token for ``user``: the row and the raw token, shown to them once.
+
+    ``expires_at`` (None: never) and ``role_ceiling`` ("" for the owner's role) are recorded in the
+    audit row, so who made a long-lived admin-strength token can be found later.
+    """
+    params = {"name": name, "role": role_ceiling, "expires_at": expires_at.isoformat() if expires_at else None}
+    with action_audit(user=user, conn="", action="token.create", params=params) as record:
         owner = cast("AbstractBaseUser", user)  # action_audit refused anonymous users
-        token, raw = token_create(user=owner, name=name)
+        token, raw = token_create(user=owner, name=name, expires_at=expires_at, role_ceiling=role_ceiling)
         record.params.update(token_id=token.pk, prefix=token.prefix)
         record.affected = 1
     return token, raw

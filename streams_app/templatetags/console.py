@@ -43,6 +43,12 @@ def seg(value: bytes | str) -> str:
     return links.segment(value)
 
 
+@register.filter
+def keyseg(key: bytes) -> str:
+    """A stream key's segment as its links carry it: by digest when too long for a URL."""
+    return links.key_segment(key)
+
+
 @register.simple_tag
 def stream_url(conn: str, key: bytes) -> str:
     return links.stream_url(conn, key)

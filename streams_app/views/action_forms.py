@@ -1,7 +1,10 @@
-"""Forms for the operator actions, shared by the HTML pages (POST data) and the JSON API (a parsed body).
+"""Forms for the operator actions of the HTML pages (POST data), and the query strings of some pages.
 
-A Django form takes a QueryDict or a plain dict alike; lists (``ids``) come from ``getlist`` or
-from the JSON array. Use with :func:`streams_app.views.forms.validated`, which turns errors into a 400.
+An HTML form posts text, and a checkbox is "on" whatever its value says: Django's form fields read
+it that way, which is right here and wrong for JSON. The JSON API therefore has typed models of its
+own (:mod:`streams_app.views.api.schemas`); both give the services the same values (entry IDs as
+canonical text, names as bytes) and check IDs with the one parser of :mod:`streams_app.redis_ops.ids`.
+Use with :func:`streams_app.views.forms.validated`, which turns errors into a 400.
 """
 
 from __future__ import annotations
@@ -19,7 +22,11 @@ MAX_SELECTION = 1000
 
 
 class IdListField(forms.Field):
-    """A list of exact entry IDs (``ms-seq``), de-duplicated in order."""
+    """A list of exact entry IDs (``ms-seq``), de-duplicated in order.
+
+    The list's length is checked before any ID is parsed, and duplicates are dropped with a dict
+    (linear): a list of 100,000 IDs is refused at once instead of being compared pair by pair.
+    """
 
     widget = forms.MultipleHiddenInput
 
@@ -32,19 +39,17 @@ class IdListField(forms.Field):
             return []
         if not isinstance(value, list | tuple):
             raise forms.ValidationError("Give a list of entry IDs.")
+        if len(value) > self.max_items:
+            raise forms.ValidationError(f"At most {self.max_items} entry IDs at once ({len(value)} given).")
         out: list[str] = []
         for item in value:
             if not isinstance(item, str):
                 raise forms.ValidationError("Entry IDs are text like 1700000000000-0.")
             try:
-                sid = str(parse_id(item, allow_bare=False, what="entry ID"))
+                out.append(str(parse_id(item, allow_bare=False, what="entry ID")))
             except InvalidArgument as exc:
                 raise forms.ValidationError(exc.message) from None
-            if sid not in out:
-                out.append(sid)
-        if len(out) > self.max_items:
-            raise forms.ValidationError(f"At most {self.max_items} entry IDs at once ({len(out)} given).")
-        return out
+        return list(dict.fromkeys(out))
 
     def validate(self, value: list[str]) -> None:
         if self.required and not value:

@@ -1,15 +1,21 @@
-"""Log in and log out.
+"""Log in and log out: one login page, one throttle, whichever URL a person or a script uses.
 
 Django's own views do the work (safe ``next`` redirects, session rotation, POST-only logout); the
-console only swaps in the throttled form and its template.
+console only swaps in the throttled form and its template. ``/admin/login/`` is the same page
+(:func:`admin_login`): the Django admin's own login form has no throttle, so leaving it reachable would
+let a guesser locked out of ``/login/`` carry on there.
 """
 
 from __future__ import annotations
 
+from django.contrib import admin
 from django.contrib.auth.decorators import login_not_required
 from django.contrib.auth.views import LoginView
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse
 
 from streams_app.accounts.login import ThrottledAuthenticationForm
+from streams_app.accounts.roles import role_of
 
 # Exempt from the console's login-required middleware: this is where anonymous users are sent.
 login_view = login_not_required(
@@ -19,3 +25,18 @@ login_view = login_not_required(
         redirect_authenticated_user=True,
     )
 )
+
+
+@login_not_required
+def admin_login(request: HttpRequest) -> HttpResponse:
+    """``/admin/login/``: the console's login, where the Django admin sends whoever it does not let in.
+
+    A logged-in user the admin refuses (a viewer or operator) gets a 403 saying why: sending them on to
+    the login page would bounce them straight back to the admin (``redirect_authenticated_user``), and
+    round again.
+    """
+    if request.user.is_authenticated and not admin.site.has_permission(request):
+        raise PermissionDenied(
+            f"The Django admin is for console admins; your account has the {role_of(request.user)} role."
+        )
+    return login_view(request)

@@ -1,8 +1,15 @@
-"""Error handlers: JSON for the API, a console page otherwise; never Django's bare 500 page."""
+"""Error handlers: JSON for the API, a console page otherwise; never Django's bare 500 page.
+
+Django answers a wrong method (``@require_POST``, a class-based view's ``http_method_not_allowed``) with
+an empty ``text/html`` 405 rather than through a handler; :func:`method_not_allowed_middleware` gives
+that answer the same two shapes.
+"""
 
 from __future__ import annotations
 
-from django.http import HttpRequest, HttpResponse
+from collections.abc import Callable
+
+from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed
 from django.shortcuts import render
 
 from streams_app.middleware import api_error, is_api
@@ -11,6 +18,7 @@ _MESSAGES = {
     400: ("bad_request", "The request was malformed."),
     403: ("forbidden", "Your role does not allow this."),
     404: ("not_found", "There is nothing at this address."),
+    405: ("method_not_allowed", "This address does not answer that method."),
     500: ("internal", "The console failed to answer; the error is logged."),
 }
 
@@ -35,6 +43,13 @@ def page_not_found(request, exception=None):
     return _answer(request, 404, exception)
 
 
+def not_found(request: HttpRequest, message: str) -> HttpResponse:
+    """A 404 that says why (the handler's own 404 has one message for every missing thing)."""
+    if is_api(request):
+        return api_error("not_found", message, 404)
+    return render(request, "streams_app/error.html", {"status": 404, "message": message}, status=404)
+
+
 def server_error(request):
     return _answer(request, 500)
 
@@ -45,3 +60,26 @@ def csrf_failure(request, reason=""):
     if is_api(request):
         return api_error("csrf_failed", message + " (API scripts: send a bearer token instead.)", 403)
     return render(request, "streams_app/error.html", {"status": 403, "message": message}, status=403)
+
+
+def method_not_allowed(request: HttpRequest, allowed: str) -> HttpResponse:
+    """A 405 that says which methods the address takes (and keeps them in ``Allow``)."""
+    message = f"{request.method} is not allowed here; this address answers {allowed or 'no method'}."
+    if is_api(request):
+        response: HttpResponse = api_error("method_not_allowed", message, 405)
+    else:
+        response = render(request, "streams_app/error.html", {"status": 405, "message": message}, status=405)
+    response["Allow"] = allowed
+    return response
+
+
+def method_not_allowed_middleware(get_response: Callable[[HttpRequest], HttpResponse]):
+    """Turn Django's empty 405 into :func:`method_not_allowed`'s JSON error or page."""
+
+    def middleware(request: HttpRequest) -> HttpResponse:
+        response = get_response(request)
+        if isinstance(response, HttpResponseNotAllowed) and not response.content:
+            return method_not_allowed(request, response.get("Allow", ""))
+        return response
+
+    return middleware

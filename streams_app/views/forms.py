@@ -1,7 +1,10 @@
-"""Forms that validate GET parameters before anything reaches Redis, and the action views' input.
+"""Forms that validate the pages' GET parameters before anything reaches Redis, and the HTML action
+views' input.
 
 A form that does not validate becomes an :class:`InvalidArgument` (a 400 with the field's
-message), so no view does ``int(request.GET[...])`` by hand.
+message), so no view does ``int(request.GET[...])`` by hand. The JSON API validates with the typed
+models of :mod:`streams_app.views.api.schemas` instead, through the same role-and-audit path
+(:func:`streams_app.services.action_input`).
 """
 
 from __future__ import annotations
@@ -40,8 +43,8 @@ def action_data(
     key: bytes,
     group: bytes | None = None,
 ) -> dict:
-    """An action view's input: the role check of ``action``, then ``data`` (the POST or the JSON body)
-    validated by ``form_class`` (see :func:`streams_app.services.action_input`)."""
+    """An HTML action view's input: the role check of ``action``, then ``data`` (the POST) validated by
+    ``form_class`` (see :func:`streams_app.services.action_input`)."""
     return services.action_input(
         user=request.user, conn=conn, action=action, stream=key, group=group,
         validate=partial(validated, form_class, data),

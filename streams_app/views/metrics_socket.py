@@ -5,7 +5,9 @@ The snapshot job broadcasts ``{"type": "metrics.snapshot", "tick": iso}`` to one
 ``{"type": "snapshot", "tick": iso}``, and ``static/js/metrics.js`` turns that into the
 ``metrics-snapshot`` DOM event the chart panels' ``hx-trigger`` listens for. Only that small control
 event travels here (SPEC section 9); the charts themselves are fetched over HTTP. Close codes: 4401
-for anonymous users, 4503 when the channel layer is unreachable (the page then polls every 10 s).
+for anonymous or since signed-out users, 4403 when the user's role changed (the page reconnects; see
+:mod:`streams_app.views.socket_auth`), 4503 when the channel layer is unreachable (the page then polls
+every 10 s).
 
 A page about one stream (stream, group, DLQ pages) adds ``?conn=<name>&key=<percent-encoded key>``:
 the socket then also relays that stream's operator actions and job progress
@@ -19,19 +21,14 @@ import logging
 from urllib.parse import unquote_to_bytes
 
 from channels.db import database_sync_to_async
-from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 
-from streams_app.accounts.roles import Role, role_of
 from streams_app.live.broadcast import changed_frame, job_frame
 from streams_app.live.groups import snapshot_group, stream_group
+from streams_app.views import links
+from streams_app.views.socket_auth import SessionBoundConsumer
 
 log = logging.getLogger(__name__)
-
-
-@database_sync_to_async
-def _may_read(user: object) -> bool:
-    return role_of(user) >= Role.VIEWER
 
 
 def _stream_of(scope: dict) -> tuple[str, bytes] | None:
@@ -50,14 +47,13 @@ def _stream_of(scope: dict) -> tuple[str, bytes] | None:
     return conn, key
 
 
-class MetricsConsumer(AsyncJsonWebsocketConsumer):
+class MetricsConsumer(SessionBoundConsumer):
     group: str | None = None
     stream_group: str | None = None
 
     async def connect(self) -> None:
         await self.accept()  # accept first so the close code reaches the client
-        if not await _may_read(self.scope.get("user")):
-            await self.close(code=4401)
+        if not await self.auth_admit():
             return
         try:
             await self.channel_layer.group_add(snapshot_group(), self.channel_name)
@@ -68,6 +64,8 @@ class MetricsConsumer(AsyncJsonWebsocketConsumer):
         self.group = snapshot_group()
         followed = _stream_of(self.scope)
         if followed is not None:
+            # a key too long for a URL comes as its digest (views/links.py)
+            followed = (followed[0], await database_sync_to_async(links.resolve_key)(*followed))
             self.stream_group = stream_group(*followed)
             try:
                 await self.channel_layer.group_add(self.stream_group, self.channel_name)
@@ -80,6 +78,7 @@ class MetricsConsumer(AsyncJsonWebsocketConsumer):
         """Nothing to receive."""
 
     async def disconnect(self, code: int) -> None:
+        await self.auth_release()
         for group in (self.group, self.stream_group):
             if group is None:
                 continue

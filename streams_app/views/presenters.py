@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from streams_app.alerts.models import Alert, AlertRule
 from streams_app.redis_ops import conventions
-from streams_app.redis_ops.decoding import DecodedField, decode_fields, display_text
+from streams_app.redis_ops.decoding import DecodedField, decode_fields, display_text, escape_bidi
 from streams_app.redis_ops.types import (
     Entry,
     GroupInfo,
@@ -49,7 +49,8 @@ def entry_view(conn: str, key: bytes, entry: Entry) -> EntryView:
 
 
 def _oneline(field: DecodedField) -> str:
-    text = field.decoded.pretty if field.decoded.format != "json" else _compact(field.decoded.value)
+    # A JSON value is shown compact from its data, which keeps bidi controls: escape them as ``pretty`` does.
+    text = field.decoded.pretty if field.decoded.format != "json" else escape_bidi(_compact(field.decoded.value))
     return " ".join(text.split())[:SUMMARY_CHARS]
 
 
@@ -90,7 +91,8 @@ def entry_json(conn: str, key: bytes, entry: Entry) -> dict:
 
 def _field_text(field: DecodedField) -> str:
     if field.decoded.format in ("text", "json"):
-        return field.decoded.pretty if field.decoded.format == "text" else _compact(field.decoded.value)
+        # Bidi controls escaped as in ``pretty``; inside a JSON string ``\u202e`` is the same character.
+        return field.decoded.pretty if field.decoded.format == "text" else escape_bidi(_compact(field.decoded.value))
     return field.decoded.pretty
 
 

@@ -14,8 +14,9 @@
 
 Entries travel through the process's tail hub and this client's bounded queue, never through the
 channel layer (SPEC section 9: channels-redis drops or buffers without bound); the channel layer only
-carries the small control events. Close codes: 4401 anonymous, 4400 bad ``after``, 4404 unknown
-connection or not a stream, 4503 Redis unreachable (the page retries that one).
+carries the small control events. Close codes: 4401 anonymous or signed out since (logout,
+deactivation: :mod:`streams_app.views.socket_auth`), 4403 the user's role changed (the page reconnects),
+4400 bad ``after``, 4404 unknown connection or not a stream, 4503 Redis unreachable (the page retries that one).
 """
 
 from __future__ import annotations
@@ -26,14 +27,14 @@ import re
 from urllib.parse import parse_qs, unquote_to_bytes
 
 from channels.db import database_sync_to_async
-from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from streams_app.accounts.roles import Role, role_of
 from streams_app.live.broadcast import changed_frame, job_frame
 from streams_app.live.groups import stream_group
 from streams_app.live.hub import Hub, Subscription, get_hub
 from streams_app.redis_ops.errors import OpsError
+from streams_app.views import links
 from streams_app.views.presenters import entry_json
+from streams_app.views.socket_auth import SessionBoundConsumer
 
 log = logging.getLogger(__name__)
 
@@ -60,13 +61,8 @@ def tail_key(scope: dict) -> bytes:
     return scope["url_route"]["kwargs"]["key"].encode("utf-8", "surrogateescape")
 
 
-@database_sync_to_async
-def _may_read(user: object) -> bool:
-    return role_of(user) >= Role.VIEWER
-
-
-class TailConsumer(AsyncJsonWebsocketConsumer):
-    """One browser tab watching one stream."""
+class TailConsumer(SessionBoundConsumer):
+    """One browser tab watching one stream, for as long as its session and role hold."""
 
     sub: Subscription | None = None
     pump_task: asyncio.Task[None] | None = None
@@ -75,11 +71,11 @@ class TailConsumer(AsyncJsonWebsocketConsumer):
     async def connect(self) -> None:
         # Accept first so the close code reaches the client (a refused handshake is a bare 403).
         await self.accept()
-        if not await _may_read(self.scope.get("user")):
-            await self.close(code=4401)
+        if not await self.auth_admit():
             return
         conn = self.scope["url_route"]["kwargs"]["conn"]
-        key = tail_key(self.scope)
+        # a key too long for a URL comes as its digest (views/links.py), resolved once signed in
+        key = await database_sync_to_async(links.resolve_key)(conn, tail_key(self.scope))
         after = parse_qs(self.scope.get("query_string", b"").decode("latin-1")).get("after", [None])[0] or None
         # Join the stream's event group before going live: an action announced after the client saw
         # "live" must reach it (events that arrive before the subscription exists are dropped).
@@ -119,11 +115,21 @@ class TailConsumer(AsyncJsonWebsocketConsumer):
     async def receive_json(self, content: object, **kwargs: object) -> None:
         """Nothing to receive: pausing is closing, resuming is reconnecting with ``after``."""
 
-    async def disconnect(self, code: int) -> None:
+    async def auth_ended(self) -> None:
+        """Signed out or role changed: not one more entry goes out before the close."""
+        self._stop()
+
+    def _stop(self) -> None:
         if self.sub is not None:
             tail_hub().unsubscribe(self.sub)
+            self.sub = None
         if self.pump_task is not None:
             self.pump_task.cancel()
+            self.pump_task = None
+
+    async def disconnect(self, code: int) -> None:
+        self._stop()
+        await self.auth_release()
         if self.group is not None:
             try:
                 await self.channel_layer.group_discard(self.group, self.channel_name)

@@ -69,6 +69,7 @@ from .dlq import (
 from .replay import (
     ReplayBatch,
     ReplayCount,
+    replay_copied,
     replay_count,
     replay_count_detail,
     replay_cursor,
@@ -107,6 +108,7 @@ __all__ = [
     "entries_delete_preview",
     "group_destroy",
     "replay_count",
+    "replay_copied",
     "replay_count_detail",
     "replay_cursor",
     "replay_range",

@@ -1,8 +1,9 @@
 """Replay: copy a fixed range of a stream's entries (optionally filtered by field values) to a stream.
 
 :func:`resolve_range` fixes the range when the job starts; :func:`replay_range` copies a batch and
-advances a Redis-side cursor in one script (``lua/replay.lua``), so a job resumed after a crash copies
-nothing twice, whatever progress its caller managed to save. The dry runs count inside Redis.
+advances a Redis-side cursor and a count of the copies in one script (``lua/replay.lua``), so a job
+resumed after a crash copies nothing twice and knows exactly how many copies it made, whatever progress
+its caller managed to save. The dry runs count inside Redis.
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ class ReplayBatch:
     copied: int
     scanned: int
     cursor: str | None  # last source ID handled; None when the range is done
+    #: Copies made under ``job_key`` so far, this batch included (kept in Redis by the same script);
+    #: without a ``job_key``, this batch's copies.
+    counted: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,10 +132,11 @@ def replay_range(
     ``start`` and ``end`` must be concrete IDs from :func:`resolve_range`, fixed when the job started:
     re-resolving "+" per batch would chase the copies when ``target`` is ``key``.
 
-    With ``job_key`` the copies and the cursor (stored under ``job_key`` in the monitored Redis, with
-    a TTL) move in one script, and each batch starts after the further of that cursor and ``after``:
-    a job killed between the script and saving its own progress resumes without copying anything
-    twice. Without ``job_key`` only ``after`` is known and a crash can repeat one batch.
+    With ``job_key`` the copies, the cursor (stored under ``job_key`` in the monitored Redis, with a
+    TTL) and the count of copies (under ``job_key + b":copied"``, same TTL) move in one script, and
+    each batch starts after the further of that cursor and ``after``: a job killed between the script
+    and saving its own progress resumes without copying anything twice, and ``counted`` says how many
+    copies it made in all. Without ``job_key`` only ``after`` is known and a crash can repeat one batch.
     """
     _key(key)
     _key(target, "target stream")
@@ -143,16 +148,18 @@ def replay_range(
     pairs = _match_args(match)
     keys = [key, target]
     if job_key is not None:
-        keys.append(_key(job_key, "job key"))
+        keys += [_key(job_key, "job key"), _copied_key(job_key)]
     client = get_client(conn)
     with translated(conn):
         [target_type] = stream_pipeline(conn, client, key, [("TYPE", target)])
         if target_type not in (b"none", b"stream"):
             raise InvalidArgument("The replay target holds another type, not a stream.", conn=conn)
-        copied, scanned, reached, done = _script(client, "replay")(
+        copied, scanned, reached, done, counted = _script(client, "replay")(
             keys=keys, args=[first, cursor, last, batch, cursor_ttl_ms, *pairs]
         )
-    return ReplayBatch(copied=int(copied), scanned=int(scanned), cursor=None if done else reply_text(reached))
+    return ReplayBatch(
+        copied=int(copied), scanned=int(scanned), cursor=None if done else reply_text(reached), counted=int(counted)
+    )
 
 
 def replay_cursor(conn: str, job_key: bytes) -> str | None:
@@ -161,3 +168,17 @@ def replay_cursor(conn: str, job_key: bytes) -> str | None:
     _key(job_key, "job key")
     with translated(conn):
         return reply_text(get_client(conn).get(job_key))
+
+
+def replay_copied(conn: str, job_key: bytes) -> int | None:
+    """How many copies the replay job of ``job_key`` made in all, as its script counted them; None when
+    no count is kept (the job never ran, its keys expired, or it started before counts were kept)."""
+    _key(job_key, "job key")
+    with translated(conn):
+        value = get_client(conn).get(_copied_key(job_key))
+    return None if value is None else int(value)
+
+
+def _copied_key(job_key: bytes) -> bytes:
+    """Where the replay script counts a job's copies: next to its cursor, under the same TTL."""
+    return job_key + b":copied"

@@ -1,20 +1,22 @@
 -- Re-publish one batch of a stream range as copies, and record how far the job got, atomically.
 --
--- The copies and the cursor move together: a job killed at any point either did a whole batch
--- (and its cursor says so) or none of it. Resuming always starts after the furthest of the
--- Redis-side cursor and the caller's own, so a caller that lost its last save cannot copy a
--- batch twice.
+-- The copies, the cursor and the count of copies move together: a job killed at any point either
+-- did a whole batch (and its cursor and count say so) or none of it. Resuming always starts after
+-- the furthest of the Redis-side cursor and the caller's own, so a caller that lost its last save
+-- cannot copy a batch twice, and the count kept here is what the job made, whatever it saved.
 --
 -- Copies get new IDs ('*'), the original's fields except an earlier _replayed_from, and
 -- _replayed_from=<original ID>. The range end is a concrete ID fixed when the job started: when
 -- the target is the source, copies land after it and are never replayed themselves.
 --
--- KEYS[1] source stream, KEYS[2] target stream, KEYS[3] (optional) cursor key (a string)
+-- KEYS[1] source stream, KEYS[2] target stream, KEYS[3] (optional) cursor key (a string),
+-- KEYS[4] (optional, with KEYS[3]) count key: copies made under this cursor so far (an integer)
 -- ARGV[1] first ID (inclusive), ARGV[2] caller's cursor ('' for none; exclusive),
 -- ARGV[3] last ID (inclusive), ARGV[4] COUNT, ARGV[5] cursor TTL in ms,
 -- ARGV[6..] field/value pairs an entry must all hold to be copied
--- Returns {copied, entries read, ID of the last entry read or false, 1 if the range is done else 0}.
-local source, target, cursor_key = KEYS[1], KEYS[2], KEYS[3]
+-- Returns {copied, entries read, ID of the last entry read or false, 1 if the range is done else 0,
+-- copies counted under the count key after this batch (or this batch's copies without one)}.
+local source, target, cursor_key, count_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local first, after, last_id, count, ttl = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 
 -- IDs are "ms-seq" of unsigned 64-bit decimals without leading zeros: compare as text by length.
@@ -34,7 +36,9 @@ if cursor_key then
   end
 end
 if after ~= '' and not less(after, last_id) then
-  return {0, 0, after, 1}
+  local counted = 0
+  if count_key then counted = tonumber(redis.call('GET', count_key) or '0') end
+  return {0, 0, after, 1, counted}
 end
 
 local from = first
@@ -67,7 +71,12 @@ if #entries > 0 then
   if reached == last_id then done = true end
 end
 if done then reached = last_id end
+local counted = copied
 if cursor_key then
   redis.call('SET', cursor_key, reached, 'PX', ttl)
 end
-return {copied, #entries, reached, done and 1 or 0}
+if count_key then
+  counted = redis.call('INCRBY', count_key, copied)
+  redis.call('PEXPIRE', count_key, ttl)
+end
+return {copied, #entries, reached, done and 1 or 0, counted}

@@ -1,47 +1,29 @@
 """The write side of the JSON API (SPEC section 4), plus DLQs, jobs and the audit trail.
 
-Bodies are JSON objects validated by the same forms as the pages; the action layer
-(:mod:`streams_app.services`) checks roles and read-only mode and writes the audit row. Errors are
-raised and become JSON by the middleware: 400 for bad input, 403 for a refusal, 404, 503.
+Bodies are JSON objects read by :func:`~streams_app.views.api.endpoint.read_json` and validated by the
+typed models of :mod:`streams_app.views.api.schemas`; the action layer (:mod:`streams_app.services`)
+checks roles and read-only mode and writes the audit row. Errors are raised and become JSON by the
+middleware: 400 for bad input, 403 for a refusal, 404, 413 for an oversized body, 503.
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from django.http import HttpRequest, JsonResponse
-from django.shortcuts import get_object_or_404
-from django.views.decorators.http import require_GET, require_POST
+from django.http import Http404, HttpRequest, JsonResponse
 
 from streams_app import services
 from streams_app.jobs.models import Job
 from streams_app.redis_ops import actions, client, conventions
 from streams_app.redis_ops.decoding import decode_fields, display_text
-from streams_app.redis_ops.errors import InvalidArgument
-from streams_app.views import action_forms as af
 from streams_app.views import links
+from streams_app.views.api import replies
+from streams_app.views.api import schemas as s
+from streams_app.views.api.endpoint import api_endpoint, body_input, flag, read_json
 from streams_app.views.audit import audit_events, audit_json
-from streams_app.views.forms import action_data, validated
 from streams_app.views.jobs import PAGE as JOBS_PAGE
 from streams_app.views.jobs import job_links
 from streams_app.views.paging import newest_first
-
-
-def _body(request: HttpRequest) -> dict[str, Any]:
-    """The request's JSON object; anything else is a 400 with a JSON error."""
-    try:
-        data = json.loads(request.body or b"{}")
-    except (ValueError, UnicodeDecodeError):
-        raise InvalidArgument("The request body must be a JSON object.") from None
-    if not isinstance(data, dict):
-        raise InvalidArgument("The request body must be a JSON object.")
-    return data
-
-
-def _flag(value: Any) -> bool:
-    """A JSON flag as the forms read it (true, "true", 1): decides which action is audited."""
-    return value is True or value == 1 or (isinstance(value, str) and value.lower() in ("true", "1", "on"))
 
 
 def _claim_json(result: actions.ClaimResult, *, sweep: bool = False) -> dict[str, Any]:
@@ -66,36 +48,48 @@ def _job_created(job: Job) -> JsonResponse:
 # ------------------------------------------------------------------------------ pending entries
 
 
-@require_POST
+@api_endpoint(method="POST", summary="Claim pending entries (XCLAIM, guarded by idle time)", tag="groups",
+              body=s.ClaimBody, role="operator", replies={200: replies.ClaimReply})
 def claim(request: HttpRequest, conn: str, key: bytes, group: bytes) -> JsonResponse:
     client.connection(conn)
-    data = action_data(request, conn, "claim", af.ClaimForm, _body(request), key=key, group=group)
-    return JsonResponse(_claim_json(services.pending_claim(user=request.user, conn=conn, key=key, group=group, **data)))
+    data = body_input(request, conn, "claim", s.ClaimBody, read_json(request), key=key, group=group)
+    result = services.pending_claim(
+        user=request.user, conn=conn, key=key, group=group, ids=data.ids, consumer=data.consumer,
+        min_idle_ms=data.min_idle_ms,
+    )
+    return JsonResponse(_claim_json(result))
 
 
-@require_POST
+@api_endpoint(method="POST", summary="Sweep idle pending entries to a consumer (XAUTOCLAIM)", tag="groups",
+              body=s.AutoclaimBody, role="operator", replies={200: replies.AutoclaimReply})
 def autoclaim(request: HttpRequest, conn: str, key: bytes, group: bytes) -> JsonResponse:
     client.connection(conn)
-    data = action_data(request, conn, "autoclaim", af.AutoclaimForm, _body(request), key=key, group=group)
-    result = services.pending_autoclaim(user=request.user, conn=conn, key=key, group=group, **data)
+    data = body_input(request, conn, "autoclaim", s.AutoclaimBody, read_json(request), key=key, group=group)
+    result = services.pending_autoclaim(
+        user=request.user, conn=conn, key=key, group=group, consumer=data.consumer, min_idle_ms=data.min_idle_ms,
+        count=data.count,
+    )
     return JsonResponse(_claim_json(result, sweep=True))
 
 
-@require_POST
+@api_endpoint(method="POST", summary="Acknowledge pending entries (XACK)", tag="groups", body=s.AckBody,
+              role="operator", replies={200: replies.AckReply})
 def ack(request: HttpRequest, conn: str, key: bytes, group: bytes) -> JsonResponse:
+    """``acked`` counts the entries that were pending; the others are ignored."""
     client.connection(conn)
-    data = action_data(request, conn, "ack", af.AckForm, _body(request), key=key, group=group)
-    return JsonResponse({"acked": services.pending_ack(user=request.user, conn=conn, key=key, group=group, **data)})
+    data = body_input(request, conn, "ack", s.AckBody, read_json(request), key=key, group=group)
+    return JsonResponse({"acked": services.pending_ack(user=request.user, conn=conn, key=key, group=group, ids=data.ids)})
 
 
-@require_POST
+@api_endpoint(method="POST", summary="Rewind a group (XGROUP SETID), or preview it", tag="groups",
+              body=s.RewindBody, role="operator", replies={200: replies.RewindReply})
 def rewind(request: HttpRequest, conn: str, key: bytes, group: bytes) -> JsonResponse:
     client.connection(conn)
-    body = _body(request)
-    action = "rewind.preview" if _flag(body.get("dry_run")) else "rewind"
-    data = action_data(request, conn, action, af.RewindForm, body, key=key, group=group)
-    do = services.group_rewind_preview if data["dry_run"] else services.group_rewind
-    plan = do(user=request.user, conn=conn, key=key, group=group, to=data["to"])
+    body = read_json(request)
+    action = "rewind.preview" if flag(body, "dry_run") else "rewind"
+    data = body_input(request, conn, action, s.RewindBody, body, key=key, group=group)
+    do = services.group_rewind_preview if data.dry_run else services.group_rewind
+    plan = do(user=request.user, conn=conn, key=key, group=group, to=data.to)
     return JsonResponse(
         {
             "last_delivered_id": plan.last_delivered_id,
@@ -103,7 +97,7 @@ def rewind(request: HttpRequest, conn: str, key: bytes, group: bytes) -> JsonRes
             "entries_read": plan.entries_read,
             "previous_last_delivered_id": plan.current_last_delivered_id,
             "lag_known": plan.lag_known,
-            "dry_run": data["dry_run"],
+            "dry_run": data.dry_run,
         }
     )
 
@@ -111,8 +105,9 @@ def rewind(request: HttpRequest, conn: str, key: bytes, group: bytes) -> JsonRes
 # ---------------------------------------------------------------------------------------- DLQs
 
 
-@require_GET
+@api_endpoint(method="GET", summary="List dead-letter queues", tag="dlq", replies={200: replies.DlqListReply})
 def dlq_list(request: HttpRequest, conn: str) -> JsonResponse:
+    """Streams that follow a DLQ convention, with their depth and the streams their entries came from."""
     client.connection(conn)
     listing = services.dlq_list(conn=conn)
     return JsonResponse(
@@ -125,7 +120,7 @@ def dlq_list(request: HttpRequest, conn: str) -> JsonResponse:
                     "convention": dlq.convention,
                     "depth": dlq.depth,
                     "last_id": dlq.last_id,
-                    "source_streams": [display_text(s) for s in dlq.source_streams],
+                    "source_streams": [display_text(src) for src in dlq.source_streams],
                 }
                 for dlq in listing.dlqs
             ],
@@ -151,28 +146,32 @@ def dlq_entry_json(entry: conventions.DlqEntry) -> dict[str, Any]:
     }
 
 
-@require_GET
+@api_endpoint(method="GET", summary="A DLQ's dead letters, parsed", tag="dlq", query=s.DlqEntriesQuery,
+              replies={200: replies.DlqEntriesReply})
 def dlq_entries(request: HttpRequest, conn: str, key: bytes) -> JsonResponse:
-    """``GET /api/v1/c/<conn>/dlq/<key>/?error=&before=&count=``: entries newest first, parsed."""
+    """Entries newest first, each with its original stream and ID, error and payload."""
     client.connection(conn)
-    params = validated(af.DlqPageForm, request.GET)
+    params = s.query(s.DlqEntriesQuery, request.GET)
     services.dlq_require(conn=conn, key=key)
     entries, older = actions.dlq_entries(
-        conn, key, before=params["before"], count=params["count"], error_contains=params["error"]
+        conn, key, before=params.before, count=params.count, error_contains=params.error
     )
     return JsonResponse({"key": display_text(key), "entries": [dlq_entry_json(e) for e in entries], "next": older})
 
 
-@require_POST
+@api_endpoint(method="POST", summary="Requeue dead letters: some now, or all up to an ID as a job", tag="dlq",
+              body=s.DlqRequeueBody, role="operator",
+              replies={200: replies.RequeueReply, 202: replies.JobCreated})
 def dlq_requeue(request: HttpRequest, conn: str, key: bytes) -> JsonResponse:
+    """``ids``: done now (200). ``all`` with ``up_to``: a background job (202)."""
     client.connection(conn)
-    body = _body(request)
-    action = "dlq.requeue_all" if _flag(body.get("all")) else "dlq.requeue"
-    data = action_data(request, conn, action, af.DlqRequeueForm, body, key=key)
-    if data["all"]:
-        job = services.dlq_requeue_all(user=request.user, conn=conn, key=key, up_to=data["up_to"], batch=data["batch"])
+    body = read_json(request)
+    action = "dlq.requeue_all" if flag(body, "all") else "dlq.requeue"
+    data = body_input(request, conn, action, s.DlqRequeueBody, body, key=key)
+    if data.all:
+        job = services.dlq_requeue_all(user=request.user, conn=conn, key=key, up_to=data.up_to, batch=data.batch)
         return _job_created(job)
-    result = services.dlq_requeue(user=request.user, conn=conn, key=key, ids=data["ids"])
+    result = services.dlq_requeue(user=request.user, conn=conn, key=key, ids=data.ids)
     return JsonResponse(
         {
             "requeued": [
@@ -184,74 +183,94 @@ def dlq_requeue(request: HttpRequest, conn: str, key: bytes) -> JsonResponse:
     )
 
 
-@require_POST
+@api_endpoint(method="POST", summary="Delete dead letters", tag="dlq", body=s.DlqDeleteBody, role="admin",
+              replies={200: replies.DeletedReply})
 def dlq_delete(request: HttpRequest, conn: str, key: bytes) -> JsonResponse:
     client.connection(conn)
-    data = action_data(request, conn, "dlq.delete", af.DlqDeleteForm, _body(request), key=key)
-    return JsonResponse({"deleted": services.dlq_delete(user=request.user, conn=conn, key=key, ids=data["ids"])})
+    data = body_input(request, conn, "dlq.delete", s.DlqDeleteBody, read_json(request), key=key)
+    return JsonResponse({"deleted": services.dlq_delete(user=request.user, conn=conn, key=key, ids=data.ids)})
 
 
-@require_POST
+@api_endpoint(method="POST", summary="Purge a DLQ up to an ID", tag="dlq", body=s.DlqPurgeBody, role="admin",
+              replies={200: replies.PurgedReply})
 def dlq_purge(request: HttpRequest, conn: str, key: bytes) -> JsonResponse:
-    """``{"up_to": id, "confirm": "<the DLQ's name>"}`` (admin)."""
+    """Entries up to ``up_to`` go; later arrivals stay. ``confirm`` must be the DLQ's name."""
     client.connection(conn)
-    data = action_data(request, conn, "dlq.purge", af.DlqPurgeForm, _body(request), key=key)
-    purged = services.dlq_purge(user=request.user, conn=conn, key=key, up_to=data["up_to"], confirm=data["confirm"])
+    data = body_input(request, conn, "dlq.purge", s.DlqPurgeBody, read_json(request), key=key)
+    purged = services.dlq_purge(user=request.user, conn=conn, key=key, up_to=data.up_to, confirm=data.confirm)
     return JsonResponse({"purged": purged})
 
 
 # -------------------------------------------------------------------------------------- replay
 
 
-@require_POST
+@api_endpoint(method="POST", summary="Replay a range of a stream as a job, or count it", tag="streams",
+              body=s.ReplayBody, role="operator",
+              replies={200: replies.ReplayCountReply, 202: replies.JobCreated})
 def replay(request: HttpRequest, conn: str, key: bytes) -> JsonResponse:
+    """``dry_run``: the count of matching entries (200). Otherwise a background job (202)."""
     client.connection(conn)
-    body = _body(request)
-    action = "replay.count" if _flag(body.get("dry_run")) else "replay"
-    data = action_data(request, conn, action, af.ReplayForm, body, key=key)
-    common = {"start": data["start"], "end": data["end"], "target": data["target"], "match": data["match"]}
-    if data["dry_run"]:
+    body = read_json(request)
+    action = "replay.count" if flag(body, "dry_run") else "replay"
+    data = body_input(request, conn, action, s.ReplayBody, body, key=key)
+    common = {"start": data.start, "end": data.end, "target": data.target, "match": data.match}
+    if data.dry_run:
         preview = services.stream_replay_count(user=request.user, conn=conn, key=key, **common)
         return JsonResponse(
             {"count": preview.count, "start": preview.start, "end": preview.end, "target": display_text(preview.target)}
         )
-    job = services.stream_replay(user=request.user, conn=conn, key=key, batch=data["batch"], **common)
+    job = services.stream_replay(user=request.user, conn=conn, key=key, batch=data.batch, **common)
     return _job_created(job)
 
 
 # --------------------------------------------------------------------------------- jobs, audit
 
 
-@require_GET
+def _job(job_id: int) -> Job:
+    """The job, or a 404: an ID beyond what the database holds is not found (not an overflow)."""
+    if job_id > s.I64_MAX:
+        raise Http404("No such job.")
+    try:
+        return Job.objects.get(pk=job_id)
+    except Job.DoesNotExist:
+        raise Http404("No such job.") from None
+
+
+@api_endpoint(method="GET", summary="One background job", tag="jobs", replies={200: replies.JobReply},
+              errors=(404,))
 def job(request: HttpRequest, job_id: int) -> JsonResponse:
-    found = get_object_or_404(Job, pk=job_id)
+    found = _job(job_id)
     return JsonResponse({**job_json(found), "links": job_links(found)})
 
 
-@require_GET
+@api_endpoint(method="GET", summary="Background jobs, newest first", tag="jobs", query=s.JobsQuery,
+              replies={200: replies.JobsReply})
 def jobs(request: HttpRequest) -> JsonResponse:
-    params = validated(af.JobsForm, request.GET)
+    params = s.query(s.JobsQuery, request.GET)
     rows = Job.objects.all()
-    if params["state"]:
-        rows = rows.filter(state=params["state"])
-    page = newest_first(rows, before=params["before"], size=JOBS_PAGE)
+    if params.state:
+        rows = rows.filter(state=params.state)
+    page = newest_first(rows, before=params.before, size=JOBS_PAGE)
     return JsonResponse({"jobs": [job_json(j) for j in page.rows], "next": page.older})
 
 
-@require_POST
+@api_endpoint(method="POST", summary="Cancel a background job", tag="jobs", role="operator",
+              replies={200: replies.Job}, errors=(400, 404))
 def job_cancel(request: HttpRequest, job_id: int) -> JsonResponse:
-    return JsonResponse(job_json(services.job_cancel(user=request.user, job=get_object_or_404(Job, pk=job_id))))
+    return JsonResponse(job_json(services.job_cancel(user=request.user, job=_job(job_id))))
 
 
-@require_POST
+@api_endpoint(method="POST", summary="Resume a stopped background job", tag="jobs", role="operator",
+              replies={200: replies.Job}, errors=(400, 404))
 def job_resume(request: HttpRequest, job_id: int) -> JsonResponse:
-    return JsonResponse(job_json(services.job_resume(user=request.user, job=get_object_or_404(Job, pk=job_id))))
+    """A job that is done cannot be resumed (400)."""
+    return JsonResponse(job_json(services.job_resume(user=request.user, job=_job(job_id))))
 
 
-@require_GET
+@api_endpoint(method="GET", summary="The audit trail, newest first", tag="audit", query=s.AuditQuery,
+              replies={200: replies.AuditReply})
 def audit(request: HttpRequest) -> JsonResponse:
-    """``GET /api/v1/audit/?action=&user=&connection=&outcome=&since=&before=&count=``, newest first."""
-    params = validated(af.AuditFiltersForm, request.GET)
-    events, older = audit_events(params)
+    """Every action anyone attempted: who, what, where, outcome and how much it changed."""
+    params = s.query(s.AuditQuery, request.GET)
+    events, older = audit_events(params.model_dump())
     return JsonResponse({"events": [audit_json(e) for e in events], "next": older})
-

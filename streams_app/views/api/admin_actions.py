@@ -1,7 +1,7 @@
 """The admin side of the JSON API: delete a consumer or a group, trim a stream, delete entries.
 
-Validated by the same forms as the pages; :mod:`streams_app.services` checks the role (admin) and
-read-only mode and writes the audit row. Errors become JSON through the middleware: 400 for bad input,
+Bodies are validated by the typed models of :mod:`streams_app.views.api.schemas`;
+:mod:`streams_app.services` checks the role (admin) and read-only mode and writes the audit row. Errors become JSON through the middleware: 400 for bad input,
 403 for a refusal, 404, 409 when a consumer still has pending entries and ``force`` was not given.
 """
 
@@ -10,39 +10,42 @@ from __future__ import annotations
 from typing import Any
 
 from django.http import HttpRequest, JsonResponse
-from django.views.decorators.http import require_POST
 
 from streams_app import services
 from streams_app.redis_ops import actions, client
 from streams_app.redis_ops.decoding import display_text
-from streams_app.views import action_forms as af
-from streams_app.views.api.actions import _body, _flag
-from streams_app.views.forms import action_data
+from streams_app.views.api import replies
+from streams_app.views.api import schemas as s
+from streams_app.views.api.endpoint import api_endpoint, body_input, flag, read_json
 
 
 def _pending_json(pending: tuple[actions.GroupPending, ...]) -> dict[str, list[str]]:
     return {display_text(hit.group): list(hit.ids) for hit in pending}
 
 
-@require_POST
+@api_endpoint(method="POST", summary="Delete a consumer (XGROUP DELCONSUMER)", tag="admin",
+              body=s.ConsumerDeleteBody, role="admin", replies={200: replies.ConsumerDeleted}, errors=(409,))
 def consumer_delete(request: HttpRequest, conn: str, key: bytes, group: bytes, consumer: bytes) -> JsonResponse:
-    """``{"force": bool}``: refused with 409 while the consumer has pending entries, unless forced."""
+    """``{"force": true}`` drops its pending entries with it; without it, a consumer that still owns
+    pending entries is refused with 409."""
     client.connection(conn)
-    data = action_data(request, conn, "consumer.delete", af.ConsumerDeleteForm, _body(request), key=key, group=group)
+    body = read_json(request)
+    data = body_input(request, conn, "consumer.delete", s.ConsumerDeleteBody, body, key=key, group=group)
     result = services.consumer_delete(
-        user=request.user, conn=conn, key=key, group=group, consumer=consumer, force=data["force"]
+        user=request.user, conn=conn, key=key, group=group, consumer=consumer, force=data.force
     )
     return JsonResponse(
         {"consumer": display_text(result.consumer), "deleted": True, "pending_dropped": result.pending_dropped}
     )
 
 
-@require_POST
+@api_endpoint(method="POST", summary="Delete a consumer group (XGROUP DESTROY)", tag="admin",
+              body=s.GroupDeleteBody, role="admin", replies={200: replies.GroupDeleted})
 def group_delete(request: HttpRequest, conn: str, key: bytes, group: bytes) -> JsonResponse:
-    """``{"confirm": "<the group's name>"}``."""
+    """``{"confirm": "<the group's name>"}``; the stream keeps its entries."""
     client.connection(conn)
-    data = action_data(request, conn, "group.delete", af.GroupDeleteForm, _body(request), key=key, group=group)
-    result = services.group_delete(user=request.user, conn=conn, key=key, group=group, confirm=data["confirm"])
+    data = body_input(request, conn, "group.delete", s.GroupDeleteBody, read_json(request), key=key, group=group)
+    result = services.group_delete(user=request.user, conn=conn, key=key, group=group, confirm=data.confirm)
     return JsonResponse(
         {
             "group": display_text(result.group),
@@ -69,19 +72,19 @@ def _trim_plan_json(plan: actions.TrimPlan) -> dict[str, Any]:
     }
 
 
-@require_POST
+@api_endpoint(method="POST", summary="Trim a stream (XTRIM), or preview it", tag="admin", body=s.TrimBody,
+              role="admin", replies={200: replies.TrimReply})
 def trim(request: HttpRequest, conn: str, key: bytes) -> JsonResponse:
-    """``{"maxlen": n}`` or ``{"minid": id or ISO time}``, with ``"dry_run": true`` for the preview."""
+    """``{"maxlen": n}`` or ``{"minid": id or ISO time}``, with ``"dry_run": true`` for the preview,
+    which also names the groups with pending entries in the range that would go."""
     client.connection(conn)
-    body = _body(request)
-    action = "stream.trim.preview" if _flag(body.get("dry_run")) else "stream.trim"
-    data = action_data(request, conn, action, af.TrimForm, body, key=key)
-    if data["dry_run"]:
-        plan = services.stream_trim_preview(
-            user=request.user, conn=conn, key=key, maxlen=data["maxlen"], minid=data["minid"]
-        )
+    body = read_json(request)
+    action = "stream.trim.preview" if flag(body, "dry_run") else "stream.trim"
+    data = body_input(request, conn, action, s.TrimBody, body, key=key)
+    if data.dry_run:
+        plan = services.stream_trim_preview(user=request.user, conn=conn, key=key, maxlen=data.maxlen, minid=data.minid)
         return JsonResponse({**_trim_plan_json(plan), "dry_run": True})
-    result = services.stream_trim(user=request.user, conn=conn, key=key, maxlen=data["maxlen"], minid=data["minid"])
+    result = services.stream_trim(user=request.user, conn=conn, key=key, maxlen=data.maxlen, minid=data.minid)
     return JsonResponse(
         {
             "strategy": result.strategy,
@@ -94,20 +97,21 @@ def trim(request: HttpRequest, conn: str, key: bytes) -> JsonResponse:
     )
 
 
-@require_POST
+@api_endpoint(method="POST", summary="Delete entries (XDEL), or preview it", tag="admin",
+              body=s.EntriesDeleteBody, role="admin", replies={200: replies.EntriesDeleteReply})
 def entries_delete(request: HttpRequest, conn: str, key: bytes) -> JsonResponse:
     """``{"ids": [...]}``, with ``"dry_run": true`` to see which exist and which are pending."""
     client.connection(conn)
-    body = _body(request)
-    action = "stream.delete.preview" if _flag(body.get("dry_run")) else "stream.delete"
-    data = action_data(request, conn, action, af.EntriesDeleteForm, body, key=key)
-    if _flag(body.get("dry_run")):
-        plan = services.stream_entries_delete_preview(user=request.user, conn=conn, key=key, ids=data["ids"])
+    body = read_json(request)
+    action = "stream.delete.preview" if flag(body, "dry_run") else "stream.delete"
+    data = body_input(request, conn, action, s.EntriesDeleteBody, body, key=key)
+    if data.dry_run:
+        plan = services.stream_entries_delete_preview(user=request.user, conn=conn, key=key, ids=data.ids)
         return JsonResponse(
             {"existing": list(plan.existing), "missing": list(plan.missing), "pending": _pending_json(plan.pending),
              "dry_run": True}
         )
-    result = services.stream_entries_delete(user=request.user, conn=conn, key=key, ids=data["ids"])
+    result = services.stream_entries_delete(user=request.user, conn=conn, key=key, ids=data.ids)
     return JsonResponse(
         {
             "deleted": len(result.deleted),

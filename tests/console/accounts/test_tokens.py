@@ -195,7 +195,8 @@ def test_token_page_creates_shows_once_works_and_revokes(operator: User, operato
 
     rows = list(AuditEvent.objects.order_by("pk").values_list("action", "outcome", "username", "parameters"))
     assert rows == [
-        ("token.create", "ok", operator.username, {"name": "deploy script", "token_id": token.pk, "prefix": raw[:8]}),
+        ("token.create", "ok", operator.username,
+         {"name": "deploy script", "role": "", "expires_at": None, "token_id": token.pk, "prefix": raw[:8]}),
         ("token.revoke", "ok", operator.username, {"token_id": token.pk, "name": "deploy script", "prefix": raw[:8]}),
     ]
 

@@ -3,11 +3,13 @@ giving up without leaking the URL, the backoff, the enqueue after commit, and en
 ``celery worker`` process.
 
 What was sent is checked as the local server received it (path, content type, JSON body) against the
-alert and rule the test made.
+alert and rule the test made. The server listens on 127.0.0.1, which webhooks reach only because these
+tests put it on the allow list (``BUSCONSOLE_WEBHOOK_ALLOW``), as an admin would for an on-premise receiver.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import threading
 from collections.abc import Iterator
@@ -59,8 +61,13 @@ class Hook:
         self.server.server_close()
 
 
+#: The allow list the local receiver needs, as the environment spells it.
+ALLOW_LOCAL = "127.0.0.1/32"
+
+
 @pytest.fixture
-def hook() -> Iterator[Hook]:
+def hook(settings) -> Iterator[Hook]:
+    settings.BUSCONSOLE_WEBHOOK_ALLOW = (ipaddress.ip_network(ALLOW_LOCAL),)
     server = Hook()
     yield server
     server.close()
@@ -134,7 +141,7 @@ def test_evaluation_enqueues_a_delivery_per_transition_after_commit(
 @pytest.mark.django_db(transaction=True)
 def test_a_snapshot_opens_an_alert_and_a_real_worker_posts_it(r: redis.Redis, base: datetime, hook: Hook) -> None:
     """snapshot commit -> snapshot_taken -> evaluation -> on_commit -> Celery -> worker -> webhook."""
-    worker = Worker("alerts", celery_env())
+    worker = Worker("alerts", celery_env(BUSCONSOLE_WEBHOOK_ALLOW=ALLOW_LOCAL))
     try:
         first = r.xadd("orders", {"n": "1"})
         r.xgroup_create("orders", "billing", id="0")

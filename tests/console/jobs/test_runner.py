@@ -9,6 +9,7 @@ wrote) and in the audit rows; the Celery-worker path is in test_workers.py.
 from __future__ import annotations
 
 import asyncio
+import threading
 
 import pytest
 import redis
@@ -22,7 +23,8 @@ from streams_app.audit.models import AuditEvent
 from streams_app.jobs import runner as jobs
 from streams_app.live.groups import job_group
 from tests.console.helpers import CONN
-from tests.console.jobs.helpers import dead_letters, field_values
+from tests.console.jobs.helpers import dead_letters, field_values, job_state
+from tests.polling import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -101,6 +103,57 @@ def test_cancel_stops_a_running_job_after_its_batch(no_worker, r: redis.Redis, o
     assert jobs.job_run(job.pk).state == "done"
     assert r.xlen("orders:dlq") == 0
     assert sorted(m.decode() for m in field_values(r, "orders", b"_requeued_from")) == sorted(ids)
+
+
+def test_a_job_inside_one_long_batch_keeps_beating(no_worker, r: redis.Redis, operator, settings, monkeypatch) -> None:
+    """A batch may take longer than the stalled threshold or the lock's expiry (a big Lua call, a slow
+    server): the heartbeat keeps the job's ``updated_at`` fresh and its lock held all the same, so the
+    beat never takes a live job for a dead one."""
+    settings.BUSCONSOLE_JOB_LOCK_S = 2  # expires within two seconds unless renewed
+    ids = dead_letters(r, 3)
+    job = services.dlq_requeue_all(user=operator, conn=CONN, key=b"orders:dlq", up_to=ids[-1])
+    release = threading.Event()
+
+    def one_long_batch(job, progress) -> None:
+        release.wait(60)
+
+    monkeypatch.setitem(jobs._bodies, jobs.KIND_REQUEUE_ALL, one_long_batch)
+    runner = threading.Thread(target=jobs.job_run, args=(job.pk,))
+    runner.start()
+    try:
+        began = wait_for(lambda: job_state(job.pk).started_at, what="the job to start")
+        # Well past the lock's lifetime, by the job's own clock, the job is fresh and its lock still held.
+        wait_for(lambda: (job_state(job.pk).updated_at - began).total_seconds() > 5, timeout=30,
+                 what="the heartbeat to touch the job", step=0.1)
+        assert not jobs._job_lock(job.pk).acquire(blocking=False)
+    finally:
+        release.set()
+        runner.join(30)
+    assert job_state(job.pk).state == "done"
+
+
+def test_a_cancelled_job_resumed_later_counts_only_what_it_moved(no_worker, r: redis.Redis, operator,
+                                                                   monkeypatch) -> None:
+    """A cancel stops a job right after a save, so its numbers are whole: entries someone else deletes
+    before the resume are not reconciled into the job's count (only a run that died is)."""
+    monkeypatch.setattr(jobs, "SAVE_EVERY_S", 0)
+    ids = dead_letters(r, 50)
+    job = services.dlq_requeue_all(user=operator, conn=CONN, key=b"orders:dlq", up_to=ids[-1], batch=10)
+    original = jobs.Progress.save
+
+    def save_then_cancel(self, **kwargs):
+        if kwargs["done"] == 10:
+            jobs.job_cancel(job_id=self.job.pk)
+        return original(self, **kwargs)
+
+    monkeypatch.setattr(jobs.Progress, "save", save_then_cancel)
+    assert jobs.job_run(job.pk).state == "cancelled"
+    monkeypatch.setattr(jobs.Progress, "save", original)
+    assert r.xdel("orders:dlq", *ids[-5:]) == 5  # an admin deletes five of the rest meanwhile
+    jobs.job_resume(job_id=job.pk)
+    resumed = jobs.job_run(job.pk)
+    assert resumed.state == "done" and r.xlen("orders:dlq") == 0
+    assert resumed.done == r.xlen("orders") == 45
 
 
 def test_a_job_held_by_another_worker_is_not_run_twice(no_worker, r: redis.Redis, operator) -> None:

@@ -72,8 +72,8 @@ def test_viewer_reads_the_rollups(viewer_client: Client, rollups: None) -> None:
     assert "As of <strong>2026-01-13 00:00 UTC</strong>" in page
     # heat map: from the oldest hour loaded to the newest, Monday 14:00 occurs twice: (40 + 60) / 2,
     # the darkest cell; Monday 15:00 once (the second one is after the newest hour)
-    assert 'title="Mon 14:00 UTC: 50.0 entries per hour"' in page and 'style="--v: 1.000"' in page
-    assert 'title="Mon 15:00 UTC: 7.0 entries per hour"' in page and 'style="--v: 0.140"' in page
+    assert 'title="Mon 14:00 UTC: 50.0 entries per hour"' in page and 'fill-opacity="1.000"' in page
+    assert 'title="Mon 15:00 UTC: 7.0 entries per hour"' in page and 'fill-opacity="0.140"' in page
     assert "31.8 ms" in page and "order.paid" in page  # p99, the type
     assert "ValueError: order &lt;num&gt; not found" in page
     assert f'href="/c/default/dlq/orders%3Adlq/?error={quote("ValueError: order").replace("%20", "+")}"' in page

@@ -1,0 +1,132 @@
+"""What each JSON API view takes and answers, declared once, on the view, and the body reader.
+
+``@api_endpoint(...)`` restricts the view to its HTTP method and records its query model, body
+model, replies and least role on the view function. :mod:`streams_app.views.api.openapi` walks the
+URL resolver and reads these records to write the OpenAPI document, so every route under
+``/api/v1/`` is described by the same models that validate it, and a route without a record fails
+the document's build (and its test) instead of going undescribed.
+
+:func:`read_json` is the one way an API view reads its body: the size is checked before anything
+is read (413), the parser has a depth limit (a 5000-deep array is a 400, not Python's
+RecursionError), and only a JSON object goes on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, Literal, TypeVar
+
+from django.http import HttpRequest
+from django.views.decorators.http import require_http_methods
+from pydantic import BaseModel
+from pydantic_core import from_json
+
+from streams_app import services
+from streams_app.redis_ops.errors import InvalidArgument, OpsError
+from streams_app.views.api.schemas import Body, Query, parse
+
+#: The largest request body the API reads. The biggest real one, 1000 entry IDs, is about 45 KB.
+MAX_BODY_BYTES = 256 * 1024
+
+V = TypeVar("V", bound=Callable[..., Any])
+B = TypeVar("B", bound=Body)
+
+
+class BodyTooLarge(OpsError):
+    """The request body is over :data:`MAX_BODY_BYTES`: refused before it is read or parsed."""
+
+    code = "too_large"
+    status = 413
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """One API operation as the OpenAPI document shows it.
+
+    ``replies`` maps each success status to its reply model (None: no JSON schema, e.g. the docs
+    page). ``errors`` adds error statuses the route's shape does not imply (409 for a consumer with
+    pending entries); the usual ones (400, 401, 403, 404, 413, 503) follow from the method, the
+    path and the models (:func:`streams_app.views.api.openapi.error_statuses`).
+    """
+
+    method: Literal["GET", "POST"]
+    summary: str
+    tag: str
+    replies: Mapping[int, type[BaseModel] | None]
+    query: type[Query] | None = None
+    body: type[Body] | None = None
+    role: Literal["viewer", "operator", "admin"] = "viewer"
+    errors: tuple[int, ...] = ()
+    content_type: str = "application/json"
+
+
+def api_endpoint(**spec: Any) -> Callable[[V], V]:
+    """Declare a view's :class:`Endpoint` and allow only its method (anything else is a 405)."""
+    endpoint = Endpoint(**spec)
+
+    def decorate(view: V) -> V:
+        guarded = require_http_methods([endpoint.method])(view)
+        guarded.api_endpoint = endpoint  # type: ignore[attr-defined]
+        return guarded  # type: ignore[return-value]
+
+    return decorate
+
+
+def endpoint_of(view: Callable[..., Any]) -> Endpoint | None:
+    return getattr(view, "api_endpoint", None)
+
+
+def read_json(request: HttpRequest) -> dict[str, Any]:
+    """The request's JSON object. 413 when the body is over :data:`MAX_BODY_BYTES` (by its declared
+    length before reading, else by what arrives), 400 for anything but a JSON object; an empty body
+    is ``{}``. Neither is audited: like a CSRF refusal, it happens before the action is known."""
+    try:
+        declared = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        declared = 0
+    if declared > MAX_BODY_BYTES:
+        raise BodyTooLarge(_too_large())
+    raw = request.read(MAX_BODY_BYTES + 1)
+    if len(raw) > MAX_BODY_BYTES:
+        raise BodyTooLarge(_too_large())
+    if not raw.strip():
+        return {}
+    try:
+        # pydantic-core's parser: no RecursionError (nesting deeper than 200 is an error), no
+        # NaN or Infinity, integers of at most 4300 digits.
+        data = from_json(raw, allow_inf_nan=False)
+    except ValueError as exc:
+        raise InvalidArgument(f"The request body is not valid JSON: {exc}.") from None
+    if not isinstance(data, dict):
+        raise InvalidArgument("The request body must be a JSON object.")
+    return data
+
+
+def _too_large() -> str:
+    return f"The request body is over {MAX_BODY_BYTES // 1024} KiB; send at most 1000 entry IDs at once."
+
+
+def flag(body: Mapping[str, Any], name: str) -> bool:
+    """Whether ``body`` sets ``name`` to JSON ``true``: it decides which action the attempt is
+    audited as before the body is validated (``"no"`` is not true; it is then refused as a 400)."""
+    return body.get(name) is True
+
+
+def body_input(
+    request: HttpRequest,
+    conn: str,
+    action: str,
+    model: type[B],
+    body: Mapping[str, Any],
+    *,
+    key: bytes,
+    group: bytes | None = None,
+) -> B:
+    """An API action's input: the role check of ``action`` (403 whatever was sent), then ``body``
+    validated by ``model``; a refusal or a malformed body leaves its one audit row
+    (:func:`streams_app.services.action_input`)."""
+    return services.action_input(
+        user=request.user, conn=conn, action=action, stream=key, group=group, validate=partial(parse, model, body)
+    )

@@ -1,0 +1,439 @@
+"""The shapes the JSON API answers with, as pydantic models for the OpenAPI document.
+
+Views build their replies from :mod:`streams_app.views.presenters` and the services' dataclasses;
+these models describe them field by field (``tests/security/test_openapi.py`` checks real replies
+against the document, and the fuzz tests check every reply they get). Models are open: a reply may
+gain a field without breaking a client, so none forbids extra properties.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, RootModel
+
+from streams_app.views.api.schemas import EXAMPLE_ID
+
+EntryIdText = str  # an entry ID as Redis gave it: <ms>-<seq>
+
+
+class Reply(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+def example(value: dict[str, Any]) -> ConfigDict:
+    return ConfigDict(frozen=True, json_schema_extra={"examples": [value]})
+
+
+# ----------------------------------------------------------------------------------------- errors
+
+
+class ErrorDetail(Reply):
+    code: str
+    message: str
+
+
+class ErrorReply(Reply):
+    """Every refusal: ``code`` is machine-readable (``bad_request``, ``redis_error``, ``unauthorized``,
+    ``token_expired``, ``forbidden``, ``csrf_failed``, ``not_found``, ``conflict``, ``too_large``,
+    ``unreachable``), ``message`` says what to change."""
+
+    error: ErrorDetail
+
+    model_config = example({"error": {"code": "bad_request", "message": "force: must be a boolean, true or false"}})
+
+
+# -------------------------------------------------------------------------------------- reads
+
+
+class ConnectionRow(Reply):
+    name: str
+    host: str
+    port: int | None  # None for a unix socket
+    db: int
+    ok: bool
+    redis_version: str | None
+    error: str | None
+
+
+class ConnectionsReply(Reply):
+    connections: list[ConnectionRow]
+
+    model_config = example(
+        {"connections": [{"name": "default", "host": "127.0.0.1", "port": 6379, "db": 0, "ok": True,
+                          "redis_version": "7.4.2", "error": None}]}
+    )
+
+
+class StreamRow(Reply):
+    """``key`` is text (bytes that are not UTF-8 as ``\\xNN``); ``url`` is its page."""
+
+    key: str
+    url: str
+    api_url: str
+    length: int
+    first_id: EntryIdText | None
+    last_id: EntryIdText | None
+    groups: int
+    pending: int
+    is_dlq: bool
+
+
+class StreamsScanReply(Reply):
+    """Scan order: ``next_cursor`` continues the SCAN (null when it is complete)."""
+
+    streams: list[StreamRow]
+    next_cursor: int | None
+
+
+class StreamsByLengthReply(Reply):
+    """``sort=length``: the longest among ``sorted_among`` streams one scan budget found."""
+
+    streams: list[StreamRow]
+    next_offset: int | None
+    sorted_among: int
+    scan_complete: bool
+
+
+class StreamsReply(RootModel[StreamsScanReply | StreamsByLengthReply]):
+    pass
+
+
+class GroupRow(Reply):
+    name: str
+    consumers: int
+    pending: int
+    last_delivered_id: EntryIdText
+    entries_read: int | None
+    lag: int | None  # None: Redis cannot tell
+
+
+class StreamReply(Reply):
+    key: str
+    url: str
+    length: int
+    first_id: EntryIdText | None
+    last_id: EntryIdText | None
+    last_generated_id: EntryIdText | None
+    entries_added: int | None
+    max_deleted_entry_id: EntryIdText | None
+    is_dlq: bool
+    groups: list[GroupRow]
+
+
+class GroupsReply(Reply):
+    groups: list[GroupRow]
+
+
+class DecodedValue(Reply):
+    """One field decoded: ``value`` is JSON for ``json``/``msgpack``/``faststream``, text for ``text``,
+    unspaced hex for ``hex``. ``raw_url`` (only when ``truncated``) downloads the whole value."""
+
+    name: str
+    format: Literal["json", "msgpack", "faststream", "text", "hex"]
+    value: Any
+    size: int
+    truncated: bool
+    raw_url: str | None = None
+
+
+class EntryRow(Reply):
+    id: EntryIdText
+    fields: dict[str, str]
+    decoded: list[DecodedValue]
+
+
+class EntriesReply(Reply):
+    """``next`` continues in the page's order (as ``before`` newest first, ``after`` oldest first);
+    ``prev`` goes the other way."""
+
+    entries: list[EntryRow]
+    next: EntryIdText | None
+    prev: EntryIdText | None
+
+    model_config = example(
+        {"entries": [{"id": EXAMPLE_ID, "fields": {"type": "order.created"},
+                      "decoded": [{"name": "type", "format": "text", "value": "order.created", "size": 13,
+                                   "truncated": False}]}],
+         "next": None, "prev": None}
+    )
+
+
+class PendingSummary(Reply):
+    count: int
+    min_id: EntryIdText | None
+    max_id: EntryIdText | None
+    consumers: dict[str, int]
+
+
+class PendingRow(Reply):
+    """``exists`` is false for an entry deleted from the stream but still pending."""
+
+    id: EntryIdText
+    consumer: str
+    idle_ms: int
+    deliveries: int
+    exists: bool
+
+
+class PendingReply(Reply):
+    summary: PendingSummary
+    entries: list[PendingRow]
+    next: EntryIdText | None
+
+
+class ConsumerRow(Reply):
+    name: str
+    pending: int
+    idle_ms: int
+    inactive_ms: int | None
+
+
+class ConsumersReply(Reply):
+    consumers: list[ConsumerRow]
+
+
+# ------------------------------------------------------------------------------ pending entries
+
+
+class ClaimReply(Reply):
+    claimed: list[EntryIdText]
+    skipped: list[EntryIdText]
+    deleted: list[EntryIdText]
+
+    model_config = example({"claimed": [EXAMPLE_ID], "skipped": [], "deleted": []})
+
+
+class AutoclaimReply(ClaimReply):
+    """``next`` is the cursor to sweep on from (null when the sweep is complete)."""
+
+    next: EntryIdText | None
+
+
+class AckReply(Reply):
+    acked: int
+
+
+class RewindReply(Reply):
+    last_delivered_id: EntryIdText
+    will_redeliver: int
+    entries_read: int | None
+    previous_last_delivered_id: EntryIdText
+    lag_known: bool
+    dry_run: bool
+
+
+# ----------------------------------------------------------------------------------------- DLQs
+
+
+class DlqRow(Reply):
+    key: str
+    url: str
+    api_url: str
+    convention: str
+    depth: int
+    last_id: EntryIdText | None
+    source_streams: list[str]
+
+
+class DlqListReply(Reply):
+    """``complete`` is false when the scan budget ran out before the whole keyspace was seen."""
+
+    dlqs: list[DlqRow]
+    complete: bool
+
+
+class DlqPayloadField(Reply):
+    name: str
+    format: str
+    value: Any
+    truncated: bool
+
+
+class DlqEntryRow(Reply):
+    id: EntryIdText
+    convention: str
+    original_stream: str | None
+    original_id: str | None
+    group: str | None
+    error: str | None
+    retries: int | None
+    failed_at_ms: int | None
+    payload: list[DlqPayloadField]
+
+
+class DlqEntriesReply(Reply):
+    key: str
+    entries: list[DlqEntryRow]
+    next: EntryIdText | None
+
+
+class RequeuedRow(Reply):
+    dlq_id: EntryIdText
+    stream: str
+    new_id: EntryIdText
+
+
+class RequeueFailure(Reply):
+    dlq_id: EntryIdText
+    reason: str
+
+
+class RequeueReply(Reply):
+    """``missing`` were no longer in the DLQ; ``failed`` stay in it, each with its reason."""
+
+    requeued: list[RequeuedRow]
+    missing: list[EntryIdText]
+    failed: list[RequeueFailure]
+
+
+class DeletedReply(Reply):
+    deleted: int
+
+
+class PurgedReply(Reply):
+    purged: int
+
+
+# ---------------------------------------------------------------------------------- replay, jobs
+
+
+class JobCreated(Reply):
+    """A background job was queued: follow it at ``api_url``."""
+
+    job: int
+    url: str
+    api_url: str
+
+    model_config = example({"job": 42, "url": "/jobs/42/", "api_url": "/api/v1/jobs/42"})
+
+
+class ReplayCountReply(Reply):
+    count: int
+    start: str
+    end: str
+    target: str
+
+
+class Job(Reply):
+    """``done`` of ``total`` entries (``total`` null until known); ``error`` says why a job failed."""
+
+    id: int
+    kind: str
+    state: str
+    done: int
+    total: int | None
+    error: str | None
+    url: str
+    api_url: str
+
+
+class JobLinks(Reply):
+    key: str | None
+    target: str | None
+
+
+class JobReply(Job):
+    links: JobLinks
+
+
+class JobsReply(Reply):
+    jobs: list[Job]
+    next: int | None
+
+
+# ------------------------------------------------------------------------------------------ audit
+
+
+class AuditRow(Reply):
+    id: int
+    at: str
+    user: str
+    connection: str
+    action: str
+    stream: str | None
+    group: str | None
+    ids: list[Any]
+    parameters: dict[str, Any]
+    outcome: str
+    error: str | None
+    affected: int
+    duration_ms: int
+
+
+class AuditReply(Reply):
+    events: list[AuditRow]
+    next: int | None
+
+
+# -------------------------------------------------------------------------------- admin actions
+
+
+class ConsumerDeleted(Reply):
+    consumer: str
+    deleted: Literal[True]
+    pending_dropped: int
+
+
+class GroupDeleted(Reply):
+    group: str
+    deleted: Literal[True]
+    consumers: int
+    pending_dropped: int
+    last_delivered_id: EntryIdText
+
+
+class PendingAtRisk(Reply):
+    group: str
+    count: int
+    more: bool
+    oldest_id: EntryIdText
+
+
+class TrimPreview(Reply):
+    strategy: Literal["maxlen", "minid"]
+    maxlen: int | None
+    minid: EntryIdText | None
+    length: int
+    will_remove: int
+    approximate: bool
+    pending: list[PendingAtRisk]
+    dry_run: Literal[True]
+
+
+class TrimDone(Reply):
+    strategy: Literal["maxlen", "minid"]
+    maxlen: int | None
+    minid: EntryIdText | None
+    removed: int
+    length: int
+    dry_run: Literal[False]
+
+
+class TrimReply(RootModel[TrimPreview | TrimDone]):
+    pass
+
+
+class EntriesDeletePreview(Reply):
+    """``pending`` maps each group to the IDs it still has pending among those named."""
+
+    existing: list[EntryIdText]
+    missing: list[EntryIdText]
+    pending: dict[str, list[EntryIdText]]
+    dry_run: Literal[True]
+
+
+class EntriesDeleted(Reply):
+    deleted: int
+    deleted_ids: list[EntryIdText]
+    missing: list[EntryIdText]
+    still_pending: dict[str, list[EntryIdText]]
+    dry_run: Literal[False]
+
+
+class EntriesDeleteReply(RootModel[EntriesDeletePreview | EntriesDeleted]):
+    pass
+
+
+class OpenApiReply(RootModel[dict[str, Any]]):
+    """This document."""

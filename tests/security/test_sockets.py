@@ -1,0 +1,186 @@
+"""Open websockets end with the session and role they were opened with.
+
+A tail or page socket must close (4401) when its session logs out or its user is deactivated or deleted,
+and close (4403, the page reconnects under the new role) when the user's role changes: group membership
+or the superuser flag. Logging out one session leaves the user's other sessions' sockets open.
+
+Real uvicorn, real channel layer, real session store; the logout is a POST to ``/logout/`` through the
+server, the other changes are what the Django admin does (``save()``, ``groups.remove()``). ``HANG`` only
+turns a hang into a failure; it sits below the sockets' periodic re-check (60 s), so these tests see the
+prompt path, not the backstop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import pytest
+import redis
+from django.contrib.auth.models import Group, User
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed
+
+from streams_app.live import broadcast
+from tests.conftest import session_cookie
+from tests.console.conftest import make_user
+from tests.console.live.helpers import cookie_header, open_tail, until_live
+
+HANG = 20
+
+
+def run(coro) -> Any:
+    return asyncio.run(asyncio.wait_for(coro, HANG))
+
+
+@pytest.fixture
+def stream(r: redis.Redis) -> bytes:
+    r.xadd(b"orders", {"n": "1"})
+    return b"orders"
+
+
+async def close_code(ws: ClientConnection) -> int | None:
+    """Read (and drop) frames until the server closes the socket; its close code."""
+    for _ in range(10_000):
+        try:
+            await ws.recv()
+        except ConnectionClosed as closed:
+            return closed.rcvd.code if closed.rcvd else None
+    raise AssertionError("the socket kept sending and never closed")
+
+
+async def logout(server, cookies: dict[str, str]) -> None:
+    """POST /logout/ with this session, as the browser's logout button does (CSRF token included)."""
+    async with httpx.AsyncClient(base_url=server.url, cookies=cookies) as http:
+        await http.get("/tokens/")  # sets the CSRF cookie
+        done = await http.post("/logout/", data={"csrfmiddlewaretoken": http.cookies["csrftoken"]})
+        assert done.status_code == 302, done.text
+
+
+async def tail_closes_after(server, cookies: dict[str, str], key: bytes, change: Callable[[], Any]) -> int | None:
+    async with open_tail(server, cookies, key) as ws:
+        await until_live(ws)
+        await asyncio.to_thread(change)
+        return await close_code(ws)
+
+
+def test_a_tail_closes_when_its_session_logs_out(asgi_server, viewer: User, stream: bytes) -> None:
+    cookies = session_cookie(viewer)
+
+    async def scenario() -> int | None:
+        async with open_tail(asgi_server, cookies, stream) as ws:
+            await until_live(ws)
+            await logout(asgi_server, cookies)
+            return await close_code(ws)
+
+    assert run(scenario()) == 4401
+
+
+def test_logging_out_one_session_leaves_the_others_open(asgi_server, viewer: User, stream: bytes) -> None:
+    leaving, staying = session_cookie(viewer), session_cookie(viewer)
+
+    async def scenario() -> tuple[int | None, dict[str, Any]]:
+        async with open_tail(asgi_server, leaving, stream) as gone, open_tail(asgi_server, staying, stream) as kept:
+            await until_live(gone)
+            await until_live(kept)
+            await logout(asgi_server, leaving)
+            code = await close_code(gone)
+            # Events reach one socket in the order they were sent: a frame sent after the logout's
+            # revocation arriving proves the other session's socket survived it.
+            await asyncio.to_thread(broadcast.stream_changed, "default", stream, action="probe")
+            for _ in range(100):
+                frame = json.loads(await kept.recv())
+                if frame["type"] == "changed":
+                    return code, frame
+            raise AssertionError("no changed frame")
+
+    code, frame = run(scenario())
+    assert code == 4401
+    assert frame["action"] == "probe"
+
+
+def test_a_tail_closes_when_its_user_is_deactivated(asgi_server, viewer: User, stream: bytes) -> None:
+    def deactivate() -> None:
+        viewer.is_active = False
+        viewer.save()
+
+    assert run(tail_closes_after(asgi_server, session_cookie(viewer), stream, deactivate)) == 4401
+
+
+def test_a_tail_closes_when_its_user_is_deleted(asgi_server, viewer: User, stream: bytes) -> None:
+    assert run(tail_closes_after(asgi_server, session_cookie(viewer), stream, viewer.delete)) == 4401
+
+
+def test_a_tail_closes_when_its_user_loses_a_role_group(asgi_server, operator: User, stream: bytes) -> None:
+    def demote() -> None:
+        operator.groups.remove(Group.objects.get(name="operator"))
+
+    assert run(tail_closes_after(asgi_server, session_cookie(operator), stream, demote)) == 4403
+
+
+def test_a_tail_closes_when_a_group_loses_its_user(asgi_server, operator: User, stream: bytes) -> None:
+    """The same change made from the group's side of the relation."""
+
+    def demote() -> None:
+        Group.objects.get(name="operator").user_set.clear()
+
+    assert run(tail_closes_after(asgi_server, session_cookie(operator), stream, demote)) == 4403
+
+
+def test_a_tail_closes_when_its_users_role_group_is_deleted(asgi_server, operator: User, stream: bytes) -> None:
+    def drop() -> None:
+        Group.objects.get(name="operator").delete()
+
+    assert run(tail_closes_after(asgi_server, session_cookie(operator), stream, drop)) == 4403
+
+
+def test_a_tail_closes_when_the_superuser_flag_goes(asgi_server, transactional_db, stream: bytes) -> None:
+    root = make_user("root-sockets", is_superuser=True)
+
+    def demote() -> None:
+        root.is_superuser = False
+        root.save()
+
+    assert run(tail_closes_after(asgi_server, session_cookie(root), stream, demote)) == 4403
+
+
+def test_a_page_socket_closes_on_logout(asgi_server, viewer: User) -> None:
+    cookies = session_cookie(viewer)
+
+    async def scenario() -> int | None:
+        url = f"ws://127.0.0.1:{asgi_server.port}/ws/metrics/"
+        headers = {"Cookie": cookie_header(cookies)}
+        async with connect(url, origin=asgi_server.url, additional_headers=headers, proxy=None) as ws:
+            assert json.loads(await ws.recv()) == {"type": "status", "state": "live"}
+            await logout(asgi_server, cookies)
+            return await close_code(ws)
+
+    assert run(scenario()) == 4401
+
+
+def test_an_unrelated_save_leaves_sockets_open(asgi_server, viewer: User, operator: User, stream: bytes) -> None:
+    """Another user's change, or a login (which saves ``last_login``), does not close this user's socket."""
+    cookies = session_cookie(viewer)
+
+    async def scenario() -> dict[str, Any]:
+        async with open_tail(asgi_server, cookies, stream) as ws:
+            await until_live(ws)
+
+            def others() -> None:
+                operator.is_active = False
+                operator.save()
+                viewer.first_name = "Vera"
+                viewer.save()
+
+            await asyncio.to_thread(others)
+            await asyncio.to_thread(broadcast.stream_changed, "default", stream, action="probe")
+            for _ in range(100):
+                frame = json.loads(await ws.recv())
+                if frame["type"] == "changed":
+                    return frame
+            raise AssertionError("no changed frame")
+
+    assert run(scenario())["action"] == "probe"
