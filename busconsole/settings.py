@@ -134,7 +134,7 @@ CACHES = {
 
 CHANNEL_LAYERS = {
     "default": {
-        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "BACKEND": "streams_app.live.layer.RedisChannelLayer",
         "CONFIG": {"hosts": [REDIS_URL], "prefix": "busconsole:asgi"},
     }
 }

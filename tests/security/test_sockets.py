@@ -20,7 +20,9 @@ from typing import Any
 import httpx
 import pytest
 import redis
+from django.conf import settings
 from django.contrib.auth.models import Group, User
+from django.utils.module_loading import import_string
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
@@ -28,8 +30,11 @@ from streams_app.live import broadcast
 from tests.conftest import session_cookie
 from tests.console.conftest import make_user
 from tests.console.live.helpers import cookie_header, open_tail, until_live
+from tests.polling import until
+from tests.servers import RedisServer
 
 HANG = 20
+ROUNDS = 60  # two sweeps over the points at which a read is cancelled
 
 
 def run(coro) -> Any:
@@ -100,6 +105,58 @@ def test_logging_out_one_session_leaves_the_others_open(asgi_server, viewer: Use
     code, frame = run(scenario())
     assert code == 4401
     assert frame["action"] == "probe"
+
+
+def blocked_reads(client: redis.Redis) -> int:
+    """Clients the server holds in a blocking read (the layer's BZPOPMIN), from CLIENT LIST."""
+    return sum(1 for c in client.client_list() if c.get("cmd") == "bzpopmin")
+
+
+def test_a_closing_socket_loses_no_event_meant_for_another(spare_redis: RedisServer) -> None:
+    """The process's one read of the channel layer, cancelled with the socket running it, keeps what it popped.
+
+    All consumers of a process share one channel in Redis; the one whose receive runs the read hands each
+    message to the consumer it names. Here that receive is cancelled (its socket closed) at each point
+    while a message for another consumer is on its way; a second message follows on the same channel,
+    and messages reach a channel in the order they were sent, so receiving the second first means the
+    first was lost. The configured backend runs on a Redis of the test's own.
+    """
+    layer = import_string(settings.CHANNEL_LAYERS["default"]["BACKEND"])(hosts=[spare_redis.url(0)])
+    client = redis.Redis.from_url(spare_redis.url(0))
+
+    async def one_round(n: int, steps: int) -> list[int]:
+        held, other = await layer.new_channel(), await layer.new_channel()
+        holder = asyncio.ensure_future(layer.receive(held))
+        await until(lambda: blocked_reads(client), what="the holder's read blocked at the server")
+        waiter = asyncio.ensure_future(layer.receive(other))
+        await asyncio.sleep(0)  # the waiter queues behind the holder's read
+        sent = asyncio.ensure_future(layer.send(other, {"type": "probe", "n": n}))
+        for _ in range(steps):  # cancel at a different point of the message's way each round
+            await asyncio.sleep(0)
+        holder.cancel()
+        await sent
+        await layer.send(other, {"type": "probe", "n": n + 1})
+        first = (await asyncio.wait_for(waiter, HANG))["n"]
+        if first != n:  # the probe was lost: the follower is all there is
+            return [first]
+        return [first, (await asyncio.wait_for(layer.receive(other), HANG))["n"]]
+
+    async def scenario() -> list[list[int]]:
+        rounds: list[list[int]] = []
+        try:
+            for i in range(ROUNDS):
+                rounds.append(await one_round(2 * i, i % 30))
+                if len(rounds[-1]) < 2:
+                    break
+        finally:
+            await layer.close_pools()
+        return rounds
+
+    try:
+        received = asyncio.run(scenario())
+    finally:
+        client.close()
+    assert received == [[2 * i, 2 * i + 1] for i in range(ROUNDS)]
 
 
 def test_a_tail_closes_when_its_user_is_deactivated(asgi_server, viewer: User, stream: bytes) -> None:

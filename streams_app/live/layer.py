@@ -1,0 +1,56 @@
+"""The console's channel layer: channels-redis's, with a read that outlives the socket that started it.
+
+channels-redis gives every process ONE channel in Redis for all its consumers: whichever consumer's
+``receive()`` holds the process's receive lock runs the ``BZPOPMIN`` (``_brpop_with_clean``) and hands
+each message to the consumer it names. When that consumer goes away (a websocket closes) its receive is
+cancelled, and the read it was running with it: a message the server had already popped for another
+consumer, between the ``BZPOPMIN`` reply and the ``ZADD`` to the backup queue that should keep it, is
+lost. One tab closing could so swallow the event meant for the user's other tab (an operator action, a
+revocation).
+
+Here the read runs in a task of its own, shielded from its caller's cancellation, and a read whose
+caller was cancelled is handed to the next caller on that channel instead of starting a second
+``BZPOPMIN`` beside it. Every message the read pops reaches a consumer, one read at a time, as before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from channels_redis.core import RedisChannelLayer as _RedisChannelLayer
+
+
+def _retrieve(read: asyncio.Future[Any]) -> None:
+    """Mark a read's error as seen: it reaches whichever caller takes the read over, if any does."""
+    if not read.cancelled():
+        read.exception()
+
+
+class RedisChannelLayer(_RedisChannelLayer):
+    """``channels_redis.core.RedisChannelLayer`` whose read of a channel survives its caller's cancellation."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # reads whose caller was cancelled, by channel key: the next caller takes them over
+        self._orphaned_reads: dict[str, asyncio.Future[Any]] = {}
+
+    async def _brpop_with_clean(self, index: int, channel: str, timeout: float) -> Any:
+        """One ``BZPOPMIN`` (and the backup of what it popped), carried on past a cancelled caller.
+
+        A read orphaned on another event loop (a server restarted in the same process) is dropped: its
+        message, if any, sits in the backup queue, which the fresh read puts back first.
+        """
+        read = self._orphaned_reads.pop(channel, None)
+        if read is None or read.get_loop() is not asyncio.get_running_loop():
+            read = asyncio.ensure_future(super()._brpop_with_clean(index, channel, timeout))
+            read.add_done_callback(_retrieve)
+        try:
+            return await asyncio.shield(read)
+        except asyncio.CancelledError:
+            # Finished or not, what it pops is this channel's: a finished read's message is in the
+            # backup queue too, but handing the read over delivers it without waiting for a re-read.
+            # A failed read is not handed over: its error was this caller's, and the next one retries.
+            if not read.done() or (not read.cancelled() and read.exception() is None):
+                self._orphaned_reads[channel] = read
+            raise
