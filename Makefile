@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup system run test lint bench clean distclean
+.PHONY: setup system run test fuzz lint bench clean distclean
 
 setup: system $(STAMP)
 	@mkdir -p var
@@ -31,6 +31,13 @@ run: setup
 # Extra pytest arguments: make test ARGS="-k dlq -x"
 test: setup
 	$(PY) -m pytest $(ARGS)
+
+# The API fuzz tests with many more cases per operation and caller (the suite runs 20), and
+# schemathesis's coverage phase for every caller: make fuzz FUZZ_EXAMPLES=1000. No per-test time limit.
+FUZZ_EXAMPLES ?= 300
+fuzz: setup
+	BUSCONSOLE_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) BUSCONSOLE_FUZZ_VERBOSE=1 \
+		$(PY) -m pytest -p no:cacheprovider -o timeout=0 tests/security/test_fuzz.py $(ARGS)
 
 lint: setup
 	$(PY) -m ruff check .

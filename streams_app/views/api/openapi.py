@@ -51,9 +51,12 @@ _PATH_PARAMS: dict[type, tuple[dict[str, Any], str]] = {
         "A connection name from BUS_REDIS_URLS (`default` when there is one).",
     ),
     BytesSegmentConverter: (
-        {"type": "string", "minLength": 1, "examples": ["orders%3Acreated"]},
-        "A stream key, group or consumer name: its raw bytes percent-encoded as one path segment "
-        "(`urllib.parse.quote(name_bytes, safe=\"\")`), so any binary name round-trips.",
+        # The example is the name itself: clients percent-encode path parameters (Swagger UI does), so
+        # an escaped example would be escaped twice and name another key.
+        {"type": "string", "minLength": 1, "examples": ["orders:created"]},
+        "A stream key, group or consumer name, percent-encoded as one path segment like any path "
+        "parameter, `/` included (`urllib.parse.quote(name_bytes, safe=\"\")`); a name that is not "
+        "UTF-8 is sent as its raw bytes, percent-encoded, so any binary name round-trips.",
     ),
     IntConverter: ({"type": "integer", "minimum": 0, "format": "int64"}, "A job's id."),
 }
