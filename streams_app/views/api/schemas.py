@@ -46,7 +46,16 @@ _ERRORS_SHOWN = 5
 
 ENTRY_ID_PATTERN = r"^[0-9]{1,20}-[0-9]{1,20}$"
 ID_OR_MS_PATTERN = r"^[0-9]{1,20}(-[0-9]{1,20})?$"
-DATE_TIME_PATTERN = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]{1,6})?)?(Z|[+-][0-9]{2}:[0-9]{2})?$"
+# A date-time the server takes, exactly: a real calendar date from 1970 on (February 29 in leap years
+# only), hours 00-23, minutes and seconds 00-59, an optional UTC offset. Anything looser would
+# describe as valid a time that ``parse_time`` refuses (the fuzz tests sent 1279-97-34T04:49).
+_YEAR = r"(19[7-9][0-9]|[2-9][0-9]{3})"
+_LEAP_YEAR = r"(19(7[26]|8[048]|9[26])|[2-9][0-9](0[48]|[2468][048]|[13579][26])|([2468][048]|[3579][26])00)"
+_DATE = (rf"({_YEAR}-(0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])|{_YEAR}-(0[13-9]|1[0-2])-(29|30)"
+         rf"|{_YEAR}-(0[13578]|1[02])-31|{_LEAP_YEAR}-02-29)")
+_TIME = r"([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9](\.[0-9]{1,6})?)?"
+_ZONE = r"(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])?"
+DATE_TIME_PATTERN = rf"^{_DATE}T{_TIME}{_ZONE}$"
 EXAMPLE_ID = "1700000000000-0"
 EXAMPLE_TIME = "2026-11-22T10:30:00Z"
 
@@ -210,8 +219,22 @@ def text(*, max_length: int, min_length: int = 0) -> Any:
     return Annotated[str, StringConstraints(min_length=min_length, max_length=max_length, pattern=NO_NUL_PATTERN)]
 
 
-Millis = Annotated[int, Field(ge=0, le=I64_MAX)]
-Batch = Annotated[int, Field(ge=1, le=5000, description="Entries per step of the background job.")]
+def _integral(value: object) -> object:
+    """A JSON number with a zero fraction (``2.0``, ``1e3``) as the integer it is. JSON Schema's
+    ``integer`` admits it, so refusing it would make the description promise what is not taken;
+    a fraction (``0.5``) is still refused by the strict integer check that follows."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def body_int(*, ge: int, le: int, **field: Any) -> Any:
+    """An integer body field in ``[ge, le]``."""
+    return Annotated[int, Field(ge=ge, le=le, **field), BeforeValidator(_integral)]
+
+
+Millis = body_int(ge=0, le=I64_MAX)
+Batch = body_int(ge=1, le=5000, description="Entries per step of the background job.")
 Confirm = text(min_length=1, max_length=1024)
 
 _DIGITS = _whole(r"^-?[0-9]{1,30}$")
@@ -308,7 +331,7 @@ class AutoclaimBody(Body):
 
     consumer: Name
     min_idle_ms: Millis
-    count: Annotated[int, Field(ge=1, le=1000)] = 100
+    count: body_int(ge=1, le=1000) = 100  # type: ignore[valid-type]
 
     model_config = ConfigDict(
         json_schema_extra={"examples": [{"consumer": "sweeper", "min_idle_ms": 60000, "count": 100}]}
@@ -516,7 +539,11 @@ class JobsQuery(Query):
 
 
 def _since(value: object) -> datetime:
+    """An ISO-8601 date-time as the schema's pattern writes it (``parse_time`` alone would also take a
+    bare date and other forms the description does not mention)."""
     given = _text(value, "time")
+    if not _DATE_TIME(given):
+        raise _refuse("since", f"{given[:64]!r} is not an ISO-8601 date-time (e.g. {EXAMPLE_TIME}).")
     try:
         return datetime.fromtimestamp(parse_time(given) / 1000, tz=UTC)
     except InvalidArgument as exc:
@@ -531,7 +558,9 @@ class AuditQuery(Query):
     connection: text(max_length=100) | None = None  # type: ignore[valid-type]
     outcome: Literal["ok", "error", "denied"] | None = None
     since: Annotated[
-        datetime, PlainValidator(_since), WithJsonSchema({"type": "string", "examples": [EXAMPLE_TIME]})
+        datetime,
+        PlainValidator(_since),
+        WithJsonSchema({"type": "string", "pattern": DATE_TIME_PATTERN, "examples": [EXAMPLE_TIME]}),
     ] | None = None
     before: query_int(ge=1, le=I64_MAX) | None = None  # type: ignore[valid-type]
     count: query_int(ge=1, le=500) = 50  # type: ignore[valid-type]
