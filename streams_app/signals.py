@@ -14,22 +14,18 @@ commits, so the sockets read the new state, not the old.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable
 from typing import Any
 
 import django.dispatch
-from asgiref.sync import async_to_sync
-from channels.layers import get_channel_layer
 from django.contrib.auth import get_user_model, user_logged_out
 from django.contrib.auth.models import Group
 from django.db import transaction
 from django.db.models.signals import m2m_changed, post_delete, post_save, pre_delete
 
 from streams_app.accounts.sessions import REVOKE_EVENT, session_digest
+from streams_app.live import broadcast
 from streams_app.live.groups import user_group
-
-log = logging.getLogger(__name__)
 
 snapshot_taken = django.dispatch.Signal()
 """Sent with ``tick`` (datetime) and ``run`` (SnapshotRun) after each snapshot is committed."""
@@ -45,18 +41,8 @@ def sockets_revoke(user_ids: Iterable[Any], *, session_key: str | None = None) -
     sockets re-check on their own every minute as a backstop).
     """
     event = {"type": REVOKE_EVENT, "session": session_digest(session_key) if session_key else ""}
-    try:
-        layer = get_channel_layer()
-    except Exception as exc:  # noqa: BLE001 - see the docstring
-        log.warning("socket revocation: no channel layer: %s", exc)
-        return
-    if layer is None:
-        return
     for user_id in {uid for uid in user_ids if uid is not None}:
-        try:
-            async_to_sync(layer.group_send)(user_group(user_id), event)
-        except Exception as exc:  # noqa: BLE001 - see the docstring
-            log.warning("socket revocation for user %s failed: %s", user_id, exc)
+        broadcast.group_send(user_group(user_id), event)
 
 
 def _after_commit(user_ids: Iterable[Any]) -> None:

@@ -35,7 +35,7 @@ def stream_changed(conn: str, key: bytes, **info: Any) -> None:
     e.g. ``stream_changed("default", b"orders:dlq", action="requeue", count=3, user="otto")``.
     """
     event = {"type": "stream.changed", "conn": conn, "key": display_text(key), "info": _small(info)}
-    _send(stream_group(conn, key), event)
+    group_send(stream_group(conn, key), event)
 
 
 def job_progress(
@@ -53,14 +53,14 @@ def job_progress(
     # The API's job shape (GET /api/v1/jobs/<id>), so a page can treat both alike.
     event = {"type": "job.progress", "id": job_id, "kind": kind, "state": state, "done": done,
              "total": total, "error": (error or "")[:500] or None}
-    _send(job_group(job_id), event)
+    group_send(job_group(job_id), event)
     if conn is not None and key is not None:
-        _send(stream_group(conn, key), {**event, "conn": conn, "key": display_text(key)})
+        group_send(stream_group(conn, key), {**event, "conn": conn, "key": display_text(key)})
 
 
 def snapshot_broadcast(tick: datetime) -> None:
     """Broadcast ``{"type": "metrics.snapshot", "tick": iso}`` to the pages showing charts."""
-    _send(snapshot_group(), {"type": SNAPSHOT_EVENT, "tick": tick.isoformat()})
+    group_send(snapshot_group(), {"type": SNAPSHOT_EVENT, "tick": tick.isoformat()})
 
 
 def changed_frame(event: dict[str, Any]) -> dict[str, Any]:
@@ -81,7 +81,8 @@ def _small(info: dict[str, Any]) -> dict[str, Any]:
     return json.loads(text)
 
 
-def _send(group: str, event: dict[str, Any]) -> None:
+def group_send(group: str, event: dict[str, Any]) -> None:
+    """Send one small event to a channel-layer group; never raises (a failure is logged)."""
     try:
         layer = get_channel_layer()
         if layer is None:
