@@ -7,7 +7,9 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from tests.servers import RedisServer
+from redis.cluster import RedisCluster
+
+from tests.servers import RedisClusterServers, RedisServer
 
 
 @pytest.fixture
@@ -15,6 +17,21 @@ def r(redis_server: RedisServer) -> Iterator[redis.Redis]:
     """A raw client on the monitored database (db 0), emptied before each test."""
     client = redis.Redis.from_url(redis_server.url(0))
     client.flushdb()
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def cluster(redis_cluster_servers: RedisClusterServers) -> Iterator[RedisClusterServers]:
+    """The session's real 3-primary Redis Cluster, emptied before each test."""
+    redis_cluster_servers.flush()
+    yield redis_cluster_servers
+
+
+@pytest.fixture
+def rc(cluster: RedisClusterServers) -> Iterator[RedisCluster]:
+    """A raw redis-py cluster client on :func:`cluster` (bytes out), for arranging and checking."""
+    client = RedisCluster.from_url(cluster.url())
     yield client
     client.close()
 

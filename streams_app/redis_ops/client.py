@@ -1,6 +1,20 @@
 """Named connections to the monitored Redis servers, built lazily and cached per process.
 
 Connection URLs come from ``settings.BUS_REDIS_URLS``; passwords never leave this module.
+
+A connection is **standalone** or **cluster**. The URL may declare it (``?cluster=yes`` or
+``?cluster=no``); otherwise the first use asks the server (``INFO cluster``: ``cluster_enabled:1``)
+and remembers the answer for the life of the process. One reachable node is enough for a cluster
+URL: redis-py's :class:`~redis.cluster.RedisCluster` discovers the others and follows MOVED/ASK.
+
+What a caller may rely on, for either kind:
+
+- :func:`get_client` routes every single-key command to the key's node and splits a non-transactional
+  pipeline by node; stream replies stay raw on every node (see ``_RAW_REPLIES``).
+- :func:`primaries` is one plain client per primary, for what answers per node only (SCAN, INFO,
+  CLIENT LIST); standalone has one.
+- :func:`key_client` is a plain client on the node that owns a key's slot, for what a cluster client
+  cannot send: MULTI/EXEC and Lua scripts whose keys all share that slot (:func:`same_slot`).
 """
 
 from __future__ import annotations
@@ -9,15 +23,17 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import redis
 import redis.asyncio as aioredis
 from django.conf import settings
+from redis.cluster import RedisCluster
+from redis.crc import key_slot
 
 from .errors import NotFound, translated
 
-_clients: dict[tuple[str, str], redis.Redis] = {}
+_clients: dict[tuple[str, str], redis.Redis | RedisCluster] = {}
 _RAW_REPLIES = ("XRANGE", "XREVRANGE", "XREAD", "XREADGROUP", "XPENDING", "XCLAIM", "XAUTOCLAIM")
 
 
@@ -79,6 +95,18 @@ class Connection:
     host: str
     port: int | None
     db: int
+    #: "standalone", "cluster", or "auto" (decided by the server on first use)
+    declared: str = "auto"
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """One primary of a connection: its ``host:port`` name and a plain client on it."""
+
+    name: str
+    host: str
+    port: int
+    client: redis.Redis
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,11 +117,38 @@ class Health:
     error: str | None = None
 
 
+_DECLARED = {"yes": "cluster", "true": "cluster", "1": "cluster", "no": "standalone", "false": "standalone",
+             "0": "standalone", "auto": "auto"}
+
+
+def split_mode(url: str) -> tuple[str, str]:
+    """``url`` without its ``cluster=`` query argument, and what that argument declares.
+
+    redis-py would pass an unknown query argument on to the client as a keyword, so it is taken out
+    here. A value other than yes/no/true/false/1/0/auto is a configuration error.
+    """
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    declared = "auto"
+    kept = []
+    for key, value in query:
+        if key == "cluster":
+            if value.lower() not in _DECLARED:
+                raise ValueError(f"cluster={value!r}: expected yes, no or auto")
+            declared = _DECLARED[value.lower()]
+        else:
+            kept.append((key, value))
+    return urlunsplit(parts._replace(query=urlencode(kept))), declared
+
+
 def _describe(name: str, url: str) -> Connection:
+    url, declared = split_mode(url)
     parts = urlsplit(url)
     if parts.scheme == "unix":
-        return Connection(name=name, host=parts.path, port=None, db=_db_of(url))
-    return Connection(name=name, host=parts.hostname or "localhost", port=parts.port or 6379, db=_db_of(url))
+        return Connection(name=name, host=parts.path, port=None, db=_db_of(url), declared=declared)
+    return Connection(
+        name=name, host=parts.hostname or "localhost", port=parts.port or 6379, db=_db_of(url), declared=declared
+    )
 
 
 def _db_of(url: str) -> int:
@@ -117,8 +172,80 @@ def connection_url(name: str) -> str:
     return url
 
 
-def get_client(name: str) -> redis.Redis:
-    """The shared client of connection ``name`` (bytes in, bytes out, bounded timeouts)."""
+def _client_options() -> dict[str, object]:
+    timeout = settings.BUSCONSOLE_REDIS_TIMEOUT
+    return {
+        "decode_responses": False,
+        "socket_timeout": timeout,
+        "socket_connect_timeout": min(timeout, 2.0),
+        "health_check_interval": 30,
+        "retry_on_timeout": False,
+    }
+
+
+def _raw_replies(client: redis.Redis | RedisCluster) -> None:
+    # Stream replies stay as Redis sends them (flat field lists keep order and duplicate names;
+    # redis-py's parsers would turn them into dicts).
+    for command in _RAW_REPLIES:
+        client.set_response_callback(command, _identity)
+
+
+def _setname(name: str) -> Callable[[redis.Connection], None]:
+    """The cluster's connect hook: RedisCluster has done the handshake; only the name is left."""
+
+    def on_connect(connection: redis.Connection) -> None:
+        try:
+            connection.send_command("CLIENT", "SETNAME", name)
+            connection.read_response()
+        except redis.ResponseError:
+            pass
+
+    return on_connect
+
+
+def _cluster_client(url: str) -> RedisCluster:
+    """A RedisCluster whose every node client (today's and those a reshard adds) answers raw replies.
+
+    redis-py parses a reply first with the node's own callbacks and only then with the cluster's, so
+    the raw callbacks are set on each node's :class:`redis.Redis` as the nodes manager creates it.
+    """
+    options = _client_options()
+    options.pop("health_check_interval")  # the nodes manager refreshes the topology itself
+    cluster = RedisCluster.from_url(url, redis_connect_func=_setname("busconsole"), **options)
+    manager = cluster.nodes_manager
+    create = manager.create_redis_node
+
+    def create_raw(host, port, **kwargs):
+        node = create(host, port, **kwargs)
+        _raw_replies(node)
+        return node
+
+    manager.create_redis_node = create_raw
+    for node in cluster.get_nodes():
+        if node.redis_connection is not None:
+            _raw_replies(node.redis_connection)
+    _raw_replies(cluster)
+    return cluster
+
+
+def _detect(url: str) -> str:
+    """"cluster" when the server at ``url`` runs with ``cluster-enabled yes``, else "standalone"."""
+    probe = redis.Redis.from_url(url, **_client_options())
+    try:
+        info = probe.info("cluster")
+    except redis.ResponseError:  # INFO cluster refused (ACL): a cluster client would fail the same way
+        return "standalone"
+    finally:
+        probe.close()
+    return "cluster" if int(info.get("cluster_enabled", 0) or 0) else "standalone"
+
+
+def get_client(name: str) -> redis.Redis | RedisCluster:
+    """The shared client of connection ``name`` (bytes in, bytes out, bounded timeouts).
+
+    A :class:`RedisCluster` when the connection is a cluster: single-key commands and
+    non-transactional pipelines work unchanged; see the module docstring for what does not.
+    """
     url = connection_url(name)
     key = (name, url)
     client = _clients.get(key)
@@ -126,22 +253,75 @@ def get_client(name: str) -> redis.Redis:
         with _lock:
             client = _clients.get(key)
             if client is None:
-                timeout = settings.BUSCONSOLE_REDIS_TIMEOUT
-                client = redis.Redis.from_url(
-                    url,
-                    decode_responses=False,
-                    socket_timeout=timeout,
-                    socket_connect_timeout=min(timeout, 2.0),
-                    health_check_interval=30,
-                    retry_on_timeout=False,
-                    redis_connect_func=_named("busconsole"),
-                )
-                # Stream replies stay as Redis sends them (flat field lists keep order and
-                # duplicate names; redis-py's parsers would turn them into dicts).
-                for command in _RAW_REPLIES:
-                    client.set_response_callback(command, _identity)
+                plain, declared = split_mode(url)
+                if declared == "auto":
+                    with translated(name):
+                        declared = _detect(plain)
+                if declared == "cluster":
+                    with translated(name):
+                        client = _cluster_client(plain)
+                else:
+                    client = redis.Redis.from_url(plain, redis_connect_func=_named("busconsole"), **_client_options())
+                    _raw_replies(client)
                 _clients[key] = client
     return client
+
+
+def is_cluster(name: str) -> bool:
+    return isinstance(get_client(name), RedisCluster)
+
+
+def primaries(name: str) -> list[Node]:
+    """One plain client per primary, in slot order (the node serving slot 0 first); one for standalone."""
+    client = get_client(name)
+    if not isinstance(client, RedisCluster):
+        described = connection(name)
+        return [Node(name=f"{described.host}:{described.port}", host=described.host, port=described.port or 0,
+                     client=client)]
+    first_slot: dict[str, int] = {}
+    for slot, nodes in client.nodes_manager.slots_cache.items():
+        if nodes and slot < first_slot.get(nodes[0].name, 1 << 14):
+            first_slot[nodes[0].name] = slot
+    ordered = sorted(client.get_primaries(), key=lambda node: (first_slot.get(node.name, 1 << 14), node.name))
+    return [
+        Node(name=node.name, host=node.host, port=node.port, client=client.get_redis_connection(node))
+        for node in ordered
+    ]
+
+
+def slot_of(key: bytes | str) -> int:
+    """The hash slot of ``key`` (its ``{tag}`` when it has one), as Redis Cluster computes it."""
+    return key_slot(key.encode() if isinstance(key, str) else key)
+
+
+def same_slot(name: str, *keys: bytes | str) -> bool:
+    """Whether one script or MULTI may touch all of ``keys``: always on standalone."""
+    if not is_cluster(name):
+        return True
+    return len({slot_of(key) for key in keys}) <= 1
+
+
+def key_client(name: str, key: bytes | str) -> redis.Redis:
+    """A plain client on the primary that owns ``key``'s slot (the shared client on standalone).
+
+    For MULTI/EXEC and Lua scripts on a cluster, whose keys must all share ``key``'s slot. It does
+    not follow MOVED: a reshard in flight answers a MOVED error, raised like any refusal.
+    """
+    client = get_client(name)
+    if not isinstance(client, RedisCluster):
+        return client
+    with translated(name):
+        node = client.get_node_from_key(key)
+        return client.get_redis_connection(node)
+
+
+def node_url(name: str, host: str, port: int) -> str:
+    """The connection's URL (credentials, TLS, options) pointed at one node: for the tail's readers."""
+    plain, _ = split_mode(connection_url(name))
+    parts = urlsplit(plain)
+    netloc = parts.netloc.rpartition("@")[0]
+    netloc = (netloc + "@" if netloc else "") + f"{host}:{port}"
+    return urlunsplit(parts._replace(netloc=netloc))
 
 
 def async_client(url: str, *, client_name: str, wait_s: float = 0.0) -> aioredis.Redis:
@@ -153,7 +333,7 @@ def async_client(url: str, *, client_name: str, wait_s: float = 0.0) -> aioredis
     """
     timeout = float(settings.BUSCONSOLE_REDIS_TIMEOUT)
     client = aioredis.Redis.from_url(
-        url,
+        split_mode(url)[0],
         decode_responses=False,
         single_connection_client=True,
         socket_connect_timeout=min(timeout, 2.0),
@@ -177,7 +357,7 @@ def health(name: str, *, fresh: bool = False) -> Health:
         return cached[1]
     try:
         with translated(name):
-            info = get_client(name).info("server")
+            info = primaries(name)[0].client.info("server")
         version = info.get("redis_version")
         result = Health(name=name, ok=True, redis_version=str(version) if version else None)
     except NotFound:

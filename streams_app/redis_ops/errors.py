@@ -10,6 +10,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import redis
+from redis.exceptions import (
+    AskError,
+    ClusterCrossSlotError,
+    ClusterDownError,
+    ClusterError,
+    RedisClusterException,
+    SlotNotCoveredError,
+    TryAgainError,
+)
 
 
 class OpsError(Exception):
@@ -77,9 +86,21 @@ def translated(conn: str) -> Iterator[None]:
         yield
     except OpsError:
         raise
+    except (ClusterDownError, SlotNotCoveredError) as exc:
+        raise Unreachable(f"Redis Cluster {conn!r} cannot serve this key now: {exc}", conn=conn) from exc
+    except (AskError, TryAgainError, ClusterCrossSlotError) as exc:
+        # MOVED (an AskError), ASK, TRYAGAIN: the console routes by slot and splits cross-slot work,
+        # so these mean a reshard moved the key between two commands.
+        raise Unreachable(f"Redis Cluster {conn!r} is moving this key between nodes; try again.", conn=conn) from exc
+    except ClusterError as exc:
+        raise Unreachable(f"Redis Cluster {conn!r}: {exc}", conn=conn) from exc
     except redis.ResponseError as exc:
         raise _refusal(conn, exc) from exc
     except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
         raise Unreachable(f"Redis server {conn!r} is unreachable: {exc}", conn=conn) from exc
     except redis.RedisError as exc:
         raise RedisRefused(f"Redis error on {conn!r}: {exc}", conn=conn) from exc
+    except RedisClusterException as exc:  # not a RedisError: the client's own refusal (cross-slot keys...)
+        if "cannot be connected" in str(exc):  # no startup node answered
+            raise Unreachable(f"Redis Cluster {conn!r} is unreachable: {exc}", conn=conn) from exc
+        raise RedisRefused(f"Redis Cluster {conn!r}: {exc}", conn=conn) from exc

@@ -42,6 +42,18 @@ def _fresh_console_state(settings) -> Iterator[None]:
     redis_client.reset()
 
 
+@pytest.fixture
+def on_cluster(settings, cluster) -> Iterator[str]:
+    """Point the console's ``default`` connection at the real Redis Cluster (detected, not declared).
+
+    Pages, the API, actions and jobs then run exactly as on standalone; the connection name is yielded.
+    """
+    settings.BUS_REDIS_URLS = {"default": cluster.url()}
+    redis_client.reset()
+    yield "default"
+    redis_client.reset()
+
+
 @pytest.fixture(autouse=True)
 def _clean_login_throttle() -> Iterator[None]:
     """Drop failed-login counters before and after each test.
