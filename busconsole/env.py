@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from ipaddress import IPv4Network, IPv6Network, ip_network
+from urllib.parse import parse_qsl, urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -80,6 +81,9 @@ def parse_connections(raw: str) -> dict[str, str]:
             )
         if not url.startswith(("redis://", "rediss://", "unix://")):
             raise ImproperlyConfigured(f"BUS_REDIS_URLS: {name} has an unsupported URL scheme")
+        for key, value in parse_qsl(urlsplit(url).query, keep_blank_values=True):
+            if key == "cluster" and value.lower() not in ("yes", "no", "true", "false", "1", "0", "auto"):
+                raise ImproperlyConfigured(f"BUS_REDIS_URLS: {name} has cluster={value!r}; expected yes, no or auto")
         if name in connections:
             raise ImproperlyConfigured(f"BUS_REDIS_URLS: connection {name!r} is named twice")
         connections[name] = url

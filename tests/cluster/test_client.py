@@ -72,3 +72,15 @@ def test_a_declared_cluster_that_is_down_is_unreachable_not_a_crash(settings):
 def test_health_answers_from_a_primary(on_cluster):
     health = redis_client.health(on_cluster, fresh=True)
     assert health.ok and health.redis_version.startswith("7.")
+
+
+def test_the_settings_refuse_an_unknown_cluster_value_at_start_up():
+    from django.core.exceptions import ImproperlyConfigured
+
+    from busconsole.env import parse_connections
+
+    assert parse_connections("a=redis://h:1/0?cluster=yes,b=redis://h:2/0") == {
+        "a": "redis://h:1/0?cluster=yes", "b": "redis://h:2/0"
+    }
+    with pytest.raises(ImproperlyConfigured, match="cluster='maybe'"):
+        parse_connections("a=redis://h:1/0?cluster=maybe")
