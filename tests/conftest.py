@@ -6,7 +6,6 @@ from collections.abc import Iterator
 
 import pytest
 import redis
-
 from redis.cluster import RedisCluster
 
 from tests.servers import RedisClusterServers, RedisServer
