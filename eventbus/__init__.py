@@ -15,17 +15,23 @@ Delivery is at least once: an entry is acknowledged only after its handler retur
 are retried with exponential backoff, and after ``max_retries`` the entry moves to
 ``{stream}:dlq``. See the modules for the details and the reasons behind them.
 
-What the bus keeps in Redis (names in :mod:`eventbus.keys`):
+What the bus keeps in Redis (names in :mod:`eventbus.keys`; ``S`` is a stream's name, and
+``{S}`` makes a key hash like ``S``, so on a Redis Cluster each stream's keys share its slot):
 
 ==========================  ==========  ==============================================================
-``{stream}``                stream      events: ``type``, ``data`` (JSON), ``id``, ``ts``, ... (codec)
-``{stream}:retry``          sorted set  delayed retries, scored by due time in ms (retry)
-``{stream}:dlq``            stream      dead letters: original fields + ``dlq_*`` fields (dlq)
-``{stream}:unique``         sorted set  uniqueness keys, scored by expiry in ms (producer)
-``reply:{correlation_id}``  list        a request's reply, with a TTL (producer)
-``eventbus:metrics``        stream      metric events of every worker (metrics)
-``progress:{task}``         stream      a task's progress events, TTL after the end (progress)
+``S``                       stream      events: ``type``, ``data`` (JSON), ``id``, ``ts``, ... (codec)
+``{S}:retry``               sorted set  delayed retries, scored by due time in ms (retry)
+``{S}:dlq``                 stream      dead letters: original fields + ``dlq_*`` fields (dlq)
+``{S}:unique``              sorted set  uniqueness keys, scored by expiry in ms (producer)
+``{S}:metrics``             stream      metric events of the stream's handlers (metrics)
+``reply:<correlation_id>``  list        a request's reply, with a TTL (producer)
+``progress:<task>``         stream      a task's progress events, TTL after the end (progress)
 ==========================  ==========  ==============================================================
+
+A stream already named with a tag keeps it: ``{orders}.v2`` has ``{orders}.v2:dlq``. The URL may say
+``?cluster=yes`` or ``?cluster=no``; otherwise the bus asks the server once (:mod:`eventbus.connection`).
+Before the cluster naming the companion keys were ``S:retry``, ``S:dlq``, ``S:unique`` and one
+``eventbus:metrics``: :mod:`eventbus.keys` says how to migrate.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
-"""Command line: ``python -m eventbus {worker,publish,demo} ...``.
+"""Command line: ``python -m eventbus {worker,publish,demo,migrate} ...``.
 
     python -m eventbus worker app:bus [--group billing --group email] [--concurrency 16]
     python -m eventbus publish --url redis://localhost:6379/0 orders order.created '{"order_id": 7}'
     python -m eventbus demo --url redis://localhost:6379/0
+    python -m eventbus migrate --url redis://localhost:6379/0 [orders payments]
 
 The URL defaults to ``$BUS_REDIS_URL``, else ``redis://localhost:6379/0``. ``worker`` takes the
 URL from the ``Bus`` it imports.
@@ -67,6 +68,24 @@ def _publish(args: argparse.Namespace) -> int:
     return 0
 
 
+def _migrate(args: argparse.Namespace) -> int:
+    from .migrate import migrate
+
+    bus = Bus.from_url(args.url)
+    try:
+        results = migrate(bus.client, args.streams or None)
+    finally:
+        bus.close()
+    for done in results:
+        print(
+            f"{done.stream}: {done.retries} retries and {done.unique_keys} unique keys moved; "
+            f"{done.old_dead_letters} dead letters left in the old DLQ (requeue them from the console)"
+        )
+    if not results:
+        print("nothing to migrate: no retry or unique set under an old name")
+    return 0
+
+
 def _demo(args: argparse.Namespace) -> int:
     from .demo import run_demo
 
@@ -100,6 +119,13 @@ def build_parser() -> argparse.ArgumentParser:
     publish.add_argument("type")
     publish.add_argument("json", help="the event data, as JSON")
     publish.set_defaults(func=_publish)
+
+    migrate = commands.add_parser(
+        "migrate", help="move retries and unique keys from the pre-cluster names ({S}:retry, see eventbus.keys)"
+    )
+    migrate.add_argument("--url", default=url)
+    migrate.add_argument("streams", nargs="*", help="streams to migrate (default: every one found by SCAN)")
+    migrate.set_defaults(func=_migrate)
 
     demo = commands.add_parser("demo", help="run realistic demo traffic until SIGTERM/SIGINT")
     demo.add_argument("--url", default=url)

@@ -13,6 +13,7 @@ import redis
 import redis.asyncio
 
 from . import keys
+from .connection import AsyncClient, Connector, SyncClient
 from .producer import _UNSET, AsyncProducer, Message, Producer, PublishOptions
 from .progress import AsyncProgress, Progress, ProgressEvent, ProgressOptions, subscribe
 from .retry import RetryPolicy
@@ -24,7 +25,12 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 class Bus:
-    """An event bus on one Redis database.
+    """An event bus on one Redis database, or on one Redis Cluster.
+
+    The URL may say which (``?cluster=yes`` or ``?cluster=no``); otherwise the first client asks
+    the server once (see :mod:`eventbus.connection`). On a cluster, publishing, workers, retries,
+    dead letters, unique keys, request/reply and progress streams work for streams in any slot:
+    a stream's own keys are named into its slot (:mod:`eventbus.keys`).
 
     Building a ``Bus`` opens no connection: clients are created on first use, the synchronous one
     shared by all threads, an asyncio one per event loop.
@@ -34,7 +40,10 @@ class Bus:
     you are willing to keep. ``dlq_maxlen`` caps dead-letter streams (default: never trimmed,
     dead letters wait for an operator). ``unique_ttl`` is how long a uniqueness key refuses
     duplicates; ``reply_ttl`` how long an unread reply is kept. ``metrics=False`` stops the
-    metric events; ``redis_kwargs`` go to redis-py (responses are always bytes).
+    metric events; ``metrics_maxlen`` caps each stream's ``{stream}:metrics`` (about 2.8 hours of
+    one group and event type, whose successes are written once a second). ``redis_kwargs`` go to
+    redis-py (responses are always bytes; on a cluster, options its cluster client does not take
+    are left out).
     """
 
     def __init__(
@@ -46,7 +55,7 @@ class Bus:
         dlq_maxlen: int | None = None,
         reply_ttl: float = 60.0,
         metrics: bool = True,
-        metrics_maxlen: int = 100_000,
+        metrics_maxlen: int = 10_000,
         progress_prefix: str = "progress:",
         progress: ProgressOptions | None = None,
         redis_kwargs: dict[str, Any] | None = None,
@@ -67,8 +76,9 @@ class Bus:
             **(redis_kwargs or {}),
             "decode_responses": False,
         }
+        self.connector = Connector(url, self._redis_kwargs)
         self._lock = threading.Lock()
-        self._client: redis.Redis | None = None
+        self._client: SyncClient | None = None
         self._producer: Producer | None = None
         self._async: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncProducer] = (
             weakref.WeakKeyDictionary()
@@ -81,15 +91,20 @@ class Bus:
     # ------------------------------------------------------------------------------- clients
 
     @property
-    def client(self) -> redis.Redis:
-        """The synchronous client (bytes in, bytes out)."""
+    def cluster(self) -> bool:
+        """Whether the bus runs on a Redis Cluster (asks the server once when the URL does not say)."""
+        return self.connector.cluster
+
+    @property
+    def client(self) -> SyncClient:
+        """The synchronous client (bytes in, bytes out): ``RedisCluster`` on a cluster."""
         return self._sync().client
 
     def _sync(self) -> Producer:
         if self._producer is None:
             with self._lock:
                 if self._producer is None:
-                    client = redis.Redis.from_url(self.url, **self._redis_kwargs)
+                    client = self.connector.sync_client()
                     self._client = client
                     self._producer = Producer(client, Scripts.register(client), self.publish_options)
         return self._producer
@@ -105,12 +120,12 @@ class Bus:
             )
         return producer
 
-    def async_client_factory(self, **overrides: Any) -> redis.asyncio.Redis:
-        """A new asyncio client on the bus's database."""
-        return redis.asyncio.Redis.from_url(self.url, **{**self._redis_kwargs, **overrides})
+    def async_client_factory(self, **overrides: Any) -> AsyncClient:
+        """A new asyncio client on the bus's database (an asyncio ``RedisCluster`` on a cluster)."""
+        return self.connector.async_client(**overrides)
 
     @property
-    def aclient(self) -> redis.asyncio.Redis:
+    def aclient(self) -> AsyncClient:
         """The asyncio client of the running loop."""
         return self._async_producer().client
 

@@ -5,15 +5,15 @@ What it produces, so that every screen of the console has something true to show
 * ``orders``: a storefront publishes ``order.created`` (and now and then ``order.cancelled``) at
   a few per second. Groups ``billing`` (charges the card: sometimes the gateway times out, a
   retry fixes it; orders over the card limit are declined every time and end in
-  ``orders:dlq``) and ``inventory`` (reserves stock, rarely fails).
+  ``{orders}:dlq``) and ``inventory`` (reserves stock, rarely fails).
 * ``payments``: billing publishes ``payment.captured``; group ``ledger`` books it, and refuses
-  the test currency ``XTS`` every time (to ``payments:dlq``).
+  the test currency ``XTS`` every time (to ``{payments}:dlq``).
 * ``emails``: receipts and a newsletter; group ``mailer`` sees SMTP timeouts (retried) and
   hard bounces (dead-lettered).
 * ``quotes``: a checkout service asks ``pricing`` for quotes with request/reply.
 * a crashed consumer: group ``analytics`` on ``orders`` whose only consumer read entries and
   never acknowledged them, so they sit in its pending list and grow idle;
-* ``eventbus:metrics`` from the worker, and ``progress:nightly-report``, a progress stream
+* ``{orders}:metrics`` and the other streams' metric events from the worker, and ``progress:nightly-report``, a progress stream
   that restarts every half minute (and fails one run in four).
 
 Retries are fast here (0.2 s, 0.4 s, 0.8 s) so dead letters appear within seconds.
@@ -31,6 +31,7 @@ from decimal import Decimal
 
 import redis
 
+from . import keys
 from .bus import Bus
 from .codec import Event
 from .errors import EventBusError, Reject
@@ -224,8 +225,10 @@ async def report(bus: Bus) -> None:
     while True:
         await asyncio.sleep(30)
         pipe = client.pipeline(transaction=False)
-        for key in ("orders", "payments", "emails", "orders:dlq", "payments:dlq", "emails:dlq"):
+        for key in ("orders", "payments", "emails"):
             pipe.xlen(key)
+        for key in ("orders", "payments", "emails"):
+            pipe.xlen(keys.dlq_key(key))
         lengths = await pipe.execute()
         log.info(
             "demo: orders %d, payments %d, emails %d; dead letters %d/%d/%d",

@@ -50,3 +50,16 @@ class Reject(Exception):  # noqa: N818 - reads as an action in handler code: ``r
 
     For failures that retrying cannot fix: a malformed payload, a business rule violation.
     """
+
+
+class SlotUnsafeStream(EventBusError, ValueError):
+    """On a Redis Cluster, a stream whose name has a ``}`` but no ``{tag}`` cannot have its retry set,
+    DLQ and unique set in its own slot, so the scripts that keep it crash-safe cannot run on it."""
+
+    def __init__(self, stream: str, what: str) -> None:
+        tagged = "{" + stream.replace("}", "") + "}"
+        super().__init__(
+            f"Stream {stream!r} cannot {what} on a Redis Cluster: its name has a '}}' but no {{tag}}, so its "
+            f"retry set, dead letters and unique keys cannot share its hash slot. Rename it (e.g. {tagged!r})."
+        )
+        self.stream = stream

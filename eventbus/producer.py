@@ -2,6 +2,14 @@
 
 The two producers share everything but the I/O: argument building lives in module functions so
 the sync and async classes stay thin mirrors of each other.
+
+On a Redis Cluster every command here has one key, or (the unique publish) a script over the
+stream and its ``{stream}:unique`` set, which share a slot; ``publish_many``'s pipeline is split
+by node by redis-py. A pipeline sends ``EVALSHA`` as a plain command, not through redis-py's
+``Script`` object: the asyncio cluster pipeline has no script support (awaiting a script on it
+re-initialises the pipeline and drops what was queued), so the producer loads the script itself
+(``SCRIPT LOAD`` reaches every primary) and re-runs, one by one, the few publishes a server
+answered NOSCRIPT (restarted or failed over since): NOSCRIPT means the script did not run.
 """
 
 from __future__ import annotations
@@ -12,11 +20,13 @@ from typing import Any
 
 import redis
 import redis.asyncio
+from redis.exceptions import NoScriptError
 
 from . import keys
 from .codec import dumps, encode_event, loads, new_event_id
-from .errors import DuplicateEvent, RequestFailed, RequestTimeout
-from .scripts import Scripts
+from .connection import is_cluster_client
+from .errors import DuplicateEvent, RequestFailed, RequestTimeout, SlotUnsafeStream
+from .scripts import Scripts, source
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,8 +68,10 @@ def _xadd_args(stream: str, fields: dict[str, str], maxlen: int | None) -> list[
 
 
 def _unique_args(
-    stream: str, fields: dict[str, str], unique_key: str, options: PublishOptions, maxlen: int | None
+    client: Any, stream: str, fields: dict[str, str], unique_key: str, options: PublishOptions, maxlen: int | None
 ) -> tuple[list[str], list[Any]]:
+    if not keys.slot_safe(stream) and is_cluster_client(client):
+        raise SlotUnsafeStream(stream, "take a publish with a unique_key")
     script_keys = [stream, keys.unique_key(stream)]
     args = [unique_key, int(options.unique_ttl * 1000), "" if maxlen is None else maxlen, *_flat(fields)]
     return script_keys, args
@@ -73,6 +85,17 @@ def _message_fields(message: Message) -> dict[str, str]:
         reply_to=message.reply_to,
         unique_key=message.unique_key,
     )
+
+
+def _queue_unique(pipe: Any, scripts: Scripts, script_keys: list[str], args: list[Any]) -> None:
+    """Queue a unique publish on ``pipe`` as a raw EVALSHA (see the module docstring)."""
+    pipe.execute_command("EVALSHA", scripts.publish_unique.sha, len(script_keys), *script_keys, *args)
+
+
+def _first_error(results: list[Any]) -> None:
+    for result in results:
+        if isinstance(result, Exception):
+            raise result
 
 
 def _entry_id(raw: bytes | str | None) -> str | None:
@@ -107,6 +130,7 @@ class Producer:
         self.client = client
         self.scripts = scripts
         self.options = options
+        self._loaded = False
 
     def publish(self, stream: str, message: Message, *, maxlen: int | None = _UNSET) -> str:
         """XADD one event; return its entry ID. Raise :class:`DuplicateEvent` if its ``unique_key`` is held."""
@@ -114,7 +138,7 @@ class Producer:
         fields = _message_fields(message)
         if message.unique_key is None:
             return _entry_id(self.client.execute_command(*_xadd_args(stream, fields, maxlen)))  # type: ignore[return-value]
-        script_keys, args = _unique_args(stream, fields, message.unique_key, self.options, maxlen)
+        script_keys, args = _unique_args(self.client, stream, fields, message.unique_key, self.options, maxlen)
         entry_id = _entry_id(self.scripts.publish_unique(keys=script_keys, args=args, client=self.client))
         if entry_id is None:
             raise DuplicateEvent(stream, message.unique_key)
@@ -138,14 +162,26 @@ class Producer:
         batch = [_as_message(m) for m in messages]
         for start in range(0, len(batch), chunk):
             pipe = self.client.pipeline(transaction=False)
-            for message in batch[start : start + chunk]:
+            scripted: dict[int, tuple[list[str], list[Any]]] = {}
+            for n, message in enumerate(batch[start : start + chunk]):
                 fields = _message_fields(message)
                 if message.unique_key is None:
                     pipe.execute_command(*_xadd_args(stream, fields, maxlen))
                 else:
-                    script_keys, args = _unique_args(stream, fields, message.unique_key, self.options, maxlen)
-                    self.scripts.publish_unique(keys=script_keys, args=args, client=pipe)
-            ids += (_entry_id(raw) for raw in pipe.execute())
+                    script_keys, args = _unique_args(
+                        self.client, stream, fields, message.unique_key, self.options, maxlen
+                    )
+                    _queue_unique(pipe, self.scripts, script_keys, args)
+                    scripted[n] = (script_keys, args)
+            if scripted and not self._loaded:
+                self.client.script_load(source("publish_unique"))
+                self._loaded = True
+            results = pipe.execute(raise_on_error=False)
+            for n, (script_keys, args) in scripted.items():
+                if isinstance(results[n], NoScriptError):
+                    results[n] = self.scripts.publish_unique(keys=script_keys, args=args, client=self.client)
+            _first_error(results)
+            ids += (_entry_id(raw) for raw in results)
         return ids
 
     def request(self, stream: str, type: str, data: Any = None, *, timeout: float = 5.0) -> Any:
@@ -171,13 +207,14 @@ class AsyncProducer:
         self.client = client
         self.scripts = scripts
         self.options = options
+        self._loaded = False
 
     async def publish(self, stream: str, message: Message, *, maxlen: int | None = _UNSET) -> str:
         maxlen = self.options.maxlen if maxlen is _UNSET else maxlen
         fields = _message_fields(message)
         if message.unique_key is None:
             return _entry_id(await self.client.execute_command(*_xadd_args(stream, fields, maxlen)))  # type: ignore[return-value]
-        script_keys, args = _unique_args(stream, fields, message.unique_key, self.options, maxlen)
+        script_keys, args = _unique_args(self.client, stream, fields, message.unique_key, self.options, maxlen)
         entry_id = _entry_id(
             await self.scripts.publish_unique(keys=script_keys, args=args, client=self.client)
         )
@@ -198,15 +235,26 @@ class AsyncProducer:
         batch: Sequence[Message] = [_as_message(m) for m in messages]
         for start in range(0, len(batch), chunk):
             pipe = self.client.pipeline(transaction=False)
-            for message in batch[start : start + chunk]:
+            scripted: dict[int, tuple[list[str], list[Any]]] = {}
+            for n, message in enumerate(batch[start : start + chunk]):
                 fields = _message_fields(message)
                 if message.unique_key is None:
                     pipe.execute_command(*_xadd_args(stream, fields, maxlen))
                 else:
-                    script_keys, args = _unique_args(stream, fields, message.unique_key, self.options, maxlen)
-                    # On a pipeline, awaiting the script only queues its EVALSHA (in order).
-                    await self.scripts.publish_unique(keys=script_keys, args=args, client=pipe)
-            ids += (_entry_id(raw) for raw in await pipe.execute())
+                    script_keys, args = _unique_args(
+                        self.client, stream, fields, message.unique_key, self.options, maxlen
+                    )
+                    _queue_unique(pipe, self.scripts, script_keys, args)
+                    scripted[n] = (script_keys, args)
+            if scripted and not self._loaded:
+                await self.client.script_load(source("publish_unique"))
+                self._loaded = True
+            results = await pipe.execute(raise_on_error=False)
+            for n, (script_keys, args) in scripted.items():
+                if isinstance(results[n], NoScriptError):
+                    results[n] = await self.scripts.publish_unique(keys=script_keys, args=args, client=self.client)
+            _first_error(results)
+            ids += (_entry_id(raw) for raw in results)
         return ids
 
     async def request(self, stream: str, type: str, data: Any = None, *, timeout: float = 5.0) -> Any:

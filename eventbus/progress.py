@@ -9,8 +9,12 @@ it stopped, on any server process, with no event lost or repeated.
 Entry fields: ``event`` (the kind), ``data`` (JSON text) and ``ts`` (ms). Streams are capped with
 MAXLEN ~, expire ``ttl`` seconds after the terminal event, and meanwhile ``idle_ttl`` seconds
 after their last write, so a task whose process died does not leave its stream forever.
-``start`` replaces any earlier run of the same task key (DEL and XADD in one transaction), so a
+``start`` replaces any earlier run of the same task key (DEL and XADD in one step), so a
 periodic task can reuse its key.
+
+Each write is one Lua script over the one stream (``lua/progress_write.lua``): XADD and PEXPIRE
+(and DEL at a start) happen together, on one server or on a Redis Cluster alike, where redis-py
+has no MULTI. Readers use single-key XRANGE/XREAD, which a cluster client routes to the node.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import redis.asyncio
 
 from . import keys
 from .codec import dumps, loads, now_ms
+from .scripts import source
 
 START = "start"
 DELTA = "delta"
@@ -83,6 +88,13 @@ def _fields(event: str, data: Any) -> dict[str, str]:
     return {keys.P_EVENT: event, keys.P_DATA: dumps(data), keys.P_TS: str(now_ms())}
 
 
+def _write_args(options: ProgressOptions, event: str, data: Any, ttl: float, *, start: bool) -> list[Any]:
+    args: list[Any] = ["1" if start else "0", options.maxlen, int(ttl * 1000)]
+    for pair in _fields(event, data).items():
+        args += pair
+    return args
+
+
 def _error_data(error: BaseException | str | Any) -> Any:
     if isinstance(error, BaseException):
         return {"message": f"{type(error).__name__}: {error}"[:1000]}
@@ -101,13 +113,11 @@ class Progress:
         self.client = client
         self.key = key
         self.options = options or ProgressOptions()
+        self._write = client.register_script(source("progress_write"))
 
     def start(self, data: Any = None) -> str:
-        pipe = self.client.pipeline(transaction=True)
-        pipe.delete(self.key)
-        pipe.xadd(self.key, _fields(START, data), maxlen=self.options.maxlen, approximate=True)  # type: ignore[arg-type]
-        pipe.pexpire(self.key, int(self.options.idle_ttl * 1000))
-        return _text(pipe.execute()[1])
+        args = _write_args(self.options, START, data, self.options.idle_ttl, start=True)
+        return _text(self._write(keys=[self.key], args=args))
 
     def delta(self, data: Any) -> str:
         return self._append(DELTA, data, self.options.idle_ttl)
@@ -119,10 +129,7 @@ class Progress:
         return self._append(ERROR, _error_data(error), self.options.ttl)
 
     def _append(self, event: str, data: Any, ttl: float) -> str:
-        pipe = self.client.pipeline(transaction=True)
-        pipe.xadd(self.key, _fields(event, data), maxlen=self.options.maxlen, approximate=True)  # type: ignore[arg-type]
-        pipe.pexpire(self.key, int(ttl * 1000))
-        return _text(pipe.execute()[0])
+        return _text(self._write(keys=[self.key], args=_write_args(self.options, event, data, ttl, start=False)))
 
     def __enter__(self) -> Progress:
         self.start()
@@ -144,13 +151,11 @@ class AsyncProgress:
         self.client = client
         self.key = key
         self.options = options or ProgressOptions()
+        self._write = client.register_script(source("progress_write"))
 
     async def start(self, data: Any = None) -> str:
-        pipe = self.client.pipeline(transaction=True)
-        pipe.delete(self.key)
-        pipe.xadd(self.key, _fields(START, data), maxlen=self.options.maxlen, approximate=True)  # type: ignore[arg-type]
-        pipe.pexpire(self.key, int(self.options.idle_ttl * 1000))
-        return _text((await pipe.execute())[1])
+        args = _write_args(self.options, START, data, self.options.idle_ttl, start=True)
+        return _text(await self._write(keys=[self.key], args=args))
 
     async def delta(self, data: Any) -> str:
         return await self._append(DELTA, data, self.options.idle_ttl)
@@ -162,10 +167,8 @@ class AsyncProgress:
         return await self._append(ERROR, _error_data(error), self.options.ttl)
 
     async def _append(self, event: str, data: Any, ttl: float) -> str:
-        pipe = self.client.pipeline(transaction=True)
-        pipe.xadd(self.key, _fields(event, data), maxlen=self.options.maxlen, approximate=True)  # type: ignore[arg-type]
-        pipe.pexpire(self.key, int(ttl * 1000))
-        return _text((await pipe.execute())[0])
+        args = _write_args(self.options, event, data, ttl, start=False)
+        return _text(await self._write(keys=[self.key], args=args))
 
     async def __aenter__(self) -> AsyncProgress:
         await self.start()

@@ -5,8 +5,10 @@ Each script documents its own contract. They exist where a step must be atomic f
 before acting (heartbeats, releases). redis-py's ``Script`` objects send EVALSHA and fall back to
 loading the source after a NOSCRIPT (a restarted or failed-over server).
 
-Lua sees all its keys on one server: on Redis Cluster the stream, its ``:retry``, ``:dlq`` and
-``:unique`` keys must share a hash slot (name the stream ``{orders}`` to make them).
+Lua sees all its keys on one server: on Redis Cluster every script's keys must share a hash slot.
+They do: each script touches one stream and at most one of its companion keys, which
+:mod:`eventbus.keys` names into the stream's slot (``orders`` -> ``{orders}:retry``...). Progress
+streams have their own one-key script (``progress_write``), registered by :mod:`eventbus.progress`.
 """
 
 from __future__ import annotations

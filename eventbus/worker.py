@@ -4,12 +4,16 @@ One worker is one asyncio task group in one process, and one consumer (named
 ``host-pid-random``) in each consumer group it runs. Its parts:
 
 * a **reader** per group: ``XREADGROUP ... BLOCK`` over all of the group's streams, asking for
-  no more entries than there is room for (``concurrency + prefetch`` minus what is held);
+  no more entries than there is room for (``concurrency + prefetch`` minus what is held); on a
+  Redis Cluster, where one XREADGROUP may only name keys of one hash slot, a reader per group and
+  slot (each blocks on its own connection to that slot's node, so a group over many untagged
+  streams holds one connection per stream; streams named with one ``{tag}`` share a reader);
 * ``concurrency`` **runners** taking entries from a local queue and calling handlers (async
   handlers in the loop, sync ones in a thread pool of the same size);
 * a **flusher** that sends, in one pipeline, the replies and XACKs of finished handlers and the
-  metric events: one round trip however many entries finished meanwhile, so acks batch
-  themselves under load and still go out at once when idle;
+  metric events (each to its stream's ``{stream}:metrics``): one round trip however many entries
+  finished meanwhile (one per node on a cluster, where redis-py splits the pipeline), so acks
+  batch themselves under load and still go out at once when idle;
 * a **maintenance** task that pumps due retries back into their streams, reclaims entries idle
   past the lease with XAUTOCLAIM (whose third reply element, from Redis 7, lists pending IDs
   already deleted from the stream: Redis drops those from the PEL, and we count them as
@@ -46,11 +50,13 @@ from typing import Any
 
 import redis
 import redis.asyncio
+from redis.crc import key_slot
 
 from . import keys, metrics
 from .codec import Event, decode_event, field_retries, target_group
+from .connection import REDIS_ERRORS, is_cluster_client
 from .dlq import format_error, move_to_dlq
-from .errors import MalformedEvent, Reject
+from .errors import MalformedEvent, Reject, SlotUnsafeStream
 from .leases import Leases, reclaim
 from .producer import error_reply_payload, reply_payload
 from .retry import pump_due, schedule_retry
@@ -84,7 +90,8 @@ class WorkerConfig:
     reply_ttl: float = 60.0
     metrics: bool = True
     metrics_interval: float = 1.0
-    metrics_maxlen: int = 100_000
+    #: MAXLEN ~ of each stream's ``{stream}:metrics``
+    metrics_maxlen: int = 10_000
     consumer: str | None = None
 
     def __post_init__(self) -> None:
@@ -135,6 +142,7 @@ class Worker:
         self.counters = _Counters()
         self._client_factory = client_factory
         self._client: redis.asyncio.Redis | None = None
+        self._cluster = False
         self._scripts: Scripts | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping: asyncio.Event | None = None
@@ -175,6 +183,7 @@ class Worker:
         self._metrics = metrics.MetricsBuffer(self.consumer, cfg.metrics_interval, cfg.metrics)
         self._threads = ThreadPoolExecutor(max_workers=cfg.concurrency, thread_name_prefix="eventbus-handler")
         self._client = self._client_factory(socket_timeout=cfg.block_ms / 1000 + 10)
+        self._cluster = is_cluster_client(self._client)
         self._scripts = Scripts.register(self._client)
         if self._stop_requested:
             self._stopping.set()
@@ -182,6 +191,7 @@ class Worker:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 self._loop.add_signal_handler(sig, self._on_stop)
         try:
+            self._check_slots()
             await self._ensure_groups()
             log.info(
                 "worker %s started: %s, concurrency %d",
@@ -198,6 +208,14 @@ class Worker:
             await self._client.aclose()
             log.info("worker %s stopped: %s", self.consumer, self.counters)
 
+    def _check_slots(self) -> None:
+        """On a cluster, refuse at start a stream whose retries and dead letters could never run."""
+        if not self._cluster:
+            return
+        for sub in self.subscriptions:
+            if not keys.slot_safe(sub.stream):
+                raise SlotUnsafeStream(sub.stream, "be handled by a worker")
+
     async def _ensure_groups(self) -> None:
         assert self._client is not None
         for sub in self.subscriptions:
@@ -206,10 +224,12 @@ class Worker:
     async def _serve(self) -> None:
         assert self._stopping is not None
         cfg = self.config
-        by_group: dict[str, list[Subscription]] = defaultdict(list)
+        # One XREADGROUP per group, or per group and hash slot on a cluster.
+        by_read: dict[tuple[str, int], list[Subscription]] = defaultdict(list)
         for sub in self.subscriptions:
-            by_group[sub.group].append(sub)
-        readers = [asyncio.create_task(self._reader(group, subs)) for group, subs in by_group.items()]
+            slot = key_slot(sub.stream.encode()) if self._cluster else 0
+            by_read[(sub.group, slot)].append(sub)
+        readers = [asyncio.create_task(self._reader(group, subs)) for (group, _), subs in by_read.items()]
         runners = [asyncio.create_task(self._runner()) for _ in range(cfg.concurrency)]
         flusher = asyncio.create_task(self._flusher())
         maintenance = asyncio.create_task(self._maintenance())
@@ -263,11 +283,11 @@ class Worker:
                     count=max(1, room // len(subs)),
                     block=self.config.block_ms,
                 )
-            except redis.RedisError as exc:
+            except REDIS_ERRORS as exc:
                 if str(exc).startswith("NOGROUP"):
                     # An operator deleted the stream or the group: recreate it rather than spin.
                     log.warning("group %s vanished (%s): recreating", group, exc)
-                    with contextlib.suppress(redis.RedisError):
+                    with contextlib.suppress(*REDIS_ERRORS):
                         for sub in subs:
                             await ensure_group(self._client, sub.stream, sub.group, sub.start)
                         continue
@@ -495,10 +515,13 @@ class Worker:
         for (stream, group), ids in acks.items():
             pipe.xack(stream, group, *ids)
         for entry in entries:
-            pipe.xadd(keys.METRICS_STREAM, entry, maxlen=self.config.metrics_maxlen, approximate=True)  # type: ignore[arg-type]
+            key = keys.metrics_key(entry["stream"])
+            pipe.xadd(key, entry, maxlen=self.config.metrics_maxlen, approximate=True)  # type: ignore[arg-type]
         try:
             results = await pipe.execute(raise_on_error=False)
-        except (redis.ConnectionError, redis.TimeoutError) as exc:
+        except REDIS_ERRORS as exc:
+            # Connection lost, or on a cluster a node down (CLUSTERDOWN) or a slot moving: whether
+            # any of it ran is unknown, and acks and replies are safe to send again.
             log.warning(
                 "flush failed (%s): keeping %d acks for the next try", exc, sum(map(len, acks.values()))
             )
@@ -537,7 +560,7 @@ class Worker:
                 if now >= next_reclaim:
                     next_reclaim = now + reclaim_every
                     await self._reclaim(cursors)
-            except redis.RedisError as exc:
+            except REDIS_ERRORS as exc:
                 log.warning("maintenance: %s", exc)
             wake = min(next_pump, next_heartbeat, next_reclaim) - time.monotonic()
             await _sleep_unless(self._stopping, max(wake, 0.01))
@@ -601,7 +624,7 @@ class Worker:
             return
         try:
             released = await self._leases.release(self._scripts, entries)
-        except redis.RedisError as exc:
+        except REDIS_ERRORS as exc:
             # They stay pending under this consumer and are reclaimed once the lease expires.
             log.warning("could not release unfinished entries: %s", exc)
             return
@@ -613,7 +636,7 @@ class Worker:
         for sub in self.subscriptions:
             try:
                 await self._scripts.delete_consumer(keys=[sub.stream], args=[sub.group, self.consumer])
-            except redis.RedisError as exc:
+            except REDIS_ERRORS as exc:
                 log.warning("could not remove consumer %s from %s: %s", self.consumer, sub.group, exc)
 
 

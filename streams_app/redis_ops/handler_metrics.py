@@ -1,13 +1,23 @@
-"""Handler metrics from the event bus's ``eventbus:metrics`` stream (see :mod:`eventbus.metrics`).
+"""Handler metrics from the event bus's metric streams (see :mod:`eventbus.metrics`).
 
 Per (stream, group, event type) over a recent window: how many events were processed and failed,
 as counts and per-second rates, and the handler duration's p50 / p95 / max.
 
-Reading is bounded: ``XREVRANGE eventbus:metrics + <now - window>`` in batches of ``BATCH``, at most
-``MAX_ENTRIES`` entries in all, so a huge metrics stream costs a bounded amount of Redis time; when
-the cap cuts the window short, rates are computed over the span actually read and ``truncated`` says
-so. The result for one (connection, window) is kept a few seconds per process and reused only while
-the stream's newest entry is unchanged, so several panels on one page cost one read.
+Where the metrics are: each stream's own ``{stream}:metrics`` (in the stream's hash slot, see
+:mod:`eventbus.keys`), and, for a migration window, the single ``eventbus:metrics`` that workers
+before the cluster naming wrote. The panel of one stream reads that stream's key and the old one by
+name; a read of every stream finds the metric streams with ``SCAN MATCH *:metrics TYPE stream`` on
+every primary (bounded: ``SCAN_BUDGET`` keys looked at per node, at most ``MAX_SOURCES`` streams,
+and ``partial`` says when a bound cut it short).
+
+Reading is bounded: newest first, ``XREVRANGE <key> + <now - window>`` in pipelined rounds over all
+the keys (one round trip per round, split by node on a cluster), at most ``MAX_ENTRIES`` entries in
+all (plus at most one per metric stream in the last round), so huge metrics streams cost a bounded
+amount of Redis time. When the cap cuts the window
+short, the entries kept are exactly those from the newest point every key was read back to, rates
+are computed over that span and ``truncated`` says so. The result for one (connection, window,
+stream) is kept a few seconds per process and reused only while the newest entry of every key it
+read is unchanged, so several panels on one page cost one read.
 
 Percentiles use the nearest-rank definition: the p-th percentile of N handler runs is the smallest
 duration d such that at least ceil(p/100 x N) runs took d or less (rank 1 for N >= 1). Workers write
@@ -27,13 +37,20 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from .client import get_client
-from .errors import translated
-from .ids import id_ms
+from eventbus import keys as bus_keys
 
-METRICS_STREAM = b"eventbus:metrics"  # eventbus.keys.METRICS_STREAM
+from .client import get_client, primaries
+from .errors import translated
+
+#: The pre-cluster metrics stream of every stream, read during the migration window.
+METRICS_STREAM = bus_keys.METRICS_STREAM.encode()
+METRICS_SUFFIX = bus_keys.METRICS_SUFFIX.encode()
 BATCH = 5_000
 MAX_ENTRIES = 50_000
+#: Metric streams read at most by a read of every stream; keys SCAN looks at per node at most.
+MAX_SOURCES = 2_000
+SCAN_BUDGET = 1_000_000
+SCAN_COUNT = 1_000
 WINDOWS_S: dict[str, int] = {"5m": 300, "15m": 900, "1h": 3600}
 DEFAULT_WINDOW = "5m"
 _CACHE_TTL_S = 5.0
@@ -74,6 +91,10 @@ class HandlerMetrics:
     entries_read: int
     truncated: bool
     rows: tuple[HandlerStats, ...]
+    #: metric streams read (the old ``eventbus:metrics`` included)
+    sources: int = 0
+    #: the search for metric streams stopped at a bound: streams it did not reach are left out
+    partial: bool = False
 
     def for_stream(self, stream: bytes, group: bytes | None = None) -> tuple[HandlerStats, ...]:
         return tuple(r for r in self.rows if r.stream == stream and (group is None or r.group == group))
@@ -158,59 +179,134 @@ def aggregate(entries: Iterable[dict[bytes, bytes]], *, span_s: float) -> list[H
     return rows
 
 
-def _read_window(conn: str, since_ms: int, *, max_entries: int) -> tuple[list[dict[bytes, bytes]], int | None, bool]:
-    """Entries of the metrics stream with IDs at or after ``since_ms``, newest first, capped.
+def metrics_sources(conn: str, stream: bytes | None = None) -> tuple[list[bytes], bool]:
+    """The metric streams to read, and whether finding them stopped at a bound.
 
-    Returns the entries' fields, the millisecond time of the oldest entry read and whether the cap
-    stopped the read before the window's start.
+    For one ``stream``: its ``{stream}:metrics`` and the old ``eventbus:metrics``, by name. For every
+    stream: each primary's ``*:metrics`` streams by SCAN (SCAN answers for one node only).
+    """
+    if stream is not None:
+        return [bus_keys.metrics_key(stream), METRICS_STREAM], False
+    found: dict[bytes, None] = {METRICS_STREAM: None}
+    partial = False
+    with translated(conn):
+        for node in primaries(conn):
+            cursor, scanned = 0, 0
+            while True:
+                cursor, batch = node.client.execute_command(
+                    "SCAN", cursor, "MATCH", b"*" + METRICS_SUFFIX, "COUNT", SCAN_COUNT, "TYPE", "stream"
+                )
+                cursor, scanned = int(cursor), scanned + SCAN_COUNT
+                found.update(dict.fromkeys(batch))
+                if len(found) >= MAX_SOURCES:
+                    return list(found)[:MAX_SOURCES], True
+                if cursor == 0:
+                    break
+                if scanned >= SCAN_BUDGET:
+                    partial = True
+                    break
+    return list(found), partial
+
+
+def _id_key(entry_id: bytes) -> tuple[int, int]:
+    ms, _, seq = entry_id.partition(b"-")
+    return int(ms), int(seq or 0)
+
+
+def _read_window(
+    conn: str, sources: Sequence[bytes], since_ms: int, *, max_entries: int
+) -> tuple[list[dict[bytes, bytes]], int | None, bool]:
+    """Entries of ``sources`` with IDs at or after ``since_ms``, newest first per key, capped in all.
+
+    Each round asks every key not yet read to the window's start for its next older batch (one
+    pipeline). When the cap stops the rounds, the entries kept are those at or after the newest
+    point any unfinished key was read back to (the *cutoff*): every key is complete from there on,
+    so rates over ``now - cutoff`` are exact. Returns the entries' fields, the millisecond time of
+    the cutoff (or of the oldest entry read) and whether the window was cut short.
     """
     client = get_client(conn)
-    out: list[dict[bytes, bytes]] = []
-    upper: bytes | str = "+"
-    oldest_ms: int | None = None
+    since = f"{since_ms}-0"
+    upper: dict[bytes, bytes] = dict.fromkeys(sources, b"+")  # keys that may have older entries
+    frontier: dict[bytes, bytes] = {}  # the oldest ID read of each key
+    read: list[tuple[bytes, bytes, dict[bytes, bytes]]] = []  # (key, id, fields)
     with translated(conn):
-        while len(out) < max_entries:
-            batch = client.xrevrange(METRICS_STREAM, upper, f"{since_ms}-0", count=min(BATCH, max_entries - len(out)))
-            if not batch:
-                return out, oldest_ms, False
-            for _entry_id, raw in batch:
-                flat = raw or []
-                out.append({flat[i]: flat[i + 1] for i in range(0, len(flat) - 1, 2)})
-            last_id = batch[-1][0]
-            oldest_ms = id_ms(last_id.decode())
-            if len(batch) < BATCH and len(out) < max_entries:
-                return out, oldest_ms, False
-            upper = b"(" + last_id
-        # The cap was reached: the window was cut short only if an older entry remains inside it.
-        more = client.xrevrange(METRICS_STREAM, upper, f"{since_ms}-0", count=1)
-    return out, oldest_ms, bool(more)
+        while upper and len(read) < max_entries:
+            count = max(1, min(BATCH, (max_entries - len(read)) // len(upper)))
+            pipe = client.pipeline(transaction=False)
+            order = list(upper)
+            for key in order:
+                pipe.xrevrange(key, upper[key], since, count=count)
+            for key, batch in zip(order, pipe.execute(), strict=True):
+                for entry_id, raw in batch:
+                    flat = raw or []
+                    read.append((key, entry_id, {flat[i]: flat[i + 1] for i in range(0, len(flat) - 1, 2)}))
+                if batch:
+                    frontier[key] = batch[-1][0]
+                if len(batch) < count:
+                    del upper[key]  # read to the window's start
+                else:
+                    upper[key] = b"(" + batch[-1][0]
+        more = False
+        if upper:  # the cap was reached: cut short only if an unfinished key has an older entry
+            pipe = client.pipeline(transaction=False)
+            for key in upper:
+                pipe.xrevrange(key, upper[key], since, count=1)
+            more = any(pipe.execute())
+    if not more:
+        oldest = min((_id_key(entry_id) for _, entry_id, _ in read), default=None)
+        return [fields for _, _, fields in read], oldest[0] if oldest else None, False
+    cutoff = max(_id_key(frontier[key]) for key in upper)
+    kept = [fields for _, entry_id, fields in read if _id_key(entry_id) >= cutoff]
+    return kept, cutoff[0], True
 
 
-_cache: dict[tuple[str, int], tuple[float, bytes | None, HandlerMetrics]] = {}
+def _newest(conn: str, sources: Sequence[bytes]) -> tuple[bytes | None, ...]:
+    """The newest entry ID of each source (None for an empty or missing one), in one pipeline."""
+    client = get_client(conn)
+    with translated(conn):
+        pipe = client.pipeline(transaction=False)
+        for key in sources:
+            pipe.xrevrange(key, "+", "-", count=1)
+        return tuple(rows[0][0] if rows else None for rows in pipe.execute())
+
+
+_cache: dict[tuple[str, int, bytes | None], tuple[float, tuple[bytes | None, ...], HandlerMetrics, list[bytes], bool]] = {}
 _cache_lock = threading.Lock()
 
 
 def handler_metrics(
-    conn: str, *, window_s: int, now_ms: int | None = None, max_entries: int = MAX_ENTRIES, fresh: bool = False
+    conn: str,
+    *,
+    window_s: int,
+    stream: bytes | None = None,
+    now_ms: int | None = None,
+    max_entries: int = MAX_ENTRIES,
+    fresh: bool = False,
 ) -> HandlerMetrics:
-    """Handler stats of every (stream, group, type) seen in the last ``window_s`` seconds."""
-    client = get_client(conn)
-    with translated(conn):
-        newest = client.xrevrange(METRICS_STREAM, "+", "-", count=1)
-    newest_id = newest[0][0] if newest else None
-    key = (conn, window_s)
+    """Handler stats of every (stream, group, type) seen in the last ``window_s`` seconds.
+
+    With ``stream``, only that stream's metric streams are read (its rows, plus any other stream's
+    rows the old shared ``eventbus:metrics`` holds: :meth:`HandlerMetrics.for_stream` picks).
+    """
+    key = (conn, window_s, stream)
+    cached = None
     if not fresh and now_ms is None:
         with _cache_lock:
             cached = _cache.get(key)
-        if cached and cached[1] == newest_id and time.monotonic() - cached[0] < _CACHE_TTL_S:
-            return cached[2]
+        if cached and time.monotonic() - cached[0] >= _CACHE_TTL_S:
+            cached = None
+    sources, partial = (cached[3], cached[4]) if cached else metrics_sources(conn, stream)
+    newest = _newest(conn, sources)
+    if cached and cached[1] == newest:
+        return cached[2]
     now = now_ms if now_ms is not None else int(time.time() * 1000)
     since = max(0, now - window_s * 1000)
-    if newest_id is None:
+    if not any(newest):
         entries: list[dict[bytes, bytes]] = []
         oldest, truncated = None, False
     else:
-        entries, oldest, truncated = _read_window(conn, since, max_entries=max_entries)
+        live = [source for source, newest_id in zip(sources, newest, strict=True) if newest_id is not None]
+        entries, oldest, truncated = _read_window(conn, live, since, max_entries=max_entries)
     span_s = (now - oldest) / 1000 if truncated and oldest is not None else float(window_s)
     result = HandlerMetrics(
         window_s=window_s,
@@ -218,10 +314,12 @@ def handler_metrics(
         entries_read=len(entries),
         truncated=truncated,
         rows=tuple(aggregate(entries, span_s=span_s)),
+        sources=sum(1 for newest_id in newest if newest_id is not None),
+        partial=partial,
     )
     if now_ms is None:
         with _cache_lock:
             if len(_cache) >= _CACHE_MAX:
                 _cache.clear()
-            _cache[key] = (time.monotonic(), newest_id, result)
+            _cache[key] = (time.monotonic(), newest, result, sources, partial)
     return result

@@ -1,4 +1,4 @@
-"""Handler metrics of one stream or group, from the event bus's ``eventbus:metrics`` stream.
+"""Handler metrics of one stream or group, from the event bus's metric streams (its own and the old shared one).
 
 Loaded by htmx into the stream and group pages (``{% handler_metrics %}`` leaves the placeholder) and
 refreshed after each snapshot; a plain GET shows it as a page of its own. An unreachable server is
@@ -31,7 +31,7 @@ def _panel(request: HttpRequest, conn: str, key: bytes, group: bytes | None) -> 
         "back": url.removesuffix("handlers/"),
     }
     try:
-        metrics = handler_metrics(conn, window_s=WINDOWS_S[window])
+        metrics = handler_metrics(conn, window_s=WINDOWS_S[window], stream=key)
     except OpsError as exc:
         context["error"] = exc.message
     else:

@@ -1,4 +1,4 @@
-"""Metric events in ``eventbus:metrics``."""
+"""Metric events in each stream's ``{stream}:metrics``."""
 
 from __future__ import annotations
 
@@ -19,10 +19,10 @@ def test_metric_events(bus: Bus, r: redis.Redis) -> None:
 
     bus.publish_many("jobs", [("ok", n) for n in range(50)] + [("bad", 0)])
     with running(bus, metrics_interval=0.05):
-        wait_for(lambda: r.xlen("jobs:dlq") == 1 and r.xpending("jobs", "g")["pending"] == 0,
+        wait_for(lambda: r.xlen("{jobs}:dlq") == 1 and r.xpending("jobs", "g")["pending"] == 0,
                  what="one dead letter and nothing pending")
 
-    rows = [{k.decode(): v.decode() for k, v in fields.items()} for _, fields in r.xrange("eventbus:metrics")]
+    rows = [{k.decode(): v.decode() for k, v in fields.items()} for _, fields in r.xrange("{jobs}:metrics")]
     by_kind: dict[str, list[dict[str, str]]] = {}
     for row in rows:
         by_kind.setdefault(row["event"], []).append(row)

@@ -129,7 +129,7 @@ def test_unique_key_expires_after_its_window(url: str, r: redis.Redis) -> None:
     wait_for(accepted, timeout=5, what="the key to expire and the publish to be accepted")
     assert r.xlen("orders") == 2
     # Expired keys are pruned, so the set only holds the live one.
-    assert r.zcard("orders:unique") == 1
+    assert r.zcard("{orders}:unique") == 1
     bus.close()
 
 

@@ -43,7 +43,7 @@ def test_entries_of_a_crashed_consumer_are_reclaimed(bus: Bus, r: redis.Redis) -
     # Read once by the ghost, claimed once by the worker: Redis counted two deliveries.
     assert [event.deliveries for event in seen] == [2, 2, 2, 2]
     # Redis 7 reports the deleted IDs in XAUTOCLAIM's third element and drops them from the PEL.
-    metrics = [fields for _, fields in r.xrange("eventbus:metrics")]
+    metrics = [fields for _, fields in r.xrange("{jobs}:metrics")]
     reclaimed = {f[b"entry_id"] for f in metrics if f[b"event"] == b"reclaimed"}
     dropped = {f[b"entry_id"] for f in metrics if f[b"event"] == b"dropped"}
     assert reclaimed == set(ghost_ids) - set(deleted)
@@ -96,10 +96,10 @@ def test_poison_entry_is_dead_lettered_after_too_many_deliveries(bus: Bus, r: re
         r.xclaim("jobs", "g", name, 0, [entry_id])
 
     with running(bus, lease_ms=100):
-        wait_for(lambda: r.xlen("jobs:dlq") == 1 and r.xpending("jobs", "g")["pending"] == 0,
+        wait_for(lambda: r.xlen("{jobs}:dlq") == 1 and r.xpending("jobs", "g")["pending"] == 0,
                  what="the over-delivered entry to be dead-lettered")
     assert calls == []
-    [(_, dead)] = r.xrange("jobs:dlq")
+    [(_, dead)] = r.xrange("{jobs}:dlq")
     assert dead[b"dlq_original_id"] == entry_id
     assert dead[b"dlq_error"].startswith(b"PoisonEvent: delivered 4 times")
     assert json.loads(dead[b"data"]) == {"n": 1}

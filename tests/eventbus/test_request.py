@@ -62,4 +62,4 @@ def test_a_dead_lettered_request_fails_fast(bus: Bus, r: redis.Redis) -> None:
 
     with running(bus), pytest.raises(RequestFailed, match="LookupError: unknown sku"):
         bus.request("quotes", "price.quote", {"sku": "nope"}, timeout=10)
-    assert r.xlen("quotes:dlq") == 1
+    assert r.xlen("{quotes}:dlq") == 1

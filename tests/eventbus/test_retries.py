@@ -47,7 +47,7 @@ def test_exhausted_retries_go_to_the_dlq_with_the_failure(bus: Bus, r: redis.Red
     before = server_ms(r)
     bus.publish("orders", "order.created", {"order_id": 7})
     with running(bus):
-        wait_for(lambda: r.xlen("orders:dlq") == 1, what="the order to be dead-lettered")
+        wait_for(lambda: r.xlen("{orders}:dlq") == 1, what="the order to be dead-lettered")
         wait_for(lambda: r.xpending("orders", "billing")["pending"] == 0, what="nothing pending for billing")
     after = server_ms(r)
 
@@ -60,10 +60,10 @@ def test_exhausted_retries_go_to_the_dlq_with_the_failure(bus: Bus, r: redis.Red
     assert len({fields[b"id"] for _, fields in entries}) == 1, "retries keep the event id"
     assert [event.retries for event in attempts] == [0, 1, 2, 3]
     assert [event.deliveries for event in attempts] == [1, 2, 3, 4]
-    assert r.zcard("orders:retry") == 0
+    assert r.zcard("{orders}:retry") == 0
 
     last_id, last_fields = entries[-1]
-    [(_, dead)] = r.xrange("orders:dlq")
+    [(_, dead)] = r.xrange("{orders}:dlq")
     for name, value in last_fields.items():
         assert dead[name] == value, name
     assert dead[b"dlq_original_stream"] == b"orders"
@@ -97,7 +97,7 @@ def test_a_transient_failure_is_retried_until_it_succeeds(bus: Bus, r: redis.Red
     with running(bus):
         wait_for(lambda: len(attempts) == 3 and r.xpending("emails", "mailer")["pending"] == 0,
                  what="three attempts and nothing pending")
-    assert r.exists("emails:dlq") == 0
+    assert r.exists("{emails}:dlq") == 0
     assert [event.retries for event in attempts] == [0, 1, 2]
     assert r.xlen("emails") == 3
 
@@ -118,12 +118,12 @@ def test_backoff_schedule_in_the_retry_set(bus: Bus, r: redis.Redis) -> None:
             before = server_ms(r)
             if retry:
                 # Make the scheduled retry due now; the pump re-adds it and the handler fails again.
-                [member] = r.zrange("jobs:retry", 0, -1)
-                r.zadd("jobs:retry", {member: before})
-            wait_for(lambda retry=retry: len(attempts) == retry + 1 and r.zcard("jobs:retry") == 1,
+                [member] = r.zrange("{jobs}:retry", 0, -1)
+                r.zadd("{jobs}:retry", {member: before})
+            wait_for(lambda retry=retry: len(attempts) == retry + 1 and r.zcard("{jobs}:retry") == 1,
                      what=f"attempt {retry + 1} and its retry scheduled")
             after = server_ms(r)
-            [(_, due)] = r.zrange("jobs:retry", 0, -1, withscores=True)
+            [(_, due)] = r.zrange("{jobs}:retry", 0, -1, withscores=True)
             assert before + ceiling_ms * 0.5 <= due <= after + ceiling_ms
     assert attempts == [0, 1, 2]
 
@@ -138,9 +138,9 @@ def test_reject_skips_the_remaining_retries(bus: Bus, r: redis.Redis) -> None:
 
     bus.publish("payments", "payment.captured", {"currency": "XTS"})
     with running(bus):
-        wait_for(lambda: r.xlen("payments:dlq") == 1, what="the rejected payment to be dead-lettered")
+        wait_for(lambda: r.xlen("{payments}:dlq") == 1, what="the rejected payment to be dead-lettered")
     assert attempts == [1]
-    [(_, dead)] = r.xrange("payments:dlq")
+    [(_, dead)] = r.xrange("{payments}:dlq")
     assert dead[b"dlq_error"] == b"Reject: currency XTS cannot be booked"
     assert dead[b"dlq_retries"] == b"0"
     assert r.xpending("payments", "ledger")["pending"] == 0
@@ -154,12 +154,12 @@ def test_malformed_entries_are_dead_lettered_at_once(bus: Bus, r: redis.Redis) -
     binary_id = r.xadd("raw", {"payload": b"\xff\xfe not an event"})
     r.xadd("raw", {"type": "x", "data": "{not json"})
     with running(bus):
-        wait_for(lambda: r.xlen("raw:dlq") == 2 and r.xpending("raw", "g")["pending"] == 0,
+        wait_for(lambda: r.xlen("{raw}:dlq") == 2 and r.xpending("raw", "g")["pending"] == 0,
                  what="both malformed entries to be dead-lettered")
-    errors = [fields[b"dlq_error"] for _, fields in r.xrange("raw:dlq")]
+    errors = [fields[b"dlq_error"] for _, fields in r.xrange("{raw}:dlq")]
     assert all(error.startswith(b"MalformedEvent") for error in errors)
     # Runners work concurrently: the two dead letters may land in either order.
-    by_origin = {fields[b"dlq_original_id"]: fields for _, fields in r.xrange("raw:dlq")}
+    by_origin = {fields[b"dlq_original_id"]: fields for _, fields in r.xrange("{raw}:dlq")}
     assert by_origin[binary_id][b"payload"] == b"\xff\xfe not an event"
 
 
@@ -200,8 +200,8 @@ def test_a_handler_timeout_counts_as_a_failure(bus: Bus, r: redis.Redis) -> None
 
     bus.publish("jobs", "job")
     with running(bus):
-        wait_for(lambda: r.xlen("jobs:dlq") == 1, what="the timed-out job to be dead-lettered")
-    [(_, dead)] = r.xrange("jobs:dlq")
+        wait_for(lambda: r.xlen("{jobs}:dlq") == 1, what="the timed-out job to be dead-lettered")
+    [(_, dead)] = r.xrange("{jobs}:dlq")
     assert dead[b"dlq_error"].startswith(b"TimeoutError")
 
 
@@ -212,15 +212,15 @@ def test_concurrent_pumps_re_add_each_retry_exactly_once(bus: Bus, r: redis.Redi
 
     bus.publish_many("jobs", [("job", n) for n in range(200)])
     with running(bus):
-        wait_for(lambda: r.zcard("jobs:retry") == 200 and r.xpending("jobs", "g")["pending"] == 0,
+        wait_for(lambda: r.zcard("{jobs}:retry") == 200 and r.xpending("jobs", "g")["pending"] == 0,
                  what="200 retries scheduled and nothing pending")
     originals = {fields[b"id"] for _, fields in r.xrange("jobs")}
     # Everything is due now; four pumps race over it in small steps.
-    r.zadd("jobs:retry", dict.fromkeys(r.zrange("jobs:retry", 0, -1), 0))
+    r.zadd("{jobs}:retry", dict.fromkeys(r.zrange("{jobs}:retry", 0, -1), 0))
     scripts = Scripts.register(r)
 
     def pump() -> None:
-        while scripts.pump_retries(keys=["jobs:retry", "jobs"], args=[7, ""]):
+        while scripts.pump_retries(keys=["{jobs}:retry", "jobs"], args=[7, ""]):
             pass
 
     threads = [threading.Thread(target=pump) for _ in range(4)]
@@ -229,7 +229,7 @@ def test_concurrent_pumps_re_add_each_retry_exactly_once(bus: Bus, r: redis.Redi
     for thread in threads:
         thread.join(timeout=30)
     readded = [fields for _, fields in r.xrange("jobs")][200:]
-    assert r.zcard("jobs:retry") == 0
+    assert r.zcard("{jobs}:retry") == 0
     assert len(readded) == 200
     assert sorted(fields[b"id"] for fields in readded) == sorted(originals)
     assert {fields[b"_retries"] for fields in readded} == {b"1"}
@@ -278,4 +278,4 @@ def test_an_outcome_redis_refused_to_record_is_reclaimed_not_held_forever(
         wait_for(lambda: r.xpending("jobs", "g")["pending"] == 0, what="nothing pending")
     # The second run is the same entry, reclaimed after its lease: Redis counted two deliveries.
     assert attempts == [1, 2]
-    assert r.zcard("jobs:retry") == 0
+    assert r.zcard("{jobs}:retry") == 0

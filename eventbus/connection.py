@@ -1,0 +1,129 @@
+"""Standalone or cluster: which kind of Redis a bus URL names, and its clients (sync and asyncio).
+
+The rule is the console's (``streams_app.redis_ops.client``), written again here because the bus
+must not import the console:
+
+- the URL may declare the kind with ``?cluster=yes`` or ``?cluster=no`` (also true/false/1/0, and
+  ``auto``); the argument is taken out of the URL before redis-py sees it, which would otherwise
+  pass it on to the connection as an unknown keyword;
+- otherwise the first client asks the server once (``INFO cluster``: ``cluster_enabled:1``) and the
+  answer is kept for the life of the :class:`Connector`. A server that refuses INFO (an ACL) is
+  taken as standalone: a cluster client would need CLUSTER SLOTS and fail the same way.
+
+On a cluster the clients are redis-py's :class:`redis.cluster.RedisCluster` and
+:class:`redis.asyncio.cluster.RedisCluster`: they route each single-key command to its node, follow
+MOVED/ASK, and split a non-transactional pipeline by node. What they cannot do, and the bus
+therefore never asks of them: MULTI (the progress streams use one-key Lua instead), and a script or
+XREADGROUP over keys of several slots (the bus's own keys share their stream's slot, see
+:mod:`eventbus.keys`, and a worker reads each slot's streams with its own XREADGROUP).
+"""
+
+from __future__ import annotations
+
+import inspect
+import threading
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import redis
+import redis.asyncio
+import redis.asyncio.cluster
+import redis.cluster
+
+CLUSTER = "cluster"
+STANDALONE = "standalone"
+AUTO = "auto"
+
+_DECLARED = {
+    "yes": CLUSTER, "true": CLUSTER, "1": CLUSTER,
+    "no": STANDALONE, "false": STANDALONE, "0": STANDALONE,
+    "auto": AUTO,
+}
+
+#: Keywords the asyncio cluster client accepts; it raises on others, where the sync one drops them.
+_ASYNC_CLUSTER_KWARGS = frozenset(inspect.signature(redis.asyncio.cluster.RedisCluster.__init__).parameters) - {
+    "self"
+}
+#: Per-connection options the sync cluster client has no use for (it refreshes its topology itself).
+_SYNC_CLUSTER_DROPPED = ("health_check_interval",)
+
+#: What a Redis call may raise. redis-py's cluster clients raise some failures (a slot no node
+#: serves while a node is down, say) as ``RedisClusterException``, which is not a ``RedisError``.
+REDIS_ERRORS: tuple[type[Exception], ...] = (redis.RedisError, redis.exceptions.RedisClusterException)
+
+SyncClient = redis.Redis | redis.cluster.RedisCluster
+AsyncClient = redis.asyncio.Redis | redis.asyncio.cluster.RedisCluster
+
+
+def split_mode(url: str) -> tuple[str, str]:
+    """``url`` without its ``cluster=`` argument, and what it declares (``cluster``/``standalone``/``auto``)."""
+    parts = urlsplit(url)
+    declared = AUTO
+    kept = []
+    for key, value in parse_qsl(parts.query, keep_blank_values=True):
+        if key == "cluster":
+            if value.lower() not in _DECLARED:
+                raise ValueError(f"cluster={value!r} in the bus URL: expected yes, no or auto")
+            declared = _DECLARED[value.lower()]
+        else:
+            kept.append((key, value))
+    return urlunsplit(parts._replace(query=urlencode(kept))), declared
+
+
+def detect(url: str, **options: Any) -> str:
+    """``cluster`` when the server at ``url`` runs with ``cluster-enabled yes``, else ``standalone``."""
+    probe = redis.Redis.from_url(url, **options)
+    try:
+        info = probe.info("cluster")
+    except redis.ResponseError:
+        return STANDALONE
+    finally:
+        probe.close()
+    return CLUSTER if int(info.get("cluster_enabled", 0) or 0) else STANDALONE
+
+
+def is_cluster_client(client: Any) -> bool:
+    """Whether ``client`` (sync or asyncio, or one of their pipelines) talks to a cluster."""
+    return isinstance(
+        client,
+        redis.cluster.RedisCluster | redis.asyncio.cluster.RedisCluster | redis.asyncio.cluster.ClusterPipeline,
+    )
+
+
+class Connector:
+    """Builds the clients of one bus URL, deciding standalone or cluster once (thread-safe)."""
+
+    def __init__(self, url: str, options: dict[str, Any]) -> None:
+        self.url, self.declared = split_mode(url)
+        self.options = options
+        self._mode: str | None = None if self.declared == AUTO else self.declared
+        self._lock = threading.Lock()
+
+    @property
+    def mode(self) -> str:
+        """``cluster`` or ``standalone``; asks the server on first use when the URL does not say."""
+        if self._mode is None:
+            with self._lock:
+                if self._mode is None:
+                    probe_options = {k: v for k, v in self.options.items() if k != "health_check_interval"}
+                    self._mode = detect(self.url, **probe_options)
+        return self._mode
+
+    @property
+    def cluster(self) -> bool:
+        return self.mode == CLUSTER
+
+    def sync_client(self, **overrides: Any) -> SyncClient:
+        options = {**self.options, **overrides}
+        if self.cluster:
+            for name in _SYNC_CLUSTER_DROPPED:
+                options.pop(name, None)
+            return redis.cluster.RedisCluster.from_url(self.url, **options)
+        return redis.Redis.from_url(self.url, **options)
+
+    def async_client(self, **overrides: Any) -> AsyncClient:
+        options = {**self.options, **overrides}
+        if self.cluster:
+            kept = {k: v for k, v in options.items() if k in _ASYNC_CLUSTER_KWARGS}
+            return redis.asyncio.cluster.RedisCluster.from_url(self.url, **kept)
+        return redis.asyncio.Redis.from_url(self.url, **options)
