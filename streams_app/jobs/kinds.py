@@ -6,9 +6,13 @@ resume). The work is idempotent on the Redis side, which is what makes "exactly 
 worker dies between a batch and the save of its cursor:
 
 * requeue: one Lua call per entry moves it (XADD to its stream + XDEL from the DLQ) only if it is still
-  in the DLQ, so a batch replayed from an older cursor finds its entries gone;
-* replay: the access layer keeps the cursor in the monitored Redis (``job_key``), advanced by the same
-  script that writes the copies, and a resumed run starts from that cursor.
+  in the DLQ, so a batch replayed from an older cursor finds its entries gone; on Redis Cluster, an
+  entry bound for another slot moves in steps under the job's own lease (``job:<id>``), so a resumed
+  run finishes what the killed one leased and adds nothing twice
+  (:mod:`streams_app.redis_ops.actions.moves`);
+* replay: the access layer keeps the cursor in the monitored Redis (``job_key``, placed in the target's
+  hash slot), advanced by the same script that writes the copies, and a resumed run starts from that
+  cursor.
 
 **Exact counts after a crash.** A worker killed between a batch and the save of its result leaves the
 job's ``done`` behind what Redis moved; a run that starts from such unsettled progress
@@ -66,7 +70,7 @@ def requeue_all_run(job: Job, progress: Progress) -> None:
     progress.save(done=done, total=total, progress=state, force=True)
     batch = _batch(job)
     while True:
-        step = actions.requeue_range(conn, key, up_to=up_to, after=cursor, batch=batch)
+        step = actions.requeue_range(conn, key, up_to=up_to, after=cursor, batch=batch, owner=f"job:{job.pk}")
         done += len(step.result.requeued)
         missing += len(step.result.missing)
         failed += len(step.result.failed)
@@ -134,9 +138,9 @@ def replay_run(job: Job, progress: Progress) -> None:
     done, total = job.done, job.total
     if total is None:
         total = actions.replay_count(conn, key, start=start, end=end, match=match)
-    cursor = actions.replay_cursor(conn, job_key) or saved.get("cursor")
+    cursor = actions.replay_cursor(conn, job_key, target=target) or saved.get("cursor")
     scanned = int(saved.get("scanned", 0))
-    counted = actions.replay_copied(conn, job_key)
+    counted = actions.replay_copied(conn, job_key, target=target)
     base = int(saved.get("base", 0))
     if counted is None:
         base = done  # Redis keeps no count for this job (yet): it starts from zero at the next batch

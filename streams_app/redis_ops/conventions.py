@@ -4,7 +4,8 @@ The console must be useful on buses it did not write (SPEC section 6), so it kno
 and lets the operator describe more in ``BUSCONSOLE_DLQ_PATTERNS``:
 
 ``eventbus`` (ours)
-    Key ``{stream}:dlq``. An entry is the original fields plus ``dlq_original_stream``, ``dlq_original_id``,
+    Key ``{stream}:dlq`` (the bus names it in the stream's hash slot: ``{orders}:dlq`` for ``orders``;
+    buses before that naming wrote ``orders:dlq``, and both are the DLQ of ``orders``). An entry is the original fields plus ``dlq_original_stream``, ``dlq_original_id``,
     ``dlq_group``, ``dlq_error``, ``dlq_traceback``, ``dlq_retries`` and ``dlq_failed_at`` (ms).
 ``streams`` (the seed "streams" module)
     Key ``{stream}:dlq`` as well. An entry is the original fields, with the ``_retries`` counter.
@@ -12,7 +13,9 @@ and lets the operator describe more in ``BUSCONSOLE_DLQ_PATTERNS``:
     Key ``omni-dlq:{group}``. One field, ``data``: JSON ``{topic, original_stream, original_id,
     failed_message, error, retry_count, failed_at}`` with ``failed_at`` in (float) seconds.
 
-A ``{stream}:dlq`` key alone cannot say whether it is ``eventbus`` or ``streams``:
+Both namings of a stream's DLQ are recognised (:func:`dlq_stream_of`, the rule of
+:func:`eventbus.keys.stream_of`): ``orders:dlq`` and ``{orders}:dlq`` feed back into ``orders``, and
+``{orders}.v2:dlq`` into ``{orders}.v2``. A ``{stream}:dlq`` key alone cannot say whether it is ``eventbus`` or ``streams``:
 :func:`detect_dlq` reports it as ``eventbus-or-streams`` and :func:`parse_dlq_entry` decides per entry by
 the presence of ``dlq_original_stream``. (One key may even hold both, after an upgrade from the seed
 module to ours.)
@@ -66,6 +69,8 @@ from typing import Any
 from django.conf import settings
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
+
+from eventbus import keys as bus_keys
 
 from .decoding import as_bytes, display_text
 from .errors import InvalidArgument
@@ -286,9 +291,22 @@ def detect_dlq(key: bytes) -> DlqKind | None:
             return DlqKind(pattern.name, pattern.source_hint(key))
     if key.startswith(OMNI_DLQ_PREFIX):
         return DlqKind(OMNIDAEMON, _omni_source_hint(key[len(OMNI_DLQ_PREFIX) :]))
-    if key.endswith(DLQ_SUFFIX) and len(key) > len(DLQ_SUFFIX):
-        return DlqKind(EVENTBUS_OR_STREAMS, key[: -len(DLQ_SUFFIX)])
+    stream = dlq_stream_of(key)
+    if stream is not None:
+        return DlqKind(EVENTBUS_OR_STREAMS, stream)
     return None
+
+
+def dlq_stream_of(key: bytes) -> bytes | None:
+    """The stream a ``*:dlq`` key is the dead-letter queue of, in either naming, or None.
+
+    ``orders:dlq`` (buses before the cluster naming) and ``{orders}:dlq`` (:func:`eventbus.keys.dlq_key`
+    now) are both ``orders``'s; ``{orders}.v2:dlq`` is ``{orders}.v2``'s. The rule is the bus's own
+    (:func:`eventbus.keys.stream_of`), applied to the key's bytes read as Latin-1, which maps each byte
+    to one character and back, so a key that is not UTF-8 is handled too.
+    """
+    stream = bus_keys.stream_of(as_bytes(key).decode("latin-1"), DLQ_SUFFIX.decode())
+    return stream.encode("latin-1") if stream else None
 
 
 def _omni_source_hint(group: bytes) -> bytes | None:
@@ -548,11 +566,14 @@ def _number_ms(value: object, *, unit: str) -> int | None:
 def dlq_candidates(key: bytes, group_names: Iterable[bytes] = ()) -> list[bytes]:
     """Keys where the dead letters of stream ``key`` would be, by the built-in conventions.
 
-    ``{stream}:dlq`` (the event bus, the seed ``streams`` module) and, for OmniDaemon's
-    ``omni-stream:{topic}``, ``omni-dlq:{group}`` for each of the stream's consumer groups. Which of
-    them exist is for the caller to ask Redis.
+    ``{stream}:dlq`` in both namings (the event bus's in the stream's slot, ``{orders}:dlq``, first;
+    then ``orders:dlq``, the seed ``streams`` module's and older buses'; one key when the stream has a
+    hash tag, as both namings agree then) and, for OmniDaemon's ``omni-stream:{topic}``,
+    ``omni-dlq:{group}`` for each of the stream's consumer groups. Which of them exist is for the
+    caller to ask Redis.
     """
-    candidates = [key + b":dlq"]
+    in_slot = bus_keys.in_slot_of(as_bytes(key).decode("latin-1"), DLQ_SUFFIX.decode()).encode("latin-1")
+    candidates = [in_slot] + ([key + DLQ_SUFFIX] if in_slot != key + DLQ_SUFFIX else [])
     if key.startswith(b"omni-stream:"):
         candidates += [b"omni-dlq:" + name for name in group_names]
     return candidates

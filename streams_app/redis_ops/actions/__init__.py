@@ -16,13 +16,21 @@ What makes these safe to press twice, from two browsers, or from a worker that g
   job resumed after a crash copies nothing twice, whatever progress its caller managed to save.
 * **rewind** computes ENTRIESREAD so Redis keeps reporting the group's lag (SPEC section 9).
 
-Scripts see all their keys on one server: on Redis Cluster a DLQ and its target stream (and a replay's
-source, target and cursor key) must share a hash slot, and the bulk requeue script reads its targets
-from the entries, so it cannot declare them. The console targets standalone servers (SPEC section 9).
+**Redis Cluster.** Scripts and MULTI see the keys of one hash slot only, so every call here is cut
+by slot before it is sent and no user ever sees CROSSSLOT. Single-key scripts (purge, consumer
+delete, the counts of previews) go through the cluster client, which routes them by their key; a
+MULTI goes to the key's own primary (``client.key_client``). Work over two keys keeps its one-script
+path when they share a slot (``{orders}:dlq`` and ``orders``, the event bus's naming) and otherwise
+takes a stepwise path that is still never-lost and never-duplicated under a kill: a requeue across
+slots leases, adds with a record in the target's slot, then deletes (:mod:`.moves`); a replay across
+slots reads the batch in the client and adds it with its cursor and count in the target's slot
+(:mod:`.replay`). The console's own keys (a replay's cursor, a requeue's leases and records) are
+named with a ``{tag}`` of the slot they must share (:func:`._common.slot_twin`).
 
 Layout: :mod:`.claims` (claim, autoclaim, ack), :mod:`.rewind`, :mod:`.dlq` (requeue, delete, purge,
-list), :mod:`.replay`, :mod:`.admin` (delete a consumer or a group, trim, delete entries: admin only)
-and :mod:`._common` (constants, script loading, validation). Callers keep
+list), :mod:`.moves` (requeue across slots), :mod:`.replay`, :mod:`.admin` (delete a consumer or a
+group, trim, delete entries: admin only) and :mod:`._common` (constants, script loading, slots,
+validation). Callers keep
 using ``from streams_app.redis_ops import actions`` and ``actions.<name>``.
 """
 

@@ -2,12 +2,15 @@
 and input validation.
 
 The scripts stay in ``streams_app/redis_ops/lua/`` and are registered once per client (EVALSHA,
-reloaded on NOSCRIPT). The validators raise :class:`InvalidArgument` before anything reaches Redis;
+reloaded on NOSCRIPT); on a cluster the client sends each call to the node owning its keys' slot, so
+every script call here declares keys of one slot only (:func:`slot_twin` names the console's own keys
+to share a stream's slot). The validators raise :class:`InvalidArgument` before anything reaches Redis;
 a missing stream is :class:`NotFound` (:func:`..commands.require_stream`, shared with :mod:`..reads`).
 """
 
 from __future__ import annotations
 
+import functools
 import threading
 import weakref
 from collections.abc import Mapping, Sequence
@@ -16,6 +19,9 @@ from importlib import resources
 import redis
 from redis.commands.core import Script
 
+from eventbus.keys import hash_tag
+
+from ..client import key_client, slot_of
 from ..commands import stream_pipeline
 from ..errors import InvalidArgument
 from ..ids import StreamId, parse_id
@@ -40,14 +46,17 @@ ZERO_ID = "0-0"
 # ---------------------------------------------------------------- scripts
 
 
-_SCRIPT_NAMES = ("requeue", "requeue_rule", "count_range", "purge", "replay", "consumer_delete", "walk")
+_SCRIPT_NAMES = (
+    "requeue", "requeue_rule", "count_range", "purge", "replay", "replay_copy", "consumer_delete", "walk",
+    "move_lease", "move_add",
+)
 _scripts: weakref.WeakKeyDictionary[redis.Redis, dict[str, Script]] = weakref.WeakKeyDictionary()
 _scripts_lock = threading.Lock()
 
 
 #: Scripts that filter entries by field/value pairs: ``lua/holds_all.lua`` is prepended to them, as
 #: Redis scripts cannot load one another.
-_FIELD_FILTERS = ("count_range", "replay")
+_FIELD_FILTERS = ("count_range", "replay", "replay_copy")
 
 
 def _lua(name: str) -> str:
@@ -83,18 +92,55 @@ def _count(client: redis.Redis, key: bytes, start: str, end: str, match: Sequenc
         start = "(" + reply_text(last)
 
 
+# ---------------------------------------------------------------- slots
+
+
+def slot_twin(anchor: bytes, name: bytes) -> bytes:
+    """``name`` prefixed with a ``{tag}`` that hashes like ``anchor``: a console key in ``anchor``'s slot.
+
+    A script may touch a key of the console's own (a replay's cursor, a requeue's lease or record)
+    together with a stream only when both hash to one slot. The tag is ``anchor``'s own ``{tag}``
+    when it has one, else ``anchor`` whole (``orders`` -> ``{orders}...``, as the event bus names
+    its companion keys); a name with a ``}`` but no valid tag cannot be wrapped, and gets a short
+    name found to hash to the same slot (:func:`_slot_names`).
+    """
+    text = anchor.decode("latin-1")
+    tag = hash_tag(text)
+    if tag is not None:
+        return b"{" + tag.encode("latin-1") + b"}" + name
+    if b"}" not in anchor:
+        return b"{" + anchor + b"}" + name
+    return b"{" + _slot_names()[slot_of(anchor)] + b"}" + name
+
+
+@functools.cache
+def _slot_names() -> dict[int, bytes]:
+    """For each of the 16,384 slots, a short name hashing to it (``bc:<hex>``, found by trying in order).
+
+    Built once per process on first need (about 180,000 CRC16s, a fraction of a second), only for
+    streams whose name has a ``}`` without a valid tag.
+    """
+    names: dict[int, bytes] = {}
+    i = 0
+    while len(names) < 16384:
+        name = b"bc:%x" % i
+        names.setdefault(slot_of(name), name)
+        i += 1
+    return names
+
+
 # ---------------------------------------------------------------- reads
 
 
 def _stream_snapshot(conn: str, client: redis.Redis, key: bytes) -> StreamInfo:
-    """XINFO STREAM and XINFO GROUPS of one stream, read in one MULTI.
+    """XINFO STREAM and XINFO GROUPS of one stream, read in one MULTI (on the key's node on a cluster).
 
     The previews compare the stream's counters with its groups (a rewind's ENTRIESREAD, a trim's
     pending warning): read apart, an XADD or a group's read in between would make them disagree.
     TYPE rides along so a missing key or another type is NotFound, worded as everywhere else.
     """
     info, groups = stream_pipeline(
-        conn, client, key, [("XINFO", "STREAM", key), ("XINFO", "GROUPS", key)], transaction=True
+        conn, key_client(conn, key), key, [("XINFO", "STREAM", key), ("XINFO", "GROUPS", key)], transaction=True
     )
     return parse_stream(key, info, groups)
 

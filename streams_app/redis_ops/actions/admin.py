@@ -28,7 +28,7 @@ from typing import Any
 
 import redis
 
-from ..client import get_client
+from ..client import get_client, key_client
 from ..commands import entries_by_id, pipelined, require_stream, stream_pipeline
 from ..errors import Conflict, InvalidArgument, NotFound, translated
 from ..ids import U64_MAX, StreamId, parse_position
@@ -178,9 +178,8 @@ def group_destroy(conn: str, key: bytes, group: bytes) -> GroupDestroyed:
     """``XGROUP DESTROY``: the group, its consumers and its whole PEL are gone; the stream stays."""
     _key(key)
     _name(group, "group")
-    client = get_client(conn)
     groups_raw, destroyed = stream_pipeline(
-        conn, client, key, [("XINFO", "GROUPS", key), ("XGROUP", "DESTROY", key, group)], transaction=True
+        conn, key_client(conn, key), key, [("XINFO", "GROUPS", key), ("XGROUP", "DESTROY", key, group)], transaction=True
     )
     row = next((row for row in map(parse_group, groups_raw) if row.name == group), None)
     if not int(destroyed) or row is None:
@@ -327,7 +326,7 @@ def entries_delete_preview(conn: str, key: bytes, *, ids: Sequence[str]) -> Entr
     wanted = _ids(ids)
     client = get_client(conn)
     with translated(conn):
-        found, _ = entries_by_id(conn, client, key, wanted, transaction=True)
+        found, _ = entries_by_id(conn, key_client(conn, key), key, wanted, transaction=True)
         existing, missing = _split(wanted, found)
         pending = _pending_named(client, key, wanted)
     return EntriesPlan(existing=existing, missing=missing, pending=pending)
@@ -339,7 +338,9 @@ def entries_delete(conn: str, key: bytes, *, ids: Sequence[str]) -> EntriesDelet
     wanted = _ids(ids)
     client = get_client(conn)
     with translated(conn):
-        found, _ = entries_by_id(conn, client, key, wanted, transaction=True, then=[("XDEL", key, *wanted)])
+        found, _ = entries_by_id(
+            conn, key_client(conn, key), key, wanted, transaction=True, then=[("XDEL", key, *wanted)]
+        )
         deleted, missing = _split(wanted, found)
         pending = _pending_named(client, key, list(deleted))
     return EntriesDeleted(deleted=deleted, missing=missing, pending=pending)

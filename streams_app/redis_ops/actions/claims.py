@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import redis
 
-from ..client import get_client
+from ..client import get_client, key_client
 from ..commands import lookup, stream_pipeline
 from ..errors import NotFound, translated
 from ..ids import parse_id
@@ -68,9 +68,9 @@ def claim(
     _name(consumer, "consumer")
     _non_negative(min_idle_ms, "min_idle_ms")
     wanted = _ids(ids)
-    client = get_client(conn)
     with translated(conn):
-        pipe = client.pipeline(transaction=True)
+        # MULTI on the node owning the stream's slot (a cluster client has no MULTI): one key only.
+        pipe = key_client(conn, key).pipeline(transaction=True)
         for entry_id in wanted:
             pipe.execute_command(*lookup(key, entry_id))
         for entry_id in wanted:
@@ -153,7 +153,7 @@ def ack(conn: str, key: bytes, group: bytes, *, ids: Sequence[str]) -> int:
     wanted = _ids(ids)
     client = get_client(conn)
     with translated(conn):
-        [acked] = stream_pipeline(conn, client, key, [("XACK", key, group, *wanted)], transaction=True)
+        [acked] = stream_pipeline(conn, key_client(conn, key), key, [("XACK", key, group, *wanted)], transaction=True)
         if not acked and not _has_group(client, key, group):
             raise NotFound("No such consumer group on this stream.", conn=conn)
     return int(acked)

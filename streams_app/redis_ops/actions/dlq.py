@@ -4,17 +4,25 @@
 (``lua/requeue.lua`` for entries planned in Python; ``lua/requeue_rule.lua`` for the bulk path, which
 reads and rewrites a whole batch inside Redis). Two operators requeueing the same entry make one new
 entry; a re-run job finds moved entries gone.
+
+On Redis Cluster that one script serves the targets in the DLQ's hash slot (``{orders}:dlq`` ->
+``orders``: the event bus names its DLQs so). A target in another slot (``orders:dlq``, the
+pre-cluster naming, -> ``orders``; an entry naming another stream) cannot be written by a script
+running on the DLQ's node: those entries take the stepwise path of :mod:`.moves`, with the same
+guarantees (never lost, never doubled, a killed job resumes exactly). Nothing is refused with
+CROSSSLOT: the work is split by slot before it is sent.
 """
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import redis
 
-from ..client import get_client
+from ..client import get_client, is_cluster, slot_of
 from ..commands import entries_by_id, require_stream, stream_read
 from ..conventions import (
     EVENTBUS_OR_STREAMS,
@@ -32,6 +40,7 @@ from ..ids import parse_id, parse_position
 from ..parsers import parse_entry, reply_text
 from ..types import Entry
 from ._common import MAX_BATCH, MAX_IDS, _ids, _key, _positive, _script
+from .moves import BUSY, LEASE_MS, add_and_release, lease_key, move_across
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,13 +75,17 @@ class RequeueBatch:
 # ---------------------------------------------------------------- DLQ: requeue, delete, purge, list
 
 
-def requeue(conn: str, dlq_key: bytes, *, ids: Sequence[str]) -> RequeueResult:
+def requeue(conn: str, dlq_key: bytes, *, ids: Sequence[str], owner: str | None = None) -> RequeueResult:
     """Requeue the given DLQ entries (at most 1000): each one, atomically, exactly once.
 
     The entries are read (one pipeline), each one's target and payload is planned in Python by its
     convention (:func:`conventions.requeue_plan`), then one Lua call moves them all, each entry as its
     own "still there? XADD + XDEL" step. Entries gone by then are ``missing``; entries no convention
     can send anywhere, or whose target refuses the XADD, stay in the DLQ and are ``failed``.
+
+    On a cluster, entries bound for another slot move by :func:`.moves.move_across` under ``owner``
+    (a job passes its own, so a resumed run may finish what a killed one leased; a request gets a
+    fresh one).
     """
     _key(dlq_key, "DLQ key")
     wanted = _ids(ids)
@@ -81,14 +94,14 @@ def requeue(conn: str, dlq_key: bytes, *, ids: Sequence[str]) -> RequeueResult:
         found, _ = entries_by_id(conn, client, dlq_key, wanted)
         entries = [entry for entry in found if entry is not None]
         missing = [entry_id for entry_id, entry in zip(wanted, found, strict=True) if entry is None]
-        result = _requeue_entries(conn, client, dlq_key, entries)
+        result = _requeue_entries(conn, client, dlq_key, entries, owner=owner or _request_owner())
     return RequeueResult(
         requeued=result.requeued, missing=tuple(missing) + result.missing, failed=result.failed
     )
 
 
 def requeue_range(
-    conn: str, dlq_key: bytes, *, up_to: str, after: str | None = None, batch: int = 500
+    conn: str, dlq_key: bytes, *, up_to: str, after: str | None = None, batch: int = 500, owner: str | None = None
 ) -> RequeueBatch:
     """Requeue one batch of the oldest DLQ entries after ``after`` and not newer than ``up_to``.
 
@@ -107,24 +120,40 @@ def requeue_range(
       planned in Python like the next case;
     * otherwise (OmniDaemon re-encodes its JSON) the batch is read, each entry planned by
       :func:`conventions.requeue_plan`, and moved by ONE call of ``lua/requeue.lua``.
+
+    On a cluster the rule script writes only the one target it may declare, in the DLQ's slot (the
+    key's own stream: ``{orders}:dlq`` -> ``orders``); every other entry it rewrites just the same,
+    leases to ``owner`` and returns, and the client adds it on its target's node
+    (:func:`.moves.add_and_release`): the entries still never go through Python planning, which is
+    what keeps a bulk requeue across slots within reach of one within a slot.
     """
     _key(dlq_key, "DLQ key")
     upper = str(parse_position(up_to, what="up_to").highest)
     start = "(" + str(parse_id(after, allow_bare=False, what="after")) if after else "-"
     batch = _positive(batch, "batch", cap=MAX_BATCH)
-    rule = _requeue_rule(dlq_key)
     client = get_client(conn)
+    owner = owner or _request_owner()
     with translated(conn):
+        rule = _requeue_rule(dlq_key)
         if rule is None:
             raw = stream_read(conn, client, dlq_key, "XRANGE", dlq_key, start, upper, "COUNT", batch)
-            result = _requeue_entries(conn, client, dlq_key, [parse_entry(item) for item in raw])
+            result = _requeue_entries(conn, client, dlq_key, [parse_entry(item) for item in raw], owner=owner)
             scanned, last = len(raw), reply_text(raw[-1][0]) if raw else None
         else:
-            reply = _script(client, "requeue_rule")(keys=[dlq_key], args=[start, upper, batch, *rule])
+            keys, placement = [dlq_key], [b"any", b"", b""]
+            if is_cluster(conn):
+                # Targets in the DLQ's slot are written by the script; others are leased and returned.
+                keys.append(lease_key(dlq_key))
+                hint = rule[1]
+                if hint and slot_of(hint) == slot_of(dlq_key):
+                    keys.append(hint)
+                placement = [b"cluster", owner.encode(), LEASE_MS]
+            args = [start, upper, batch, *rule[:5], *placement, *rule[5:]]
+            reply = _script(client, "requeue_rule")(keys=keys, args=args)
             scanned, last = int(reply[0]), reply_text(reply[1])
             if not scanned:
                 require_stream(conn, client.type(dlq_key))
-            result = _rule_outcomes(conn, dlq_key, reply)
+            result = _rule_outcomes(conn, dlq_key, reply, owner=owner)
     return RequeueBatch(result=result, cursor=last if scanned == batch else None, scanned=scanned)
 
 
@@ -133,7 +162,8 @@ EVENTBUS_SWITCH_FIELD = b"dlq_original_stream"
 
 
 def _requeue_rule(dlq_key: bytes) -> list[bytes] | None:
-    """``requeue_rule.lua``'s ARGV[4..] for this DLQ, or None when requeue is not a field rewrite.
+    """``requeue_rule.lua``'s ARGV[4..8] then ARGV[12..] for this DLQ (the caller puts the placement,
+    ARGV[9..11], between them), or None when requeue is not a field rewrite.
 
     Mirrors :func:`conventions.requeue_plan` for the conventions whose plan keeps a subsequence of the
     entry's fields and takes its target from the key or one field (the tests check the two agree
@@ -159,42 +189,65 @@ def _requeue_rule(dlq_key: bytes) -> list[bytes] | None:
     return [b"fixed", hint, b"", b"", REQUEUED_FROM_FIELD, *hidden]
 
 
-def _rule_outcomes(conn: str, dlq_key: bytes, reply: Sequence) -> RequeueResult:
-    """Turn ``requeue_rule.lua``'s reply into a result; plan and move declined entries in Python."""
+def _request_owner() -> str:
+    """The mover's name of one call made for a request (a job passes its own, ``job:<id>``)."""
+    return "request:" + uuid.uuid4().hex
+
+
+def _rule_outcomes(conn: str, dlq_key: bytes, reply: Sequence, *, owner: str) -> RequeueResult:
+    """Turn ``requeue_rule.lua``'s reply into a result: add the entries it leased (cluster) to their
+    targets on their own nodes, and plan and move declined entries in Python."""
     requeued: list[Requeued] = []
     failed: list[RequeueFailure] = []
     declined: list[str] = []
+    leased: dict[bytes, list[tuple[str, Sequence[bytes]]]] = {}
     targets = [b"", *reply[2]]
     for i in range(3, len(reply), 3):
-        entry_id, outcome = reply[i].decode(), reply[i + 2]
+        entry_id, target, outcome = reply[i].decode(), targets[reply[i + 1]], reply[i + 2]
         if outcome is None:
             declined.append(entry_id)
+        elif isinstance(outcome, list):
+            leased.setdefault(target, []).append((entry_id, outcome))
+        elif outcome == b"~":
+            failed.append(RequeueFailure(entry_id, BUSY))
         elif outcome[:1] == b"!":
             failed.append(RequeueFailure(entry_id, f"Redis refused the XADD: {reply_text(outcome[1:])}"))
         else:
-            requeued.append(Requeued(dlq_id=entry_id, stream=targets[reply[i + 1]], new_id=outcome.decode()))
+            requeued.append(Requeued(dlq_id=entry_id, stream=target, new_id=outcome.decode()))
+    for target, entries in leased.items():
+        moved = add_and_release(conn, dlq_key, target, entries)
+        requeued += [Requeued(dlq_id=entry_id, stream=target, new_id=new_id) for entry_id, new_id in moved.added]
+        failed += [RequeueFailure(entry_id, reason) for entry_id, reason in moved.failed]
     missing: list[str] = []
     for start in range(0, len(declined), MAX_IDS):
-        rest = requeue(conn, dlq_key, ids=declined[start : start + MAX_IDS])
+        rest = requeue(conn, dlq_key, ids=declined[start : start + MAX_IDS], owner=owner)
         requeued += rest.requeued
         missing += rest.missing
         failed += rest.failed
     return RequeueResult(requeued=tuple(requeued), missing=tuple(missing), failed=tuple(failed))
 
 
-def _requeue_entries(conn: str, client: redis.Redis, dlq_key: bytes, entries: Sequence[Entry]) -> RequeueResult:
-    """Plan each entry and move them all in one script call."""
+def _requeue_entries(
+    conn: str, client: redis.Redis, dlq_key: bytes, entries: Sequence[Entry], *, owner: str
+) -> RequeueResult:
+    """Plan each entry and move them: those whose target shares the DLQ's slot (all of them on
+    standalone) in one script call, the others by :func:`.moves.move_across`, one call per target."""
     keys: list[bytes] = [dlq_key]
     key_index: dict[bytes, int] = {}
     args: list[Any] = []
     planned: list[tuple[str, bytes]] = []
     failed: list[RequeueFailure] = []
+    across: dict[bytes, list[tuple[str, list[bytes]]]] = {}
+    home = slot_of(dlq_key) if is_cluster(conn) else None
     for entry in entries:
         entry_id = entry.id
         try:
             target, fields = requeue_plan(dlq_key, entry_id, list(entry.fields))
         except OpsError as exc:
             failed.append(RequeueFailure(entry_id, exc.message))
+            continue
+        if home is not None and slot_of(target) != home:
+            across.setdefault(target, []).append((entry_id, [x for pair in fields for x in pair]))
             continue
         index = key_index.get(target)
         if index is None:
@@ -204,17 +257,22 @@ def _requeue_entries(conn: str, client: redis.Redis, dlq_key: bytes, entries: Se
         for name, value in fields:
             args += (name, value)
         planned.append((entry_id, target))
-    if not planned:
-        return RequeueResult(requeued=(), missing=(), failed=tuple(failed))
-    replies = _script(client, "requeue")(keys=keys, args=args)
-    requeued, missing = [], []
-    for (entry_id, target), reply in zip(planned, replies, strict=True):
-        if reply is None:
-            missing.append(entry_id)
-        elif reply.startswith(b"!"):
-            failed.append(RequeueFailure(entry_id, f"Redis refused the XADD: {reply_text(reply[1:])}"))
-        else:
-            requeued.append(Requeued(dlq_id=entry_id, stream=target, new_id=reply_text(reply)))
+    requeued: list[Requeued] = []
+    missing: list[str] = []
+    if planned:
+        replies = _script(client, "requeue")(keys=keys, args=args)
+        for (entry_id, target), reply in zip(planned, replies, strict=True):
+            if reply is None:
+                missing.append(entry_id)
+            elif reply.startswith(b"!"):
+                failed.append(RequeueFailure(entry_id, f"Redis refused the XADD: {reply_text(reply[1:])}"))
+            else:
+                requeued.append(Requeued(dlq_id=entry_id, stream=target, new_id=reply_text(reply)))
+    for target, moves in across.items():
+        moved = move_across(conn, dlq_key, target, moves, owner=owner)
+        requeued += [Requeued(dlq_id=entry_id, stream=target, new_id=new_id) for entry_id, new_id in moved.added]
+        missing += moved.missing
+        failed += [RequeueFailure(entry_id, reason) for entry_id, reason in moved.failed]
     return RequeueResult(requeued=tuple(requeued), missing=tuple(missing), failed=tuple(failed))
 
 

@@ -4,13 +4,28 @@
 advances a Redis-side cursor and a count of the copies in one script (``lua/replay.lua``), so a job
 resumed after a crash copies nothing twice and knows exactly how many copies it made, whatever progress
 its caller managed to save. The dry runs count inside Redis.
+
+**Where the cursor lives.** The cursor and the count are the console's keys in the monitored Redis,
+and they must move in the same atomic step as the copies, so they live in the *target*'s hash slot:
+the job's ``job_key`` is used as given when it already shares that slot (always on one server) and is
+otherwise prefixed with a tag hashing like the target (:func:`._common.slot_twin`). The source is only
+read, and a read is harmless to repeat.
+
+**Across slots** (Redis Cluster, source and target on different slots) no script can read the
+source and write the target, so the batch is read by the client (XRANGE, after the further of the
+stored cursor and ``after``) and handed to ``lua/replay_copy.lua`` in the target's slot, which adds
+the copies, moves the cursor and counts them in one step and skips any entry at or before the stored
+cursor. Same guarantee as the one-script path: a killed job resumes without copying anything twice,
+and its count is exact. The cost is that each entry travels to the client and back.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..client import get_client
+from eventbus.keys import hash_tag
+
+from ..client import get_client, is_cluster, same_slot
 from ..commands import stream_pipeline, stream_read
 from ..errors import InvalidArgument, translated
 from ..ids import parse_id, parse_position
@@ -25,6 +40,7 @@ from ._common import (
     _positive,
     _script,
     _sid,
+    slot_twin,
 )
 
 
@@ -132,8 +148,9 @@ def replay_range(
     ``start`` and ``end`` must be concrete IDs from :func:`resolve_range`, fixed when the job started:
     re-resolving "+" per batch would chase the copies when ``target`` is ``key``.
 
-    With ``job_key`` the copies, the cursor (stored under ``job_key`` in the monitored Redis, with a
-    TTL) and the count of copies (under ``job_key + b":copied"``, same TTL) move in one script, and
+    With ``job_key`` the copies, the cursor (stored under ``job_key`` in the monitored Redis, in the
+    target's slot: :func:`cursor_key`, with a TTL) and the count of copies (under that key +
+    ``b":copied"``, same TTL) move in one script, and
     each batch starts after the further of that cursor and ``after``: a job killed between the script
     and saving its own progress resumes without copying anything twice, and ``counted`` says how many
     copies it made in all. Without ``job_key`` only ``after`` is known and a crash can repeat one batch.
@@ -146,36 +163,80 @@ def replay_range(
     batch = _positive(batch, "batch", cap=MAX_BATCH)
     _positive(cursor_ttl_ms, "cursor_ttl_ms")
     pairs = _match_args(match)
-    keys = [key, target]
-    if job_key is not None:
-        keys += [_key(job_key, "job key"), _copied_key(job_key)]
     client = get_client(conn)
     with translated(conn):
+        job_keys = []
+        if job_key is not None:
+            placed = cursor_key(conn, _key(job_key, "job key"), target=target)
+            job_keys = [placed, _copied_key(placed)]
         [target_type] = stream_pipeline(conn, client, key, [("TYPE", target)])
         if target_type not in (b"none", b"stream"):
             raise InvalidArgument("The replay target holds another type, not a stream.", conn=conn)
+        if not same_slot(conn, key, target):
+            return _replay_across(
+                conn, key, target, job_keys, first=first, cursor=cursor, last=last, batch=batch,
+                ttl_ms=cursor_ttl_ms, pairs=pairs,
+            )
         copied, scanned, reached, done, counted = _script(client, "replay")(
-            keys=keys, args=[first, cursor, last, batch, cursor_ttl_ms, *pairs]
+            keys=[key, target, *job_keys], args=[first, cursor, last, batch, cursor_ttl_ms, *pairs]
         )
     return ReplayBatch(
         copied=int(copied), scanned=int(scanned), cursor=None if done else reply_text(reached), counted=int(counted)
     )
 
 
-def replay_cursor(conn: str, job_key: bytes) -> str | None:
-    """The Redis-side cursor of a replay job: the last source ID it handled, or None if it never ran
-    (or its cursor expired)."""
+def _replay_across(
+    conn: str, key: bytes, target: bytes, job_keys: list[bytes], *, first: str, cursor: str, last: str,
+    batch: int, ttl_ms: int, pairs: list[bytes],
+) -> ReplayBatch:
+    """One batch of a replay whose source and target are in different slots (see the module docstring)."""
+    client = get_client(conn)
+    if job_keys:
+        stored = reply_text(client.get(job_keys[0]))
+        if stored and (not cursor or _sid(cursor) < _sid(stored)):
+            cursor = stored
+    if cursor and _sid(cursor) >= _sid(last):
+        counted = client.get(job_keys[1]) if job_keys else None
+        return ReplayBatch(copied=0, scanned=0, cursor=None, counted=int(counted or 0))
+    start = "(" + cursor if cursor and _sid(first) <= _sid(cursor) else first
+    raw = stream_read(conn, client, key, "XRANGE", key, start, last, "COUNT", batch)
+    done = len(raw) < batch or (bool(raw) and reply_text(raw[-1][0]) == last)
+    reached = last if done else reply_text(raw[-1][0])
+    entries: list[object] = []
+    for entry_id, fields in raw:
+        entries += (entry_id, len(fields), *fields)
+    copied, counted = _script(client, "replay_copy")(
+        keys=[target, *job_keys], args=[reached, ttl_ms, len(entries), *entries, *pairs]
+    )
+    return ReplayBatch(copied=int(copied), scanned=len(raw), cursor=None if done else reached, counted=int(counted))
+
+
+def cursor_key(conn: str, job_key: bytes, *, target: bytes) -> bytes:
+    """Where a replay job's cursor is kept: ``job_key`` itself on one server, or on a cluster when its
+    own ``{tag}`` puts it (and its count key) in ``target``'s slot; else ``job_key`` behind a tag of the
+    target's slot (see the module docstring)."""
+    tagged = hash_tag(job_key.decode("latin-1")) is not None  # then ``job_key + b":copied"`` hashes alike
+    if not is_cluster(conn) or (tagged and same_slot(conn, job_key, target)):
+        return job_key
+    return slot_twin(target, job_key)
+
+
+def replay_cursor(conn: str, job_key: bytes, *, target: bytes | None = None) -> str | None:
+    """The Redis-side cursor of a replay job into ``target``: the last source ID it handled, or None if
+    it never ran (or its cursor expired). Without ``target``, ``job_key`` is read as given."""
     _key(job_key, "job key")
     with translated(conn):
-        return reply_text(get_client(conn).get(job_key))
+        placed = cursor_key(conn, job_key, target=target) if target else job_key
+        return reply_text(get_client(conn).get(placed))
 
 
-def replay_copied(conn: str, job_key: bytes) -> int | None:
+def replay_copied(conn: str, job_key: bytes, *, target: bytes | None = None) -> int | None:
     """How many copies the replay job of ``job_key`` made in all, as its script counted them; None when
     no count is kept (the job never ran, its keys expired, or it started before counts were kept)."""
     _key(job_key, "job key")
     with translated(conn):
-        value = get_client(conn).get(_copied_key(job_key))
+        placed = cursor_key(conn, job_key, target=target) if target else job_key
+        value = get_client(conn).get(_copied_key(placed))
     return None if value is None else int(value)
 
 
