@@ -245,6 +245,9 @@
           setState("replaying", "catching up…");
         } else if (frame.state === "reconnecting") {
           setState("reconnecting", "Redis unreachable, retrying…");
+        } else if (frame.state === "stalled") {
+          // The server's reader of this stream keeps failing: say why, until a "live" frame.
+          setState("stalled", "not receiving: " + String(frame.reason || "the server cannot read this stream"));
         } else if (frame.state === "error") {
           notice(String(frame.message || "The tail stopped."));
         }

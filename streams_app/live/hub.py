@@ -1,14 +1,18 @@
-"""The per-process tail hub: one blocking XREAD per monitored server, fanned out to bounded queues.
+"""The per-process tail hub: one blocking XREAD per monitored server (per node on a cluster), fanned out
+to bounded queues.
 
 Why a hub: a tail per websocket would cost one Redis connection and one blocked client per browser
-tab. Here every ASGI process (strictly: every event loop) keeps, per monitored connection, ONE task
-holding ONE ``XREAD BLOCK ... STREAMS k1 k2 ... id1 id2 ...`` over every stream that any of its
-clients tails, on a dedicated connection. Entries are decoded and encoded to their JSON frame once,
-then handed to each client's bounded queue. Redis connections and commands do not grow with clients:
-a tailed server sees two connections per process (the blocked reader and a control connection for
-replays, start positions and interrupts) and one XREAD per batch of new entries. Those connections and
-every command on them belong to :class:`streams_app.redis_ops.tail.TailReader`; this module decides only
-who receives what. How an entry looks (its JSON) is the screen's: :func:`get_hub` is handed it.
+tab. Here every ASGI process (strictly: every event loop) keeps, per monitored connection and node,
+ONE task holding ONE ``XREAD BLOCK ... STREAMS k1 k2 ... id1 id2 ...`` over every stream of that node
+that any of its clients tails, on a dedicated connection. Entries are decoded and encoded to their
+JSON frame once, then handed to each client's bounded queue. Redis connections and commands do not
+grow with clients: a tailed server (each primary of a cluster that serves a tailed key) sees two
+connections per process (the blocked reader and a control connection for replays, start positions
+and interrupts) and one XREAD per batch of new entries (per slot, on a cluster: see
+:mod:`streams_app.live.node_reader`, which also says how a tail that is not receiving says so).
+Those connections and every command on them belong to :mod:`streams_app.redis_ops.tail`; this module
+decides only who receives what. How an entry looks (its JSON) is the screen's: :func:`get_hub` is
+handed it.
 
 Interrupting the blocked read. When a client starts tailing a stream the reader does not yet read,
 the XREAD in flight must be restarted with the new key. We use ``CLIENT UNBLOCK <reader id>`` from
@@ -62,11 +66,12 @@ from typing import Any
 
 from django.conf import settings
 
+from streams_app.live.node_reader import NodeReader, queue_capacity
 from streams_app.redis_ops.decoding import display_text
-from streams_app.redis_ops.errors import OpsError, Unreachable
+from streams_app.redis_ops.errors import OpsError
 from streams_app.redis_ops.ids import id_order, parse_id, reply_id
 from streams_app.redis_ops.parsers import parse_entry
-from streams_app.redis_ops.tail import RawRead, TailReader
+from streams_app.redis_ops.tail import Layout, Moved, RawRead, TailSource
 from streams_app.redis_ops.types import Entry
 
 log = logging.getLogger(__name__)
@@ -79,22 +84,10 @@ screen's business, so the caller of :func:`get_hub` hands it in."""
 
 #: Entries per websocket frame at most (a frame of 200 small entries is ~100 KB).
 FRAME_MAX = 200
-#: Entries per key per XREAD (at most a client's queue).
-READ_COUNT = 500
-#: Attempts of CLIENT UNBLOCK while the XREAD it targets is still on its way to the server.
-UNBLOCK_ATTEMPTS = 25
-
-
-def queue_capacity() -> int:
-    return int(settings.BUSCONSOLE_TAIL_QUEUE)
 
 
 def replay_max() -> int:
     return int(settings.BUSCONSOLE_TAIL_REPLAY_MAX)
-
-
-def block_ms() -> int:
-    return int(settings.BUSCONSOLE_TAIL_BLOCK_MS)
 
 
 def max_lag_s() -> float:
@@ -256,22 +249,26 @@ class Subscription:
             await send(entries_frame(chunk))
 
 
-# ------------------------------------------------------------------------------- one server's tail
+# ------------------------------------------------------------------------- one connection's tail
 
 
 class StreamTail:
-    """Everything tailed on one monitored connection, in one event loop."""
+    """Everything tailed on one monitored connection, in one event loop: cursors, subscribers, readers.
 
-    def __init__(self, source: TailReader, *, entry_json: EntryJson) -> None:
+    One :class:`~streams_app.live.node_reader.NodeReader` per node serving a tailed key does the
+    reading (one on standalone); this class owns what they share: the cursor of every key, its
+    subscribers, and the routing of keys to nodes (``node_of``), which a MOVED reply changes.
+    """
+
+    def __init__(self, source: TailSource, *, entry_json: EntryJson) -> None:
         self.conn = source.conn
         self.source = source
         self.entry_json = entry_json
         self.cursors: dict[bytes, str] = {}
         self._cursor_sids: dict[bytes, Sid] = {}
         self.subscribers: dict[bytes, set[Subscription]] = {}
-        self._task: asyncio.Task[None] | None = None
-        self._in_flight: frozenset[bytes] | None = None  # keys of the XREAD now blocked, if any
-        self._interrupter: asyncio.Task[None] | None = None
+        self.nodes: dict[str, NodeReader] = {}
+        self.node_of: dict[bytes, NodeReader] = {}
         self._lookups: dict[bytes, asyncio.Future[str]] = {}
         self._joining = 0
         self._behind_since: dict[bytes, float] = {}  # keys whose XREADs come back full, since when
@@ -279,6 +276,7 @@ class StreamTail:
         self.jumps = 0
         self.interrupts = 0
         self.entries_read = 0
+        self.moves = 0
 
     def live_entry(self, key: bytes, entry: Entry) -> LiveEntry:
         """An entry decoded like the page and the API do, its frame encoded once for every client."""
@@ -292,19 +290,21 @@ class StreamTail:
         self._joining += 1
         try:
             if key not in self.cursors:
+                await self.source.node_of(key)  # the layout, read once while anything is tailed
                 newest = await self._newest_id(key)
                 if key not in self.cursors:  # nobody registered it while we waited
+                    node = self.source.owner(key)  # now: a MOVED seen meanwhile counts
                     self._set_cursor(key, newest)
-                    self._interrupt_if_needed()
+                    self._assign(key, node)
             # From here to the registration there is no await: the reader cannot dispatch in between.
             sub = Subscription(self, key, start=self.cursors[key], after=after_id, capacity=queue_capacity())
             self.subscribers.setdefault(key, set()).add(sub)
         finally:
             self._joining -= 1
-            if not self.cursors and not self._joining and self._task is None:
-                self.source.close()  # the lookup failed and nothing else is tailed here
-        if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._run(), name=f"tail-reader-{self.conn}")
+            self._release_idle()  # a lookup failed: its node's connections go unless something reads there
+        reader = self.node_of[key]
+        if reader.state != "live":  # the page says "live" only while entries can come
+            sub.post(reader.status_frame())
         return sub
 
     def unsubscribe(self, sub: Subscription) -> None:
@@ -317,8 +317,63 @@ class StreamTail:
             del self.subscribers[sub.key]
             self.cursors.pop(sub.key, None)
             self._cursor_sids.pop(sub.key, None)
-            if not self.cursors:
-                self._interrupt_if_needed()  # let the reader stop and release its connections now
+            reader = self.node_of.pop(sub.key, None)
+            if reader is not None:
+                reader.discard(sub.key)
+
+    def _assign(self, key: bytes, node: str) -> NodeReader:
+        """Read ``key`` (its cursor set) on ``node``'s reader, started if it was not reading."""
+        reader = self.nodes.get(node)
+        if reader is None:
+            layout = self.source.current
+            reader = self.nodes[node] = NodeReader(self, node, cluster=layout is not None and layout.cluster)
+        self.node_of[key] = reader
+        reader.add(key)
+        return reader
+
+    def moved(self, node: NodeReader, exc: Moved) -> None:
+        """A node answered MOVED: its keys of that slot go to the reader of the node that serves it now.
+
+        The cursors stay: the new reader reads on from where the old one stopped, and dispatch drops
+        anything at or below a cursor, so a key read by both for a moment is not delivered twice.
+        """
+        self._reroute(self.source.moved(exc), node)
+
+    async def refresh(self, node: NodeReader) -> None:
+        """A cluster node keeps failing: read the slot map again, in case a replica took over its slots.
+
+        A failed primary answers no MOVED; only the cluster's present view tells where its keys went.
+        """
+        try:
+            layout = await self.source.refresh()
+        except OpsError as exc:
+            log.debug("tail %s: slot map not refreshed: %s", self.conn, exc)
+            return
+        self._reroute(layout, node)
+
+    def _reroute(self, layout: Layout, node: NodeReader) -> None:
+        for key in [k for k in node.keys if layout.node_of(k) not in ("", node.name)]:
+            node.discard(key)
+            target = self._assign(key, layout.node_of(key))
+            self.moves += 1
+            if target.state != node.state:
+                self.broadcast([key], target.status_frame())
+
+    def node_idle(self, node: NodeReader) -> None:
+        """A node's loop ended (it reads nothing now): let its connections go if nothing is joining."""
+        self._release_idle()
+
+    def _release_idle(self) -> None:
+        if self._joining:
+            return
+        for name, reader in list(self.nodes.items()):
+            if not reader.keys and reader.task is None:
+                del self.nodes[name]
+        for name in list(self.source.readers):
+            if name not in self.nodes:
+                self.source.release(name)
+        if not self.cursors and not self.nodes:
+            self.source.close()  # the next tail reads the topology anew
 
     async def _newest_id(self, key: bytes) -> str:
         """The newest entry ID of ``key`` (``0-0`` when missing or empty), one lookup per key at a time."""
@@ -339,79 +394,18 @@ class StreamTail:
         overflow = reply_id(raw[limit]) if len(raw) > limit else None
         return [self.live_entry(key, parse_entry(item)) for item in reversed(raw[:limit])], overflow
 
-    # -- the reader
+    # -- what the readers read
 
-    def _interrupt_if_needed(self) -> None:
-        if self._in_flight is not None and self._interrupter is None:
-            self._interrupter = asyncio.get_running_loop().create_task(self._interrupt())
+    def dispatch(self, reply: RawRead, count: int, *, read: Iterable[bytes]) -> list[bytes]:
+        """Fan a reply out; return the keys the reader has been behind on for longer than allowed.
 
-    def _read_is_stale(self) -> bool:
-        flight = self._in_flight
-        return flight is not None and (not self.cursors or not self.cursors.keys() <= flight)
-
-    async def _interrupt(self) -> None:
-        """CLIENT UNBLOCK the reader while its XREAD misses a key (or is no longer wanted at all)."""
-        try:
-            for attempt in range(UNBLOCK_ATTEMPTS):
-                if not self._read_is_stale() or self.source.reader_id is None:
-                    return
-                if await self.source.unblock_reader():
-                    self.interrupts += 1
-                    return
-                await asyncio.sleep(0.002 * (attempt + 1))  # the XREAD has not reached the server yet
-        except Exception as exc:  # noqa: BLE001 - the bounded BLOCK is the backstop
-            log.debug("tail %s: CLIENT UNBLOCK failed: %s", self.conn, exc)
-        finally:
-            self._interrupter = None
-
-    async def _run(self) -> None:
-        failures = 0
-        try:
-            while self.cursors:
-                keys = list(self.cursors)
-                ids = [self.cursors[k] for k in keys]
-                try:
-                    await self.source.connect_reader(block_ms=block_ms())
-                    self._in_flight = frozenset(keys)
-                    try:
-                        # No more per key than a client's queue holds: a client that keeps up never skips.
-                        count = max(1, min(READ_COUNT, queue_capacity()))
-                        reply = await self.source.read(keys, ids, count=count, block_ms=block_ms())
-                    finally:
-                        self._in_flight = None
-                except Unreachable as exc:
-                    failures += 1
-                    self._reader_failed(exc, failures)
-                    await asyncio.sleep(min(5.0, 0.1 * 2**failures))
-                    continue
-                except OpsError as exc:  # Redis refused the XREAD as a whole
-                    await self._evict_non_streams(keys, exc)
-                    continue
-                except Exception:
-                    log.exception("tail reader %s: unexpected error", self.conn)
-                    await asyncio.sleep(1.0)
-                    continue
-                if failures:
-                    failures = 0
-                    self._broadcast({"type": "status", "state": "live"})
-                self.xread_calls += 1
-                if reply:
-                    lagging = self._dispatch(reply, count)
-                    for key in lagging:
-                        await self._skip_to_head(key)
-        finally:
-            # No await between the loop's last check and this: a client joining after it starts a new task.
-            self._task = None
-            if not self.cursors and not self._joining:
-                self.source.close()
-
-    def _dispatch(self, reply: RawRead, count: int) -> list[bytes]:
-        """Fan a reply out; return the keys the reader has been behind on for longer than allowed."""
+        ``read`` is every key the reply answers for: those of them that came back short are caught up.
+        """
         now = time.monotonic()
         full = {bytes(raw_key) for raw_key, raw_entries in reply if len(raw_entries) >= count}
-        for key in list(self._behind_since):
+        for key in read:
             if key not in full:
-                del self._behind_since[key]  # caught up (or no longer tailed)
+                self._behind_since.pop(key, None)  # caught up (or no longer tailed)
         lagging = []
         for key in full:
             since = self._behind_since.setdefault(key, now)
@@ -435,7 +429,7 @@ class StreamTail:
                 sub.offer(batch)
         return lagging
 
-    async def _skip_to_head(self, key: bytes) -> None:
+    async def skip_to_head(self, key: bytes) -> None:
         """Behind for too long (the process cannot keep up): jump to the newest entry, and say so.
 
         Without this, an overloaded process would show ever older entries while Redis holds the
@@ -456,34 +450,29 @@ class StreamTail:
         for sub in self.subscribers.get(key, ()):
             sub.jump(head)
 
-    def _reader_failed(self, exc: Unreachable, failures: int) -> None:
-        """Say so once per outage; the reader starts over on a fresh connection (TailReader.read)."""
-        if failures == 1:
-            log.warning("tail reader %s: Redis unreachable (%s); retrying", self.conn, exc)
-            self._broadcast({"type": "status", "state": "reconnecting",
-                             "message": f"Redis server {self.conn!r} is unreachable; retrying."})
+    async def evict_non_streams(self, keys: Sequence[bytes], exc: OpsError) -> bool:
+        """An XREAD failed as a whole: end the tails of the keys that now hold another type, if any.
 
-    async def _evict_non_streams(self, keys: list[bytes], exc: OpsError) -> None:
-        """XREAD failed as a whole (a tailed key now holds another type): end those tails only."""
+        False when none does (the refusal was about something else: the reader reports it).
+        """
         try:
             types = await self.source.types(keys)
         except OpsError:
-            await asyncio.sleep(1.0)
-            return
+            return False
         evicted = [key for key, kind in zip(keys, types, strict=True) if kind not in ("stream", "none")]
-        if not evicted:
-            log.error("tail reader %s: XREAD refused: %s", self.conn, exc)
-            await asyncio.sleep(1.0)
-            return
         for key in evicted:
             for sub in list(self.subscribers.get(key, ())):
                 sub.end(4404, {"type": "status", "state": "error",
                                "message": f"{display_text(key)} no longer holds a stream."})
                 self.unsubscribe(sub)
+        if not evicted:
+            log.error("tail reader %s: XREAD refused: %s", self.conn, exc)
+        return bool(evicted)
 
-    def _broadcast(self, frame: dict[str, Any]) -> None:
-        for subs in self.subscribers.values():
-            for sub in subs:
+    def broadcast(self, keys: Iterable[bytes], frame: dict[str, Any]) -> None:
+        """A control frame to every subscriber of ``keys``."""
+        for key in list(keys):
+            for sub in self.subscribers.get(key, ()):
                 sub.post(frame)
 
     def stats(self) -> dict[str, Any]:
@@ -498,8 +487,10 @@ class StreamTail:
             "xread_calls": self.xread_calls,
             "interrupts": self.interrupts,
             "jumps": self.jumps,
+            "moves": self.moves,
             "entries_read": self.entries_read,
-            "reading": self._task is not None,
+            "reading": any(node.task is not None for node in self.nodes.values()),
+            "nodes": {name: node.stats() for name, node in self.nodes.items()},
         }
 
 
@@ -517,7 +508,7 @@ class Hub:
         """The connection's tail; raises NotFound for a connection that is not configured (any more)."""
         tail = self.tails.get(conn)
         if tail is None or not tail.source.configured():
-            tail = self.tails[conn] = StreamTail(TailReader(conn), entry_json=self.entry_json)
+            tail = self.tails[conn] = StreamTail(TailSource(conn), entry_json=self.entry_json)
         return tail
 
     async def subscribe(self, conn: str, key: bytes, *, after: str | None = None) -> Subscription:

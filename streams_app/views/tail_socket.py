@@ -8,7 +8,11 @@
   (resume_after, last_skipped] were not sent: this client fell behind (``count`` exact), or, with
   ``count`` null because nobody counted them, a reconnect's replay was cut at its limit
   (``reason: "replay_limit"``) or the whole process could not keep up (``reason: "lagging"``);
-- ``{"type": "status", "state": "replaying" | "live" | "reconnecting" | "error", ...}``;
+- ``{"type": "status", "state": "replaying" | "live" | "reconnecting" | "stalled" | "error", ...}``:
+  ``reconnecting`` when the reader of the stream's node (the server, or its primary on a Redis Cluster)
+  first fails to reach it, ``stalled`` with a ``reason`` (and the ``node``) when it has kept failing or
+  Redis refuses the read, ``live`` again once it reads (:mod:`streams_app.live.node_reader`): the page
+  says "live" only while entries can arrive;
 - ``{"type": "changed", ...}`` (an operator action on the stream) and ``{"type": "job", ...}`` (progress
   of a background job about it), relayed from the channel layer.
 

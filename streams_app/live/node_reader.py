@@ -1,0 +1,271 @@
+"""One node's reader loop for the tail hub: XREAD the tailed keys the node serves, say when it cannot.
+
+The hub (:mod:`streams_app.live.hub`) keeps, per monitored connection, one :class:`NodeReader` per
+node that serves a tailed key: the one server on standalone, each primary owning a tailed key's slot
+on a Redis Cluster. Each holds one blocked XREAD on its node's reader connection (``TailReader``), so
+Redis connections follow nodes, never clients or keys. What the loop reads goes back to the hub, which
+owns the cursors and the subscribers (the :class:`Owner` protocol): this module decides only what to
+read next and whether the node is receiving.
+
+Reading. Keys of one slot (every key, on standalone) are one ``XREAD BLOCK`` of
+``BUSCONSOLE_TAIL_BLOCK_MS``, interrupted by ``CLIENT UNBLOCK`` when a key joins, as before the cluster
+existed. Keys of several slots on one cluster node cannot share an XREAD (CROSSSLOT), so a round is one
+round trip with one XREAD per slot, none of them blocking (``TailReader.read_slots``); a round that
+brought entries is followed at once by the next, one that brought none by a wait of
+``BUSCONSOLE_TAIL_POLL_MS`` (10 ms) that a joining key cuts short, four times that once the node has
+brought nothing for a second. So a busy node is read as fast as Redis answers, an entry of a node that
+is being written to waits at most about POLL_MS (the first one after a quiet second about 4 x POLL_MS),
+and a quiet node costs 25 round trips a second (about 0.25 ms of CPU each for 33 slots: the XREADs
+of a round are encoded once and reused while their IDs do not change). The wait is the hub's own
+timer, not a short BLOCK on one of the slots: Redis ends a BLOCK that times out only at its next
+server tick (1000 / ``hz`` ms, 100 ms by default), and rounds with a 10 ms BLOCK were measured at ten
+a second, with a p99 near 100 ms. ``bench/tail.py`` measures the cluster case against a floor of one
+blocked connection per key.
+
+Saying so. A reader that cannot read tells the subscribers of its keys, with ``status`` frames:
+``reconnecting`` at the first failure to reach the node (a restart or a failover is often over
+quickly), ``stalled`` with the ``reason`` once it has failed for :data:`STALL_AFTER_S` or at once when
+Redis refuses the XREAD (an ACL, a cluster that serves no slot...), and ``live`` again when a read
+succeeds. A page that says "live" is receiving. MOVED is not a failure: the slot's keys move to the
+reader of the node named by the reply (the hub re-routes them; cursors stay, so nothing is lost or
+repeated).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any, Protocol
+
+from django.conf import settings
+
+from streams_app.redis_ops.errors import NotFound, OpsError, Unreachable
+from streams_app.redis_ops.tail import Moved, RawRead, TailSource
+
+log = logging.getLogger(__name__)
+
+#: Entries per key per XREAD (at most a client's queue).
+READ_COUNT = 500
+#: Attempts of CLIENT UNBLOCK while the XREAD it targets is still on its way to the server.
+UNBLOCK_ATTEMPTS = 25
+#: A node whose multi-slot rounds brought nothing for this long waits QUIET_FACTOR x POLL_MS between them.
+QUIET_AFTER_S = 1.0
+QUIET_FACTOR = 4
+#: Seconds of failing reads after which a node's tails are "stalled" rather than "reconnecting".
+STALL_AFTER_S = 2.0
+
+
+def queue_capacity() -> int:
+    return int(settings.BUSCONSOLE_TAIL_QUEUE)
+
+
+def block_ms() -> int:
+    return int(settings.BUSCONSOLE_TAIL_BLOCK_MS)
+
+
+def poll_ms() -> int:
+    """The wait between quiet rounds over several slots of one cluster node (see the module docstring)."""
+    return int(settings.BUSCONSOLE_TAIL_POLL_MS)
+
+
+class Owner(Protocol):
+    """What a node reader needs from the hub's tail of its connection (``hub.StreamTail``)."""
+
+    conn: str
+    source: TailSource
+    cursors: dict[bytes, str]
+    xread_calls: int
+    interrupts: int
+
+    def dispatch(self, reply: RawRead, count: int, *, read: Iterable[bytes]) -> list[bytes]: ...
+
+    async def skip_to_head(self, key: bytes) -> None: ...
+
+    def moved(self, node: NodeReader, exc: Moved) -> None: ...
+
+    async def refresh(self, node: NodeReader) -> None: ...
+
+    async def evict_non_streams(self, keys: Sequence[bytes], exc: OpsError) -> bool: ...
+
+    def broadcast(self, keys: Iterable[bytes], frame: dict[str, Any]) -> None: ...
+
+    def node_idle(self, node: NodeReader) -> None: ...
+
+
+class NodeReader:
+    """The reader loop of one node and what its subscribers were last told (``state``)."""
+
+    def __init__(self, owner: Owner, name: str, *, cluster: bool) -> None:
+        self.owner = owner
+        self.name = name
+        self.cluster = cluster
+        self.keys: set[bytes] = set()
+        self.task: asyncio.Task[None] | None = None
+        self.in_flight: frozenset[bytes] | None = None  # keys of the XREAD now blocked, if any
+        self._interrupter: asyncio.Task[None] | None = None
+        self.state = "live"  # live | reconnecting | stalled
+        self.reason: str | None = None
+        self._failing_since: float | None = None
+        self._failures = 0
+        self._wake = asyncio.Event()  # set when the keys change: cuts a multi-slot round's wait short
+        self._last_entry_at = 0.0  # when a multi-slot round last brought entries (monotonic)
+        self.rounds = 0
+
+    # -- keys
+
+    def add(self, key: bytes) -> None:
+        """Read ``key`` from now on (its cursor is set): start the loop, or restart its XREAD."""
+        self.keys.add(key)
+        self._wake.set()
+        if self.task is None:
+            self.task = asyncio.get_running_loop().create_task(
+                self._run(), name=f"tail-reader-{self.owner.conn}-{self.name}")
+        self.interrupt_if_needed()
+
+    def discard(self, key: bytes) -> None:
+        self.keys.discard(key)
+        if not self.keys:
+            self._wake.set()
+            self.interrupt_if_needed()  # let the loop stop and the connections go now
+
+    def status_frame(self) -> dict[str, Any]:
+        if self.state == "stalled":
+            return {"type": "status", "state": "stalled", "reason": self.reason, "node": self.name}
+        if self.state == "reconnecting":
+            where = f"Redis node {self.name} of {self.owner.conn!r}" if self.cluster else f"Redis server {self.owner.conn!r}"
+            return {"type": "status", "state": "reconnecting", "message": f"{where} is unreachable; retrying.",
+                    "node": self.name}
+        return {"type": "status", "state": "live"}
+
+    # -- interrupting the blocked read
+
+    def interrupt_if_needed(self) -> None:
+        if self.in_flight is not None and self._interrupter is None:
+            self._interrupter = asyncio.get_running_loop().create_task(self._interrupt())
+
+    def _read_is_stale(self) -> bool:
+        flight = self.in_flight
+        return flight is not None and (not self.keys or not self.keys <= flight)
+
+    async def _interrupt(self) -> None:
+        """CLIENT UNBLOCK the reader while its XREAD misses a key (or is no longer wanted at all)."""
+        try:
+            for attempt in range(UNBLOCK_ATTEMPTS):
+                reader = self.owner.source.readers.get(self.name)
+                if not self._read_is_stale() or reader is None or reader.reader_id is None:
+                    return
+                if await reader.unblock_reader():
+                    self.owner.interrupts += 1
+                    return
+                await asyncio.sleep(0.002 * (attempt + 1))  # the XREAD has not reached the server yet
+        except Exception as exc:  # noqa: BLE001 - the bounded BLOCK is the backstop
+            log.debug("tail %s %s: CLIENT UNBLOCK failed: %s", self.owner.conn, self.name, exc)
+        finally:
+            self._interrupter = None
+
+    # -- the loop
+
+    async def _run(self) -> None:
+        try:
+            while self.keys:
+                try:
+                    await self._round()
+                except Exception:
+                    log.exception("tail reader %s %s: unexpected error", self.owner.conn, self.name)
+                    await asyncio.sleep(1.0)
+        finally:
+            # No await between the loop's last check and this: a key added after it starts a new task.
+            self.task = None
+            self.owner.node_idle(self)
+
+    async def _round(self) -> None:
+        owner = self.owner
+        self._wake.clear()  # a key that joins from here on cuts the wait after this round short
+        try:
+            reader = owner.source.reader(self.name)
+            await reader.connect_reader(block_ms=block_ms())
+        except OpsError as exc:
+            await self._failed(exc)
+            return
+        # From here to the XREAD being sent there is no await: keys, groups and cursors agree.
+        keys = list(self.keys)
+        layout = owner.source.current
+        groups = layout.groups(keys) if layout is not None else [keys]
+        if not groups:
+            return
+        blocking = 0 if len(groups) == 1 else None
+        # No more per key than a client's queue holds: a client that keeps up never skips.
+        count = max(1, min(READ_COUNT, queue_capacity()))
+        self.in_flight = frozenset(keys) if blocking is not None else None  # only a blocked XREAD is interrupted
+        try:
+            replies = await reader.read_slots([(g, [owner.cursors[k] for k in g]) for g in groups],
+                                              count=count, block_ms=block_ms(), blocking=blocking)
+        except OpsError as exc:
+            await self._failed(exc)
+            return
+        finally:
+            self.in_flight = None
+        self.rounds += 1
+        owner.xread_calls += len(groups)
+        entries: list[tuple[bytes, Any]] = []
+        problem: OpsError | None = None
+        for group, reply in zip(groups, replies, strict=True):
+            if isinstance(reply, Moved):
+                owner.moved(self, reply)
+            elif isinstance(reply, NotFound):  # a key now holds another type: end its tails only
+                if not await owner.evict_non_streams(group, reply):
+                    problem = reply
+            elif isinstance(reply, OpsError):
+                problem = reply
+            else:
+                entries.extend(reply)
+        if entries:
+            for key in owner.dispatch(entries, count, read=keys):
+                await owner.skip_to_head(key)
+        if problem is not None:
+            await self._failed(problem)
+            return
+        self._recovered()
+        if entries:
+            self._last_entry_at = time.monotonic()
+        if blocking is None and not entries and not self._wake.is_set():
+            wait = poll_ms() / 1000
+            if time.monotonic() - self._last_entry_at > QUIET_AFTER_S:
+                wait *= QUIET_FACTOR
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(wait):
+                    await self._wake.wait()
+
+    # -- saying so
+
+    async def _failed(self, exc: OpsError) -> None:
+        """Tell the subscribers (once per change of state), then wait before the next attempt."""
+        now = time.monotonic()
+        self._failures += 1
+        if self._failing_since is None:
+            self._failing_since = now
+        if not isinstance(exc, Unreachable) or now - self._failing_since >= STALL_AFTER_S:
+            state = "stalled"
+        else:
+            state = "reconnecting"
+        if state != self.state and not (state == "reconnecting" and self.state == "stalled"):
+            self.state, self.reason = state, exc.message
+            log.warning("tail reader %s %s: %s (%s)", self.owner.conn, self.name, state, exc.message)
+            self.owner.broadcast(self.keys, self.status_frame())
+        if self.cluster and isinstance(exc, Unreachable) and self._failures > 1:
+            await self.owner.refresh(self)  # a replica may serve its slots now: they move to its reader
+        await asyncio.sleep(min(5.0, 0.1 * 2**self._failures))
+
+    def _recovered(self) -> None:
+        self._failures, self._failing_since = 0, None
+        if self.state != "live":
+            log.warning("tail reader %s %s: live again", self.owner.conn, self.name)
+            self.state, self.reason = "live", None
+            self.owner.broadcast(self.keys, self.status_frame())
+
+    def stats(self) -> dict[str, Any]:
+        return {"keys": len(self.keys), "state": self.state, "reason": self.reason, "rounds": self.rounds,
+                "reading": self.task is not None}
