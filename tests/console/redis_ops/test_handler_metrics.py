@@ -1,4 +1,4 @@
-"""Handler metrics read from ``eventbus:metrics``: rates, percentiles, the read cap, the nearest-rank rule.
+"""Handler metrics read from the bus's metric streams: rates, percentiles, the read cap, the nearest-rank rule.
 
 Entries are written in the bus's own format (by hand, and once by ``eventbus.metrics.MetricsBuffer``
 itself). Expected figures come from a plain-Python computation over the same entries: each ``processed``
@@ -20,9 +20,9 @@ from tests.console.redis_ops.helpers import METRICS, metric_entry
 NOW_MS = 1_800_000_000_000  # "now" for the reads below; entry IDs are placed relative to it
 
 
-def add(r: redis.Redis, fields: dict[str, str], *, seconds_ago: float, seq: int = 0) -> None:
+def add(r: redis.Redis, fields: dict[str, str], *, seconds_ago: float, seq: int = 0, key: str = METRICS) -> None:
     ms = NOW_MS - int(seconds_ago * 1000)
-    r.xadd(METRICS, {**fields, "ts": str(ms)}, id=f"{ms}-{seq}")
+    r.xadd(key, {**fields, "ts": str(ms)}, id=f"{ms}-{seq}")
 
 
 def plain_percentile(runs: list[float], p: float) -> float:
@@ -96,3 +96,40 @@ def test_nearest_rank_definition() -> None:
     assert nearest_rank([(10.0, 1)], 95) == 10.0
     samples = [(5.0, 3), (1.0, 1), (9.0, 6)]  # ten runs: 1, 5, 5, 5, 9 x 6
     assert [nearest_rank(samples, p) for p in (10, 11, 40, 41, 50, 100)] == [1.0, 5.0, 5.0, 9.0, 9.0, 9.0]
+
+
+def test_per_stream_metric_streams_and_the_old_shared_one_are_read_together(r: redis.Redis) -> None:
+    """Workers write ``{stream}:metrics``; older ones wrote ``eventbus:metrics``: both count."""
+    for key, stream, count in (("{orders}:metrics", "orders", 5), ("{pay}.v2:metrics", "{pay}.v2", 2)):
+        add(r, metric_entry("processed", stream=stream, count=count, duration_ms=float(count)), seconds_ago=60,
+            key=key)
+    add(r, metric_entry("processed", stream="orders", count=3, duration_ms=3.0), seconds_ago=50)  # the old stream
+    r.xadd("{orders}:metrics:x", {"unrelated": "1"})  # a name that only looks alike is not read
+
+    every = handler_metrics("default", window_s=300, now_ms=NOW_MS)
+    assert {(row.stream, row.processed) for row in every.rows} == {(b"orders", 8), (b"{pay}.v2", 2)}
+    assert every.sources == 3 and not every.partial
+
+    one = handler_metrics("default", window_s=300, now_ms=NOW_MS, stream=b"orders")
+    assert [(row.stream, row.processed) for row in one.rows] == [(b"orders", 8)]
+    assert one.sources == 2
+
+
+def test_a_capped_read_over_several_streams_covers_one_exact_span(r: redis.Redis) -> None:
+    written: list[tuple[int, int]] = []  # (ms, count) of every entry, to check the result against
+    for i in range(100):  # one a second in one stream, one every ten seconds in another
+        ms = NOW_MS - (100 - i) * 1000
+        r.xadd("{busy}:metrics", {**metric_entry("processed", stream="s", count=1), "ts": str(ms)}, id=f"{ms}-0")
+        written.append((ms, 1))
+        if i % 10 == 5:
+            r.xadd("{calm}:metrics", {**metric_entry("processed", stream="s", count=100), "ts": str(ms)},
+                   id=f"{ms}-0")
+            written.append((ms, 100))
+
+    capped = handler_metrics("default", window_s=300, now_ms=NOW_MS, max_entries=40)
+    assert capped.truncated and capped.entries_read <= 40
+    start = NOW_MS - round(capped.span_s * 1000)
+    (row,) = capped.rows
+    # Exactly the entries of both streams from the span's start on, however the read was split.
+    assert row.processed == sum(count for ms, count in written if ms >= start)
+    assert row.processed_per_s == pytest.approx(row.processed / capped.span_s)
