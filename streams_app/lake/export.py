@@ -23,6 +23,11 @@ Beside the raw entries (``entries``), ``eventbus:metrics`` is also written with 
 its parsed facts (``dlq``), in the same chunk and under the same checkpoint. The metric snapshot tables
 are exported by time (:mod:`streams_app.lake.tables`).
 
+On a Redis Cluster the streams are found on every primary (the SCAN pages walk them one after another)
+and each stream is read from its own node. A primary that does not answer is reported in the run's
+``failed`` list, its streams left for the next run (their checkpoints do not move), and only its own
+streams are skipped for the rest of the run, not the whole connection.
+
 This module reads Redis only through ``redis_ops``: the streams by SCAN pages (``reads``), their
 entries as raw XRANGE pages (:func:`~streams_app.redis_ops.ranges.range_pages`, never ``XRANGE - +``
 without ``COUNT``), every failure an :class:`~streams_app.redis_ops.errors.OpsError`.
@@ -63,6 +68,7 @@ from streams_app.lake.models import ExportCheckpoint
 from streams_app.lake.tables import export_tables
 from streams_app.redis_ops import conventions, reads
 from streams_app.redis_ops.client import connections
+from streams_app.redis_ops.commands import node_of
 from streams_app.redis_ops.decoding import display_text
 from streams_app.redis_ops.errors import OpsError, Unreachable
 from streams_app.redis_ops.ids import parse_id, parse_position
@@ -163,22 +169,25 @@ def export_run(
     plan: list[StreamTask] = []
     for conn in conns or [c.name for c in connections()]:
         try:
-            plan += _streams(conn, match)
+            found, missed = _streams(conn, match)
         except OpsError as exc:
             stats.failed.append(f"{conn}: {exc.message}")
+            continue
+        plan += found
+        stats.failed += [f"{conn} {node}: did not answer; its streams were not exported" for node in missed]
     count = _workers(workers, plan, parallel_min)
     if count > 1 and on_written is None:
         _export_parallel(uri, plan, since=first, chunk_rows=chunk_rows, workers=count, stats=stats,
                          on_progress=on_progress)
     else:
-        unreachable: set[str] = set()
+        unreachable: set[tuple[str, str]] = set()  # (connection, node): a silent node skips only its keys
         for item in plan:
-            if item.conn in unreachable:
+            if (item.conn, item.node) in unreachable:
                 continue
             part = export_one(uri, item, since=first, chunk_rows=chunk_rows, on_progress=on_progress,
                               on_written=on_written, base=stats)
             if part.unreachable:
-                unreachable.add(item.conn)
+                unreachable.add((item.conn, item.node))
     if tables:
         since_ms = parse_id(first).ms if first else 0
         export_tables(lake.Lake(uri), now=now or timezone.now(), since_ms=since_ms, stats=stats, on_written=on_written)
@@ -194,6 +203,7 @@ class StreamTask:
     key: bytes
     newest: str | None
     length: int
+    node: str = ""  # the primary serving the key (host:port); one node per connection on standalone
 
 
 @dataclass
@@ -202,16 +212,19 @@ class _Part:
     unreachable: bool = False
 
 
-def _streams(conn: str, match: bytes) -> list[StreamTask]:
-    """Every stream matching ``match`` with its newest ID and length, by SCAN pages (no KEYS)."""
+def _streams(conn: str, match: bytes) -> tuple[list[StreamTask], tuple[str, ...]]:
+    """Every stream matching ``match`` with its newest ID and length, by SCAN pages (no KEYS) over every
+    primary, and the primaries that did not answer (their streams wait for the next run)."""
     out: list[StreamTask] = []
+    missed: dict[str, None] = {}
     cursor = 0
     while True:
         page = reads.streams_scan(conn, match=match, cursor=cursor, count=reads.MAX_PAGE)
-        out += [StreamTask(conn, s.key, s.last_id, s.length) for s in page.streams]
+        out += [StreamTask(conn, s.key, s.last_id, s.length, node_of(conn, s.key)) for s in page.streams]
+        missed.update(dict.fromkeys(page.missed))
         cursor = page.next_cursor
         if cursor == 0:
-            return out
+            return out, tuple(missed)
 
 
 def _workers(requested: int | None, plan: list[StreamTask], parallel_min: int) -> int:

@@ -93,13 +93,14 @@ class DecodedField:
 
 
 def display_text(raw: bytes) -> str:
-    """Bytes as text for display: UTF-8, any byte that is not part of valid UTF-8 as ``\\xNN`` and any
-    bidi control character as ``\\uNNNN``.
+    """Bytes as text for display: UTF-8, any byte that is not part of valid UTF-8 as ``\\xNN``, NUL as
+    ``\\x00`` and any bidi control character as ``\\uNNNN``.
 
     Every name the console shows (keys, groups, consumers, field names) goes through here, so two names
-    that differ only by invisible reordering characters never look alike.
+    that differ only by invisible reordering characters never look alike. The same text is stored in the
+    database (mirror, audit, jobs, rollups), and PostgreSQL refuses a NUL in text and JSON columns.
     """
-    return escape_bidi(as_bytes(raw).decode("utf-8", "backslashreplace"))
+    return escape_bidi(as_bytes(raw).decode("utf-8", "backslashreplace")).replace("\x00", "\\x00")
 
 
 def escape_bidi(text: str) -> str:

@@ -3,18 +3,25 @@
 Every function takes a connection name, talks to that server with a bounded number of round trips
 (pipelines for per-stream facts, COUNT on every range) and returns frozen dataclasses. Nothing here
 runs ``KEYS``, ``XRANGE - +`` or ``XINFO STREAM FULL``: on a big server those block Redis.
+
+On a Redis Cluster the reads of one key go to its node (the cluster client routes them; pipelines of
+several keys are split by node, never sent as one MULTI), and listings walk every primary. A listing
+that could not reach every primary still answers with what it found and names the primaries it
+missed (``missed``): the page or reply says it is partial rather than looking complete.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
+from typing import Generic, TypeVar
 
 from django.conf import settings
 
-from .client import get_client
-from .commands import SCAN_COUNT, lookup, pipelined, scan_streams, stream_read
-from .errors import InvalidArgument, NotFound, translated
+from .client import get_client, is_cluster, primaries
+from .commands import SCAN_COUNT, keyed_pipeline, lookup, pipelined, scan_streams, stream_read
+from .errors import InvalidArgument, NotFound, Unreachable, translated
 from .ids import parse_id, parse_position
 from .parsers import (
     parse_consumer,
@@ -33,8 +40,24 @@ DEFAULT_PAGE = 50
 @dataclass(frozen=True, slots=True)
 class StreamPage:
     streams: tuple[StreamSummary, ...]
-    next_cursor: int  # 0 when the scan is complete
+    next_cursor: int  # 0 when the scan is complete (a listing cursor: see commands.listing_cursor)
     scanned: int  # keys SCAN looked at for this page (not only streams)
+    missed: tuple[str, ...] = ()  # primaries (host:port) this page could not list or read: it is partial
+
+    @property
+    def complete(self) -> bool:
+        """Whether every primary answered for this page (the page may still be one of several)."""
+        return not self.missed
+
+
+@dataclass(frozen=True, slots=True)
+class LongestPage:
+    """One page of the longest streams among those one scan budget found (``?sort=length`` without a mirror)."""
+
+    streams: tuple[StreamSummary, ...]
+    sorted_among: int  # streams found and ranked
+    scan_complete: bool  # the scan saw the whole keyspace within its budget
+    missed: tuple[str, ...] = ()  # primaries not listed or not read: the ranking leaves their streams out
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,74 +113,104 @@ def streams_scan(
         raise InvalidArgument("cursor must not be negative.")
     keys: list[bytes] = []
     scanned = 0
+    missed: tuple[str, ...] = ()
     for step in scan_streams(conn, match=match, cursor=cursor, count=count, grow_to=SCAN_COUNT, budget=budget):
         keys += step.keys
-        cursor, scanned = step.cursor, step.scanned
+        cursor, scanned, missed = step.cursor, step.scanned, step.missed
         if len(keys) >= count:
             break
-    summaries = stream_summaries(conn, keys)
-    return StreamPage(streams=tuple(summaries), next_cursor=cursor, scanned=scanned)
+    summaries, unread = stream_summaries_covered(conn, keys)
+    return StreamPage(streams=tuple(summaries), next_cursor=cursor, scanned=scanned, missed=_union(missed, unread))
+
+
+def _union(*lists: Iterable[str]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(name for names in lists for name in names))
 
 
 def stream_summaries(conn: str, keys: Iterable[bytes]) -> list[StreamSummary]:
     """Length, ends, groups and pending of each stream in ``keys``, in one pipeline.
 
-    Keys that vanished (or changed type) since they were listed are left out.
+    Keys that vanished (or changed type) since they were listed are left out, and so are keys whose
+    node did not answer (:func:`stream_summaries_covered` names those nodes).
     """
-    return [StreamSummary.of(info) for info in stream_infos(conn, list(keys))]
+    return stream_summaries_covered(conn, keys)[0]
+
+
+def stream_summaries_covered(conn: str, keys: Iterable[bytes]) -> tuple[list[StreamSummary], tuple[str, ...]]:
+    """:func:`stream_summaries`, and the primaries whose keys could not be read (empty when all answered)."""
+    infos, missed = stream_infos_covered(conn, list(keys))
+    return [StreamSummary.of(info) for info in infos], missed
 
 
 def stream_infos(conn: str, keys: Sequence[bytes]) -> list[StreamInfo]:
     """XINFO STREAM and XINFO GROUPS of each stream in ``keys``, in one pipeline (one round trip).
 
-    Keys that vanished (or changed type) since they were listed are left out.
+    Keys that vanished (or changed type) since they were listed are left out, and so are keys whose
+    node did not answer (:func:`stream_infos_covered` names those nodes).
     """
+    return stream_infos_covered(conn, keys)[0]
+
+
+def stream_infos_covered(conn: str, keys: Sequence[bytes]) -> tuple[list[StreamInfo], tuple[str, ...]]:
+    """:func:`stream_infos`, and the primaries whose keys could not be read (empty when all answered)."""
     if not keys:
-        return []
-    client = get_client(conn)
-    commands = [command for key in keys for command in (("XINFO", "STREAM", key), ("XINFO", "GROUPS", key))]
-    with translated(conn):
-        replies = pipelined(client, commands, raise_on_error=False)
+        return [], ()
+    read = keyed_pipeline(conn, keys, lambda key: (("XINFO", "STREAM", key), ("XINFO", "GROUPS", key)))
     out: list[StreamInfo] = []
-    for i, key in enumerate(keys):
-        info, groups = replies[2 * i], replies[2 * i + 1]
-        if isinstance(info, Exception) or isinstance(groups, Exception):
+    for key, replies in zip(keys, read.replies, strict=True):
+        if replies is None:
             continue
+        info, groups = replies
+        if isinstance(info, Exception) or isinstance(groups, Exception):
+            continue  # vanished or retyped since it was listed
         out.append(parse_stream(key, info, groups))
-    return out
+    return out, read.missed
 
 
 def stream_lengths(conn: str, keys: Sequence[bytes], *, chunk: int = 5000) -> dict[bytes, int]:
     """XLEN of many keys, pipelined in chunks (for sorting a scanned set by length)."""
-    client = get_client(conn)
+    return stream_lengths_covered(conn, keys, chunk=chunk)[0]
+
+
+def stream_lengths_covered(
+    conn: str, keys: Sequence[bytes], *, chunk: int = 5000
+) -> tuple[dict[bytes, int], tuple[str, ...]]:
+    """:func:`stream_lengths`, and the primaries whose keys could not be read."""
     lengths: dict[bytes, int] = {}
-    with translated(conn):
-        for start in range(0, len(keys), chunk):
-            part = keys[start : start + chunk]
-            pipe = client.pipeline(transaction=False)
-            for key in part:
-                pipe.xlen(key)
-            for key, value in zip(part, pipe.execute(raise_on_error=False), strict=True):
-                if not isinstance(value, Exception):
-                    lengths[key] = int(value)
-    return lengths
+    missed: tuple[str, ...] = ()
+    for start in range(0, len(keys), chunk):
+        part = keys[start : start + chunk]
+        read = keyed_pipeline(conn, part, lambda key: (("XLEN", key),))
+        missed = _union(missed, read.missed)
+        for key, replies in zip(part, read.replies, strict=True):
+            if replies is not None and not isinstance(replies[0], Exception):
+                lengths[key] = int(replies[0])
+    return lengths, missed
 
 
 def streams_by_length(
     conn: str, *, match: bytes = b"*", count: int = DEFAULT_PAGE, offset: int = 0, budget: int | None = None
-) -> tuple[list[StreamSummary], int, bool]:
-    """The longest streams among at most ``budget`` scanned keys: (page, streams seen, scan complete)."""
+) -> LongestPage:
+    """The longest streams among at most ``budget`` scanned keys, over every primary.
+
+    For a fresh install only: once the mirror holds the connection, pages and the API rank every
+    stream from it instead (a scan budget may leave the longest stream out).
+    """
     count = _check_count(count)
     budget = budget or settings.BUSCONSOLE_SCAN_BUDGET
     keys: list[bytes] = []
     cursor = 0
+    missed: tuple[str, ...] = ()
     for step in scan_streams(conn, match=match, count=SCAN_COUNT, budget=budget):
         keys += step.keys
-        cursor = step.cursor
-    lengths = stream_lengths(conn, sorted(keys))
+        cursor, missed = step.cursor, step.missed
+    lengths, unread = stream_lengths_covered(conn, sorted(keys))
     ranked = sorted(lengths, key=lambda k: (-lengths[k], k))
-    page = stream_summaries(conn, ranked[offset : offset + count])
-    return page, len(lengths), cursor == 0
+    page, unread_page = stream_summaries_covered(conn, ranked[offset : offset + count])
+    return LongestPage(
+        streams=tuple(page), sorted_among=len(lengths), scan_complete=cursor == 0,
+        missed=_union(missed, unread, unread_page),
+    )
 
 
 def stream_info(conn: str, key: bytes) -> StreamInfo:
@@ -250,11 +303,87 @@ def entry_get(conn: str, key: bytes, entry_id: str) -> Entry:
 # ---------------------------------------------------------------- groups, consumers, pending
 
 
+#: What a stream's groups and a group's consumers can be ordered by, each with the direction it takes
+#: unless told (the most pending, lagging or idle first; names A to Z); ``_SORT_FIELDS`` is the field read.
+GROUP_SORTS = {"pending": "desc", "lag": "desc", "consumers": "desc", "name": "asc"}
+CONSUMER_SORTS = {"pending": "desc", "idle": "desc", "inactive": "desc", "name": "asc"}
+_SORT_FIELDS = {"pending": "pending", "lag": "lag", "consumers": "consumers", "idle": "idle_ms",
+                "inactive": "inactive_ms"}
+
+RankedRow = TypeVar("RankedRow", GroupInfo, ConsumerInfo)
+
+
+@dataclass(frozen=True, slots=True)
+class RowsPage(Generic[RankedRow]):
+    """One page of a list Redis only answers whole (XINFO GROUPS, XINFO CONSUMERS), ordered by ``sort``.
+
+    ``total`` is the length of the whole list, ``offset`` the place of ``rows[0]`` in it.
+    """
+
+    rows: tuple[RankedRow, ...]
+    total: int
+    offset: int
+    sort: str
+    order: str  # "asc" or "desc", the default of ``sort`` filled in
+
+    @property
+    def next_offset(self) -> int | None:
+        """Where the next page starts, None when this page reaches the end."""
+        end = self.offset + len(self.rows)
+        return end if self.rows and end < self.total else None
+
+
+def ranked(
+    rows: Iterable[RankedRow],
+    *,
+    sorts: dict[str, str],
+    sort: str = "pending",
+    order: str | None = None,
+    offset: int = 0,
+    count: int = DEFAULT_PAGE,
+) -> RowsPage[RankedRow]:
+    """``count`` rows from ``offset`` of ``rows`` ordered by ``sort`` (a key of ``sorts``), ``order``
+    being its default when None.
+
+    Redis has no paging for XINFO GROUPS or XINFO CONSUMERS: the reply is the whole list, O(n) on the
+    server but cheap next to rendering it, so it is read once per request and ordered here. Ties go by
+    name (A to Z whatever the order: Python's sort is stable, also reversed), so a page is the same on
+    every reload while the figures stand still. A figure Redis cannot tell (a lag after SETID, an
+    ``inactive`` before Redis 7.2) is neither high nor low: those rows come last in both directions.
+    """
+    if sort not in sorts:
+        raise InvalidArgument(f"sort must be one of {', '.join(sorts)}.")
+    order = order or sorts[sort]
+    if order not in ("asc", "desc"):
+        raise InvalidArgument("order must be 'asc' or 'desc'.")
+    if offset < 0:
+        raise InvalidArgument("offset must not be negative.")
+    count = _check_count(count)
+    by_name = sorted(rows, key=attrgetter("name"))
+    if sort == "name":
+        ordered = by_name[::-1] if order == "desc" else by_name
+    else:
+        figure = attrgetter(_SORT_FIELDS[sort])
+        ordered = sorted((r for r in by_name if figure(r) is not None), key=figure, reverse=order == "desc")
+        ordered += [r for r in by_name if figure(r) is None]
+    return RowsPage(rows=tuple(ordered[offset : offset + count]), total=len(by_name), offset=offset,
+                    sort=sort, order=order)
+
+
 def groups(conn: str, key: bytes) -> tuple[GroupInfo, ...]:
+    """Every group of the stream, in Redis's order (XINFO GROUPS answers all of them at once)."""
     _validate_key(key)
     with translated(conn):
         raw = get_client(conn).execute_command("XINFO", "GROUPS", key)
     return tuple(parse_group(g) for g in raw)
+
+
+def groups_page(
+    conn: str, key: bytes, *, sort: str = "pending", order: str | None = None, offset: int = 0,
+    count: int = DEFAULT_PAGE,
+) -> RowsPage[GroupInfo]:
+    """One page of the stream's groups ordered by ``sort`` (see :func:`ranked`, :data:`GROUP_SORTS`)."""
+    return ranked(groups(conn, key), sorts=GROUP_SORTS, sort=sort, order=order, offset=offset, count=count)
 
 
 def group_info(conn: str, key: bytes, group: bytes) -> GroupInfo:
@@ -265,10 +394,20 @@ def group_info(conn: str, key: bytes, group: bytes) -> GroupInfo:
 
 
 def consumers(conn: str, key: bytes, group: bytes) -> tuple[ConsumerInfo, ...]:
+    """Every consumer of the group, in Redis's order (XINFO CONSUMERS answers all of them at once)."""
     _validate_key(key)
     with translated(conn):
         raw = get_client(conn).execute_command("XINFO", "CONSUMERS", key, group)
     return tuple(parse_consumer(item) for item in raw)
+
+
+def consumers_page(
+    conn: str, key: bytes, group: bytes, *, sort: str = "pending", order: str | None = None, offset: int = 0,
+    count: int = DEFAULT_PAGE,
+) -> RowsPage[ConsumerInfo]:
+    """One page of the group's consumers ordered by ``sort`` (see :func:`ranked`, :data:`CONSUMER_SORTS`)."""
+    return ranked(consumers(conn, key, group), sorts=CONSUMER_SORTS, sort=sort, order=order, offset=offset,
+                  count=count)
 
 
 def pending_page(
@@ -313,20 +452,52 @@ def pending_page(
 
 
 def server_overview(conn: str) -> dict[str, object]:
-    """A few INFO facts for the overview page (one INFO call)."""
+    """A few INFO facts for the overview page: one INFO and DBSIZE per primary.
+
+    INFO and DBSIZE answer for one node, so on a cluster keys, memory and clients are summed over
+    the primaries that answered; ``missed`` names the others (and the figures are then partial).
+    """
     with translated(conn):
-        client = get_client(conn)
-        pipe = client.pipeline(transaction=False)
-        pipe.info()
-        pipe.dbsize()
-        info, dbsize = pipe.execute()
+        nodes = primaries(conn)
+    cluster = is_cluster(conn)
+    answers: list[tuple[dict, int]] = []
+    missed: list[str] = []
+    for node in nodes:
+        try:
+            with translated(conn):
+                pipe = node.client.pipeline(transaction=False)
+                pipe.info()
+                pipe.dbsize()
+                info, dbsize = pipe.execute()
+        except Unreachable:
+            if not cluster:
+                raise
+            missed.append(node.name)
+            continue
+        answers.append((info, int(dbsize)))
+    if not answers:
+        raise Unreachable(f"No primary of {conn!r} answers: {', '.join(missed)}.", conn=conn)
+    first = answers[0][0]
+    memory = sum(int(info.get("used_memory", 0) or 0) for info, _ in answers)
     return {
-        "redis_version": info.get("redis_version"),
-        "used_memory_human": info.get("used_memory_human"),
-        "connected_clients": info.get("connected_clients"),
-        "uptime_in_seconds": info.get("uptime_in_seconds"),
-        "dbsize": int(dbsize),
+        "redis_version": first.get("redis_version"),
+        "used_memory_human": first.get("used_memory_human") if len(nodes) == 1 else _human_bytes(memory),
+        "connected_clients": sum(int(info.get("connected_clients", 0) or 0) for info, _ in answers),
+        "uptime_in_seconds": first.get("uptime_in_seconds"),
+        "dbsize": sum(dbsize for _, dbsize in answers),
+        "nodes": len(nodes),
+        "missed": tuple(missed),
     }
+
+
+def _human_bytes(size: int) -> str:
+    """Redis's own ``used_memory_human`` style (1.50M) for a sum over nodes."""
+    value = float(size)
+    for unit in ("B", "K", "M", "G", "T"):
+        if value < 1024 or unit == "T":
+            return f"{value:.2f}{unit}" if unit != "B" else f"{size}B"
+        value /= 1024
+    return f"{size}B"
 
 
 def is_stream(conn: str, key: bytes) -> bool:
@@ -335,11 +506,14 @@ def is_stream(conn: str, key: bytes) -> bool:
         return get_client(conn).type(key) in (b"stream", "stream")
 
 
-def existing_streams(conn: str, keys: Sequence[bytes]) -> list[bytes]:
-    """Those of ``keys`` that exist and hold streams, in order (one pipelined TYPE per key)."""
+def existing_streams(conn: str, keys: Sequence[bytes]) -> tuple[list[bytes], tuple[str, ...]]:
+    """Those of ``keys`` that exist and hold streams, in order (one pipelined TYPE per key), and the
+    primaries that did not answer for some of them (a stream's DLQ may live on another node)."""
     if not keys:
-        return []
-    client = get_client(conn)
-    with translated(conn):
-        types = pipelined(client, [("TYPE", key) for key in keys])
-    return [key for key, kind in zip(keys, types, strict=True) if kind in (b"stream", "stream")]
+        return [], ()
+    read = keyed_pipeline(conn, keys, lambda key: (("TYPE", key),))
+    found = [
+        key for key, replies in zip(keys, read.replies, strict=True)
+        if replies is not None and replies[0] in (b"stream", "stream")
+    ]
+    return found, read.missed

@@ -9,6 +9,11 @@ A server may hold ten thousand streams and must never be blocked for it (SPEC se
   ``XINFO CONSUMERS``. Every command is O(1) or O(log N) in the stream's size; a chunk is a few thousand
   small commands, so other clients wait at most a millisecond or two between chunks.
 
+On a Redis Cluster the keys are found on every primary (:func:`~.commands.scan_streams`) and the
+pipelines are split by node. A primary that does not answer is named in ``ServerFacts.missed``: its
+streams are absent from the facts because they could not be read, not because they were deleted, and
+whoever keeps a copy (the mirror) must not take their absence as a deletion.
+
 A key deleted or retyped between SCAN and XINFO is left out (it vanished); a group deleted between the two
 round trips keeps its XINFO facts with no oldest-pending figure. Replies are parsed by :mod:`.parsers` into
 the same :mod:`.types` the pages show: a :class:`StreamInfo` whose groups carry the oldest pending entry
@@ -21,11 +26,9 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .client import get_client
-from .commands import SCAN_COUNT, scan_streams
-from .errors import translated
+from .commands import SCAN_COUNT, keyed_pipeline, scan_streams
 from .parsers import parse_consumer, parse_pending_entry
-from .reads import stream_infos
+from .reads import stream_infos_covered
 from .types import ConsumerInfo, GroupInfo, StreamInfo
 
 #: Keys per pipelined chunk.
@@ -38,6 +41,8 @@ class ServerFacts:
     streams: tuple[StreamInfo, ...]
     round_trips: int
     seconds: float
+    #: primaries (host:port) whose streams could not be listed or read: absent, not deleted
+    missed: tuple[str, ...] = ()
 
 
 def stream_keys_scan(conn: str, *, count: int = SCAN_COUNT) -> list[bytes]:
@@ -46,39 +51,56 @@ def stream_keys_scan(conn: str, *, count: int = SCAN_COUNT) -> list[bytes]:
     SCAN returns every key present for the whole iteration at least once (duplicates are dropped);
     a key created meanwhile may be missed and is found by the next run.
     """
-    return [key for step in scan_streams(conn, count=count) for key in step.keys]
+    return stream_keys_scan_covered(conn, count=count)[0]
+
+
+def stream_keys_scan_covered(conn: str, *, count: int = SCAN_COUNT) -> tuple[list[bytes], tuple[str, ...]]:
+    """:func:`stream_keys_scan` over every primary, and the primaries that could not be listed."""
+    keys: list[bytes] = []
+    missed: tuple[str, ...] = ()
+    for step in scan_streams(conn, count=count):
+        keys += step.keys
+        missed = step.missed
+    return keys, missed
 
 
 def streams_read(
     conn: str, keys: Sequence[bytes], *, consumers: bool = False, chunk: int = CHUNK
 ) -> tuple[list[StreamInfo], int]:
     """Facts of each stream in ``keys`` (vanished keys left out) and the number of round trips spent."""
-    client = get_client(conn)
+    infos, round_trips, _ = streams_read_covered(conn, keys, consumers=consumers, chunk=chunk)
+    return infos, round_trips
+
+
+def streams_read_covered(
+    conn: str, keys: Sequence[bytes], *, consumers: bool = False, chunk: int = CHUNK
+) -> tuple[list[StreamInfo], int, tuple[str, ...]]:
+    """:func:`streams_read`, and the primaries whose streams could not be read (left out, not vanished)."""
     out: list[StreamInfo] = []
     round_trips = 0
-    with translated(conn):
-        for start in range(0, len(keys), chunk):
-            found = stream_infos(conn, keys[start : start + chunk])  # vanished keys are left out
+    missed: dict[str, None] = {}
+    for start in range(0, len(keys), chunk):
+        found, unread = stream_infos_covered(conn, keys[start : start + chunk])  # vanished keys are left out
+        missed.update(dict.fromkeys(unread))
+        round_trips += 1
+
+        asked: dict[bytes, list[tuple[int, int, str]]] = {}  # per stream: (stream index, group index, what)
+        for n, stream in enumerate(found):
+            for j, g in enumerate(stream.groups):
+                if g.pending > 0:
+                    asked.setdefault(stream.key, []).append((n, j, "pending"))
+                if consumers and g.consumers > 0:
+                    asked.setdefault(stream.key, []).append((n, j, "consumers"))
+        commands = {key: [_extra_command(found, key, q) for q in questions] for key, questions in asked.items()}
+        extra = keyed_pipeline(conn, list(commands), commands.__getitem__)
+        if asked:
             round_trips += 1
+            missed.update(dict.fromkeys(extra.missed))
 
-            pipe = client.pipeline(transaction=False)
-            asked: list[tuple[int, int, str]] = []  # (stream index, group index, what)
-            for n, stream in enumerate(found):
-                key = stream.key
-                for j, g in enumerate(stream.groups):
-                    if g.pending > 0:
-                        pipe.execute_command("XPENDING", key, g.name, "-", "+", 1)
-                        asked.append((n, j, "pending"))
-                    if consumers and g.consumers > 0:
-                        pipe.execute_command("XINFO", "CONSUMERS", key, g.name)
-                        asked.append((n, j, "consumers"))
-            extra = pipe.execute(raise_on_error=False) if asked else []
-            if asked:
-                round_trips += 1
-
-            oldest: dict[tuple[int, int], tuple[str, int]] = {}
-            members: dict[tuple[int, int], tuple[ConsumerInfo, ...]] = {}
-            for (n, j, what), reply in zip(asked, extra, strict=True):
+        oldest: dict[tuple[int, int], tuple[str, int]] = {}
+        members: dict[tuple[int, int], tuple[ConsumerInfo, ...]] = {}
+        for key, replies in zip(asked, extra.replies, strict=True):
+            for (n, j, what), reply in zip(asked[key], replies or (), strict=False):
                 if isinstance(reply, Exception):
                     continue  # the group vanished between the round trips
                 if what == "pending":
@@ -88,21 +110,31 @@ def streams_read(
                 else:
                     members[(n, j)] = tuple(parse_consumer(c) for c in reply)
 
-            for n, stream in enumerate(found):
-                out.append(_with_extras(stream, n, oldest, members, consumers))
-    return out, round_trips
+        for n, stream in enumerate(found):
+            out.append(_with_extras(stream, n, oldest, members, consumers))
+    return out, round_trips, tuple(missed)
+
+
+def _extra_command(found: list[StreamInfo], key: bytes, question: tuple[int, int, str]) -> tuple[object, ...]:
+    """The second round trip's command for one group: its oldest pending entry, or its consumers."""
+    n, j, what = question
+    group = found[n].groups[j].name
+    if what == "pending":
+        return ("XPENDING", key, group, "-", "+", 1)
+    return ("XINFO", "CONSUMERS", key, group)
 
 
 def server_read(conn: str, *, consumers: bool = False, chunk: int = CHUNK) -> ServerFacts:
     """Every stream of ``conn`` with its groups (and, for the mirror, their consumers)."""
     started = time.perf_counter()
-    keys = stream_keys_scan(conn)
-    streams, round_trips = streams_read(conn, keys, consumers=consumers, chunk=chunk)
+    keys, unlisted = stream_keys_scan_covered(conn)
+    streams, round_trips, unread = streams_read_covered(conn, keys, consumers=consumers, chunk=chunk)
     return ServerFacts(
         conn=conn,
         streams=tuple(streams),
         round_trips=round_trips,
         seconds=time.perf_counter() - started,
+        missed=tuple(dict.fromkeys((*unlisted, *unread))),
     )
 
 

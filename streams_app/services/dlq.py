@@ -34,7 +34,8 @@ class DlqSummary:
 @dataclass(frozen=True, slots=True)
 class DlqListing:
     dlqs: tuple[DlqSummary, ...]
-    complete: bool  # False: the scan budget ran out before the whole keyspace was seen
+    complete: bool  # False: the scan budget ran out, or some primaries of a cluster did not answer
+    missed: tuple[str, ...] = ()  # primaries (host:port) whose DLQs could not be listed or read
 
 
 #: Streams a DLQ's sample is read from to name its source streams and refine its convention.
@@ -56,6 +57,7 @@ def dlq_list(*, conn: str, budget: int | None = None) -> DlqListing:
     globs += [pattern.match for pattern in conventions.dlq_patterns() if pattern.match not in globs]
     found: dict[bytes, StreamSummary] = {}
     complete = True
+    missed: dict[str, None] = {}
     for glob in globs:
         cursor, scanned = 0, 0
         while True:
@@ -64,6 +66,7 @@ def dlq_list(*, conn: str, budget: int | None = None) -> DlqListing:
                 if conventions.detect_dlq(summary.key) is not None:
                     found.setdefault(summary.key, summary)
             cursor, scanned = page.next_cursor, scanned + page.scanned
+            missed.update(dict.fromkeys(page.missed))
             if cursor == 0:
                 break
             if scanned >= budget:
@@ -86,7 +89,7 @@ def dlq_list(*, conn: str, budget: int | None = None) -> DlqListing:
                 source_streams=tuple(conventions.dlq_source_streams(key, sample)),
             )
         )
-    return DlqListing(dlqs=tuple(out), complete=complete)
+    return DlqListing(dlqs=tuple(out), complete=complete and not missed, missed=tuple(missed))
 
 
 def dlq_convention_of(key_convention: str, sample: Sequence[conventions.DlqEntry]) -> str:

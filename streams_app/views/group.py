@@ -1,4 +1,4 @@
-"""One consumer group: its consumers and its pending entries (PEL)."""
+"""One consumer group: its consumers (one ranked page of them) and its pending entries (PEL)."""
 
 from __future__ import annotations
 
@@ -7,14 +7,20 @@ from django.views.decorators.http import require_GET
 
 from streams_app.redis_ops import reads
 from streams_app.redis_ops.decoding import display_text
-from streams_app.views.common import connection_context, render_screen
+from streams_app.views.common import connection_context, is_htmx, render_screen
 from streams_app.views.forms import PendingForm, validated
+from streams_app.views.paging import ranked_window, ranking
+
+#: Up to this many consumers with pending entries, the pending filter is a list to pick from; beyond
+#: it, a text field (a select of 10,000 names alone weighs hundreds of kilobytes).
+CONSUMER_CHOICES = 100
 
 
 @require_GET
 def group_detail(request: HttpRequest, conn: str, key: bytes, group: bytes) -> HttpResponse:
     context = connection_context(request, conn)
     params = validated(PendingForm, request.GET)
+    rank = ranking(request.GET, sorts=reads.CONSUMER_SORTS)
     info = reads.group_info(conn, key, group)
     consumer = params["consumer"].encode() if params["consumer"] else None
     pending = reads.pending_page(
@@ -26,7 +32,11 @@ def group_detail(request: HttpRequest, conn: str, key: bytes, group: bytes) -> H
         key_text=display_text(key),
         group=info,
         group_text=display_text(group),
-        consumers=reads.consumers(conn, key, group),
+        # The live refresh re-renders the pending section only: no need to read every consumer for it.
+        consumers=None if is_htmx(request) else ranked_window(
+            reads.consumers(conn, key, group), rank, sorts=reads.CONSUMER_SORTS
+        ),
+        consumer_choices=len(pending.summary.consumers) <= CONSUMER_CHOICES,
         pending=pending,
         params=params,
     )

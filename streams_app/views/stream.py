@@ -1,4 +1,5 @@
-"""One stream: its facts, groups and entries (newest first, paged by exclusive cursors)."""
+"""One stream: its facts, groups (one ranked page of them) and entries (newest first, paged by exclusive
+cursors)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from streams_app.redis_ops.errors import InvalidArgument
 from streams_app.views import links
 from streams_app.views.common import connection_context, render_screen
 from streams_app.views.forms import EntriesForm, validated
+from streams_app.views.paging import ranked_window, ranking
 from streams_app.views.presenters import dlq_convention, entry_view
 
 
@@ -18,20 +20,27 @@ from streams_app.views.presenters import dlq_convention, entry_view
 def stream_detail(request: HttpRequest, conn: str, key: bytes) -> HttpResponse:
     context = connection_context(request, conn)
     params = validated(EntriesForm, request.GET)
+    # The groups' own parameters are prefixed: the entries already take ``order``.
+    groups_rank = ranking(request.GET, sorts=reads.GROUP_SORTS, prefix="groups")
     info = reads.stream_info(conn, key)
     page = reads.entries_page(
         conn, key, order=params["order"], after=params["after"], before=params["before"],
         at=params["at"], count=params["count"],
     )
-    dlq_keys = reads.existing_streams(conn, conventions.dlq_candidates(key, [g.name for g in info.groups]))
+    # The DLQ may live on another node of a cluster: one that does not answer is named, not fatal.
+    dlq_keys, dlq_missed = reads.existing_streams(
+        conn, conventions.dlq_candidates(key, [g.name for g in info.groups])
+    )
     context.update(
         key=key,
         key_text=display_text(key),
         info=info,
+        groups=ranked_window(info.groups, groups_rank, sorts=reads.GROUP_SORTS),
         params=params,
         page=page,
         entries=[entry_view(conn, key, e) for e in page.entries],
         dlq=dlq_convention(key),
+        dlq_missed=dlq_missed,
         dead_letters=[
             {"text": display_text(k), "page": links.dlq_url(conn, k), "stream": links.stream_url(conn, k)}
             for k in dlq_keys

@@ -3,7 +3,11 @@
 Two modes. Once the metadata mirror holds the connection, the list is filtered (glob or
 substring), sorted (name, length, pending, lag, last entry) and paged in the database, which scales to
 servers with more streams than a SCAN page can sort, and the rows on screen get live figures from one
-pipelined read. Until then (a fresh install), or with ``?live=1``, it pages by SCAN cursor over Redis.
+pipelined read. Until then (a fresh install), or with ``?live=1``, it pages by SCAN cursor over Redis
+(over every primary of a cluster, one after another).
+
+Either way a page that could not reach every primary says so: ``missed`` names the nodes whose
+streams are absent (a scan) or shown with the mirror's figures instead of live ones (the mirror).
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
 from streams_app.metrics import mirror
-from streams_app.redis_ops import reads
+from streams_app.redis_ops import commands, reads
 from streams_app.redis_ops.errors import OpsError
 from streams_app.redis_ops.types import StreamSummary
 from streams_app.views.common import connection_context, render_screen
@@ -30,20 +34,22 @@ def streams_list(request: HttpRequest, conn: str) -> HttpResponse:
             conn=conn, match=params["match"], sort=params["sort"], offset=params["offset"], count=params["count"]
         )
         if page is not None:
-            context.update(_mirror_rows(conn, page), params=params, mode="mirror")
+            context.update(mirror_rows(conn, page), params=params, mode="mirror")
             return render_screen(request, "streams_app/streams.html", context, partial="streams-table")
     match = params["match"].encode()
     if params["sort"] == "length":
-        rows, seen, complete = reads.streams_by_length(
-            conn, match=match, count=params["count"], offset=params["offset"]
+        ranked = reads.streams_by_length(conn, match=match, count=params["count"], offset=params["offset"])
+        rows, next_cursor, missed = list(ranked.streams), None, ranked.missed
+        more = params["offset"] + len(rows) < ranked.sorted_among
+        context.update(
+            sorted_among=ranked.sorted_among, scan_complete=ranked.scan_complete,
+            next_offset=params["offset"] + params["count"] if more else None,
         )
-        next_cursor = None
-        next_offset = params["offset"] + params["count"] if params["offset"] + len(rows) < seen else None
-        context.update(sorted_among=seen, scan_complete=complete, next_offset=next_offset)
     else:
         page = reads.streams_scan(conn, match=match, cursor=params["cursor"], count=params["count"])
-        rows, next_cursor = list(page.streams), page.next_cursor or None
+        rows, next_cursor, missed = list(page.streams), page.next_cursor or None, page.missed
     context.update(
+        missed=missed,
         params=params,
         rows=[{"s": s, "dlq": dlq_convention(s.key)} for s in rows],
         next_cursor=next_cursor,
@@ -53,14 +59,20 @@ def streams_list(request: HttpRequest, conn: str) -> HttpResponse:
     return render_screen(request, "streams_app/streams.html", context, partial="streams-table")
 
 
-def _mirror_rows(conn: str, page: mirror.MirrorPage) -> dict:
-    """The page's rows with live figures where Redis has them (mirror figures, flagged, where not)."""
+def mirror_rows(conn: str, page: mirror.MirrorPage) -> dict:
+    """The page's rows with live figures where Redis has them (mirror figures, flagged, where not).
+
+    Also serves the API's sorted list (:mod:`streams_app.views.api.read`), so both show the same rows.
+    """
     keys = [m.key_bytes for m in page.rows]
+    missed: tuple[str, ...] = ()
     try:
-        live = {s.key: s for s in reads.stream_summaries(conn, keys)}
+        summaries, missed = reads.stream_summaries_covered(conn, keys)
+        live = {s.key: s for s in summaries}
         live_error = None
     except OpsError as exc:  # the mirror still answers when the server does not
         live, live_error = {}, exc.message
+    unread = set(missed)
     rows = []
     for m in page.rows:
         s = live.get(m.key_bytes)
@@ -72,6 +84,8 @@ def _mirror_rows(conn: str, page: mirror.MirrorPage) -> dict:
             "dlq": dlq_convention(m.key_bytes),
             "lag": m.lag,
             "live": s is not None,
+            # not read live because its node did not answer (not "gone")
+            "unread": s is None and bool(unread) and commands.node_of(conn, m.key_bytes) in unread,
         })
     offset, count = page.offset, page.count
     return {
@@ -79,6 +93,7 @@ def _mirror_rows(conn: str, page: mirror.MirrorPage) -> dict:
         "total": page.total,
         "as_of": page.as_of,
         "live_error": live_error,
+        "missed": missed,
         "first_shown": offset + 1 if rows else 0,
         "last_shown": offset + len(rows),
         "next_offset": offset + count if offset + count < page.total else None,

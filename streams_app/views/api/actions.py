@@ -125,6 +125,7 @@ def dlq_list(request: HttpRequest, conn: str) -> JsonResponse:
                 for dlq in listing.dlqs
             ],
             "complete": listing.complete,
+            "missed": list(listing.missed),
         }
     )
 

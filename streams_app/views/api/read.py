@@ -6,13 +6,27 @@ what it takes and answers with ``@api_endpoint`` (the OpenAPI document is built 
 
 from __future__ import annotations
 
-from django.http import HttpRequest, JsonResponse
+from datetime import timedelta
 
+from django.conf import settings
+from django.http import HttpRequest, JsonResponse
+from django.utils import timezone
+
+from streams_app.metrics import mirror
 from streams_app.redis_ops import client, reads
+from streams_app.redis_ops.errors import InvalidArgument
 from streams_app.views import presenters
+from streams_app.views import streams as streams_view
 from streams_app.views.api import replies
 from streams_app.views.api.endpoint import api_endpoint
-from streams_app.views.api.schemas import EntriesQuery, PendingQuery, StreamsQuery, query
+from streams_app.views.api.schemas import (
+    ConsumersQuery,
+    EntriesQuery,
+    GroupsQuery,
+    PendingQuery,
+    StreamsQuery,
+    query,
+)
 
 
 @api_endpoint(method="GET", summary="List the Redis connections and their health", tag="streams",
@@ -29,31 +43,68 @@ def connections(request: HttpRequest) -> JsonResponse:
     return JsonResponse({"connections": out})
 
 
-@api_endpoint(method="GET", summary="List streams (SCAN ... TYPE stream)", tag="streams", query=StreamsQuery,
-              replies={200: replies.StreamsReply})
+@api_endpoint(method="GET", summary="List streams (SCAN ... TYPE stream, or the mirror when sorted)", tag="streams",
+              query=StreamsQuery, replies={200: replies.StreamsReply})
 def streams(request: HttpRequest, conn: str) -> JsonResponse:
-    """One page of the connection's streams, in scan order or the longest first (``sort=length``)."""
+    """One page of the connection's streams: in scan order over every primary, or ranked (``sort``) from
+    the mirror like the streams page, so the ranking covers every stream and not one scan budget's worth.
+
+    ``complete`` is false when primaries of a cluster did not answer; ``missed`` names them.
+    """
     client.connection(conn)
     params = query(StreamsQuery, request.GET)
     match = params.match.encode()
-    if params.sort == "length":
-        rows, seen, complete = reads.streams_by_length(conn, match=match, count=params.count, offset=params.offset)
-        more = params.offset + len(rows) < seen
-        return JsonResponse(
-            {
-                "streams": [presenters.stream_summary_json(conn, s) for s in rows],
-                "next_offset": params.offset + len(rows) if more else None,
-                "sorted_among": seen,
-                "scan_complete": complete,
-            }
-        )
+    if params.sort:
+        return JsonResponse(_sorted_streams(conn, params))
     page = reads.streams_scan(conn, match=match, cursor=params.cursor, count=params.count)
     return JsonResponse(
         {
             "streams": [presenters.stream_summary_json(conn, s) for s in page.streams],
             "next_cursor": page.next_cursor or None,
+            "complete": page.complete,
+            "missed": list(page.missed),
         }
     )
+
+
+def _sorted_streams(conn: str, params: StreamsQuery) -> dict[str, object]:
+    """``sort`` served from the mirror (the page's rows, live figures where Redis answers); before its
+    first sync, ``length`` ranks one scan budget's streams and says so, the other sorts are refused."""
+    page = mirror.stream_mirror_page(
+        conn=conn, match=params.match, sort=params.sort or "", offset=params.offset, count=params.count
+    )
+    if page is not None:
+        shown = streams_view.mirror_rows(conn, page)
+        stale_after = timedelta(seconds=3 * settings.BUSCONSOLE_MIRROR_INTERVAL_S)
+        return {
+            "streams": [{**presenters.stream_summary_json(conn, row["s"]), "lag": row["lag"], "live": row["live"]}
+                        for row in shown["rows"]],
+            "source": "mirror",
+            "total": page.total,
+            "next_offset": shown["next_offset"],
+            "as_of": page.as_of.isoformat() if page.as_of else None,
+            "stale": page.as_of is None or timezone.now() - page.as_of > stale_after,
+            "complete": not shown["missed"] and not shown["live_error"],
+            "missed": list(shown["missed"]),
+        }
+    if params.sort != "length":
+        raise InvalidArgument(
+            f"sort={params.sort} ranks the mirror, which holds nothing for {conn!r} yet: it is filled by the "
+            f"mirror sync every {settings.BUSCONSOLE_MIRROR_INTERVAL_S} s. Until then only sort=length answers.",
+            conn=conn,
+        )
+    ranked = reads.streams_by_length(conn, match=params.match.encode(), count=params.count, offset=params.offset)
+    more = params.offset + len(ranked.streams) < ranked.sorted_among
+    return {
+        "streams": [presenters.stream_summary_json(conn, s) for s in ranked.streams],
+        "next_offset": params.offset + len(ranked.streams) if more else None,
+        "sorted_among": ranked.sorted_among,
+        "scan_complete": ranked.scan_complete,
+        "source": "scan",
+        "mirror": "empty",
+        "complete": not ranked.missed,
+        "missed": list(ranked.missed),
+    }
 
 
 @api_endpoint(method="GET", summary="One stream: XINFO STREAM and its groups", tag="streams",
@@ -94,23 +145,38 @@ def pending(request: HttpRequest, conn: str, key: bytes, group: bytes) -> JsonRe
     return JsonResponse(presenters.pending_json(page.summary, page.entries, page.next))
 
 
-@api_endpoint(method="GET", summary="A stream's consumer groups (XINFO GROUPS)", tag="groups",
-              replies={200: replies.GroupsReply})
+@api_endpoint(method="GET", summary="A stream's consumer groups (XINFO GROUPS), one page", tag="groups",
+              query=GroupsQuery, replies={200: replies.GroupsReply})
 def groups(request: HttpRequest, conn: str, key: bytes) -> JsonResponse:
+    """The most pending groups first unless ``sort`` and ``order`` say otherwise."""
     client.connection(conn)
-    return JsonResponse({"groups": [presenters.group_json(g) for g in reads.groups(conn, key)]})
+    params = query(GroupsQuery, request.GET)
+    page = reads.groups_page(conn, key, sort=params.sort, order=params.order, offset=params.offset,
+                             count=params.count)
+    return JsonResponse({"groups": [presenters.group_json(g) for g in page.rows], **_ranked(page)})
 
 
-@api_endpoint(method="GET", summary="A group's consumers (XINFO CONSUMERS)", tag="groups",
-              replies={200: replies.ConsumersReply})
+@api_endpoint(method="GET", summary="A group's consumers (XINFO CONSUMERS), one page", tag="groups",
+              query=ConsumersQuery, replies={200: replies.ConsumersReply})
 def consumers(request: HttpRequest, conn: str, key: bytes, group: bytes) -> JsonResponse:
+    """The consumers owning the most pending entries first unless ``sort`` and ``order`` say otherwise."""
     client.connection(conn)
+    params = query(ConsumersQuery, request.GET)
+    page = reads.consumers_page(conn, key, group, sort=params.sort, order=params.order, offset=params.offset,
+                                count=params.count)
     return JsonResponse(
         {
             "consumers": [
                 {"name": presenters.key_text(c.name), "pending": c.pending, "idle_ms": c.idle_ms,
                  "inactive_ms": c.inactive_ms}
-                for c in reads.consumers(conn, key, group)
-            ]
+                for c in page.rows
+            ],
+            **_ranked(page),
         }
     )
+
+
+def _ranked(page: reads.RowsPage) -> dict[str, object]:
+    """Where a ranked page sits in its list, the same for groups and consumers."""
+    return {"total": page.total, "offset": page.offset, "next_offset": page.next_offset, "sort": page.sort,
+            "order": page.order}

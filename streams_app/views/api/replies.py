@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, RootModel
 
+from streams_app.redis_ops.reads import CONSUMER_SORTS, GROUP_SORTS
 from streams_app.views.api.schemas import EXAMPLE_ID
 
 EntryIdText = str  # an entry ID as Redis gave it: <ms>-<seq>
@@ -80,22 +81,46 @@ class StreamRow(Reply):
 
 
 class StreamsScanReply(Reply):
-    """Scan order: ``next_cursor`` continues the SCAN (null when it is complete)."""
+    """Scan order: ``next_cursor`` continues the SCAN over every primary (null when it is complete).
+    ``complete`` is false when primaries of a cluster did not answer: ``missed`` names them
+    (``host:port``) and their streams are not in this page."""
 
     streams: list[StreamRow]
     next_cursor: int | None
+    complete: bool = True
+    missed: list[str] = []
+
+
+class StreamsFromMirrorReply(Reply):
+    """A ``sort`` once the mirror holds the connection: every stream ranked in the database, like the
+    page. ``as_of`` is the mirror's last sync; ``stale`` says it is older than three sync intervals.
+    Figures are live where Redis answered (``missed`` names the primaries that did not)."""
+
+    streams: list[StreamRow]
+    source: Literal["mirror"]
+    total: int
+    next_offset: int | None
+    as_of: str | None
+    stale: bool
+    complete: bool
+    missed: list[str]
 
 
 class StreamsByLengthReply(Reply):
-    """``sort=length``: the longest among ``sorted_among`` streams one scan budget found."""
+    """``sort=length`` before the mirror's first sync (``source`` is ``scan``, ``mirror`` says
+    ``empty``): the longest among ``sorted_among`` streams one scan budget found."""
 
     streams: list[StreamRow]
     next_offset: int | None
     sorted_among: int
     scan_complete: bool
+    source: Literal["scan"] = "scan"
+    mirror: Literal["empty"] = "empty"
+    complete: bool = True
+    missed: list[str] = []
 
 
-class StreamsReply(RootModel[StreamsScanReply | StreamsByLengthReply]):
+class StreamsReply(RootModel[StreamsScanReply | StreamsFromMirrorReply | StreamsByLengthReply]):
     pass
 
 
@@ -122,7 +147,21 @@ class StreamReply(Reply):
 
 
 class GroupsReply(Reply):
+    """One page of the stream's groups in the order asked for; ``total`` groups in all, ``offset`` the
+    place of the first one shown, ``next_offset`` where the next page starts (null on the last)."""
+
     groups: list[GroupRow]
+    total: int
+    offset: int
+    next_offset: int | None
+    sort: Literal[tuple(GROUP_SORTS)]  # type: ignore[valid-type]
+    order: Literal["asc", "desc"]
+
+    model_config = example(
+        {"groups": [{"name": "billing", "consumers": 2, "pending": 4, "last_delivered_id": EXAMPLE_ID,
+                     "entries_read": 10, "lag": 0}],
+         "total": 1, "offset": 0, "next_offset": None, "sort": "pending", "order": "desc"}
+    )
 
 
 class DecodedValue(Reply):
@@ -190,7 +229,20 @@ class ConsumerRow(Reply):
 
 
 class ConsumersReply(Reply):
+    """One page of the group's consumers in the order asked for; ``total``, ``offset`` and
+    ``next_offset`` as for the groups."""
+
     consumers: list[ConsumerRow]
+    total: int
+    offset: int
+    next_offset: int | None
+    sort: Literal[tuple(CONSUMER_SORTS)]  # type: ignore[valid-type]
+    order: Literal["asc", "desc"]
+
+    model_config = example(
+        {"consumers": [{"name": "worker-1", "pending": 4, "idle_ms": 1200, "inactive_ms": None}],
+         "total": 1, "offset": 0, "next_offset": None, "sort": "pending", "order": "desc"}
+    )
 
 
 # ------------------------------------------------------------------------------ pending entries
@@ -237,10 +289,12 @@ class DlqRow(Reply):
 
 
 class DlqListReply(Reply):
-    """``complete`` is false when the scan budget ran out before the whole keyspace was seen."""
+    """``complete`` is false when the scan budget ran out before the whole keyspace was seen, or when
+    primaries of a cluster did not answer: ``missed`` names them (``host:port``)."""
 
     dlqs: list[DlqRow]
     complete: bool
+    missed: list[str] = []
 
 
 class DlqPayloadField(Reply):

@@ -36,7 +36,7 @@ from pydantic_core import PydanticCustomError
 from streams_app.jobs.models import Job
 from streams_app.redis_ops.errors import InvalidArgument
 from streams_app.redis_ops.ids import parse_id, parse_position, parse_time
-from streams_app.redis_ops.reads import DEFAULT_PAGE, MAX_PAGE
+from streams_app.redis_ops.reads import CONSUMER_SORTS, DEFAULT_PAGE, GROUP_SORTS, MAX_PAGE
 from streams_app.views.action_forms import MAX_SELECTION
 
 #: The largest integer Redis and the database take (a signed 64-bit integer).
@@ -492,13 +492,15 @@ class EntriesDeleteBody(Body):
 
 
 class StreamsQuery(Query):
-    """``match`` is a Redis glob; ``cursor`` continues a SCAN; ``sort=length`` ranks the longest
-    streams among those one scan budget finds, paged by ``offset``."""
+    """``match`` is a Redis glob; ``cursor`` continues a SCAN over every primary (the value a reply
+    gave, opaque); ``sort`` ranks every stream from the mirror like the streams page (largest first,
+    ``name`` A to Z), paged by ``offset``; before the mirror's first sync only ``sort=length`` answers,
+    ranking the streams one scan budget finds."""
 
     match: text(min_length=1, max_length=512) = "*"  # type: ignore[valid-type]
     cursor: query_int(ge=0, le=2**64 - 1) = 0  # type: ignore[valid-type]
     count: query_int(ge=1, le=MAX_PAGE) = DEFAULT_PAGE  # type: ignore[valid-type]
-    sort: Literal["length"] | None = None
+    sort: Literal["length", "pending", "lag", "last", "name"] | None = None
     offset: query_int(ge=0, le=I64_MAX) = 0  # type: ignore[valid-type]
 
 
@@ -522,6 +524,28 @@ class PendingQuery(Query):
     consumer: text(min_length=1, max_length=512) | None = None  # type: ignore[valid-type]
     min_idle_ms: query_int(ge=0, le=I64_MAX) | None = None  # type: ignore[valid-type]
     after: CursorId | None = None
+    count: query_int(ge=1, le=MAX_PAGE) = DEFAULT_PAGE  # type: ignore[valid-type]
+
+
+class GroupsQuery(Query):
+    """``sort`` orders the stream's groups: by ``pending`` (the default), ``lag``, ``consumers`` or
+    ``name``; ``order`` is ``desc`` unless told (names: ``asc``), ties go by name, and a lag Redis cannot
+    tell comes last either way. Redis answers every group at once; ``offset`` and ``count`` cut the page."""
+
+    sort: Literal[tuple(GROUP_SORTS)] = "pending"  # type: ignore[valid-type]
+    order: Literal["desc", "asc"] | None = None
+    offset: query_int(ge=0, le=I64_MAX) = 0  # type: ignore[valid-type]
+    count: query_int(ge=1, le=MAX_PAGE) = DEFAULT_PAGE  # type: ignore[valid-type]
+
+
+class ConsumersQuery(Query):
+    """``sort`` orders the group's consumers: by ``pending`` (the default), ``idle``, ``inactive``
+    (Redis 7.2+) or ``name``; ``order`` is ``desc`` unless told (names: ``asc``), ties go by name, and an
+    ``inactive`` Redis does not report comes last either way. ``offset`` and ``count`` cut the page."""
+
+    sort: Literal[tuple(CONSUMER_SORTS)] = "pending"  # type: ignore[valid-type]
+    order: Literal["desc", "asc"] | None = None
+    offset: query_int(ge=0, le=I64_MAX) = 0  # type: ignore[valid-type]
     count: query_int(ge=1, le=MAX_PAGE) = DEFAULT_PAGE  # type: ignore[valid-type]
 
 

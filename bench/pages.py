@@ -1,0 +1,189 @@
+"""Benchmark: the group and stream pages at scale (issue 12: 10,000 consumers in a group, 1,000 groups
+on a stream; pages under 500 ms and 300 KB).
+
+Run from the repository root: ``.venv/bin/python bench/pages.py`` (about half a minute). It starts its
+own redis-server on a free port and a throwaway SQLite database; nothing else is touched.
+
+The bus it builds, with pipelined commands:
+- ``bench:consumers``: 30,000 entries, one group ``workers`` with 10,000 consumers (XGROUP
+  CREATECONSUMER), 8,000 of them owning 1-4 pending entries (XREADGROUP COUNT), so the pending list's
+  summary names 8,000 consumers too;
+- ``bench:groups``: 1,000 entries and 1,000 groups (XGROUP CREATE ... ENTRIESREAD, some SETID so that
+  their lag is unknown, some with pending entries).
+
+What is timed ("server time": the whole request inside the process through ``django.test.Client``
+with a logged-in viewer: middleware, session, form validation, Redis, sorting, the template), for the
+HTML pages and the API, at several sorts and depths, interleaved round by round in a shuffled order.
+The floor is the Redis read every such request cannot avoid: XINFO CONSUMERS (or XINFO GROUPS) sent
+with redis-py and its reply parsed to Python, timed the same way. Sizes are the response bodies.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from bench._common import django_bench  # noqa: E402
+from tests.servers import RedisServer  # noqa: E402
+
+CONN = "default"
+CONSUMERS_KEY, GROUP = "bench:consumers", "workers"
+GROUPS_KEY = "bench:groups"
+N_CONSUMERS, N_OWNERS, N_GROUPS = 10_000, 8_000, 1_000
+WARMUP, REPS = 3, 25
+BUDGET_MS, BUDGET_KB = 500, 300
+CHUNK = 2_000
+
+
+def build(raw) -> dict[str, float]:
+    """The two streams; returns how long each part took to build (seconds)."""
+    took: dict[str, float] = {}
+    started = time.perf_counter()
+    for start in range(0, 30_000, CHUNK):
+        with raw.pipeline(transaction=False) as pipe:
+            for i in range(start, start + CHUNK):
+                pipe.xadd(CONSUMERS_KEY, {"type": "order.created", "n": str(i)})
+            pipe.execute()
+    raw.xgroup_create(CONSUMERS_KEY, GROUP, id="0")
+    names = [f"worker-{i:05d}" for i in range(N_CONSUMERS)]
+    random.Random(3).shuffle(names)
+    for start in range(0, N_CONSUMERS, CHUNK):
+        with raw.pipeline(transaction=False) as pipe:
+            for name in names[start : start + CHUNK]:
+                pipe.xgroup_createconsumer(CONSUMERS_KEY, GROUP, name)
+            pipe.execute()
+    for start in range(0, N_OWNERS, CHUNK):
+        with raw.pipeline(transaction=False) as pipe:
+            for i, name in enumerate(names[start : start + CHUNK], start):
+                pipe.xreadgroup(GROUP, name, {CONSUMERS_KEY: ">"}, count=1 + i % 4)
+            pipe.execute()
+    took["10,000 consumers"] = time.perf_counter() - started
+
+    started = time.perf_counter()
+    with raw.pipeline(transaction=False) as pipe:
+        for i in range(1_000):
+            pipe.xadd(GROUPS_KEY, {"n": str(i)})
+        ids = pipe.execute()
+    with raw.pipeline(transaction=False) as pipe:
+        for i in range(N_GROUPS):
+            name, position = f"group-{i:04d}", (i * 37) % 900
+            pipe.xgroup_create(GROUPS_KEY, name, id=ids[position], entries_read=position + 1)
+            if i % 10 == 3:
+                pipe.xgroup_setid(GROUPS_KEY, name, ids[950])  # lag unknown
+            if i % 3 == 0:
+                pipe.xreadgroup(name, "w", {GROUPS_KEY: ">"}, count=1 + i % 5)
+        pipe.execute()
+    took["1,000 groups"] = time.perf_counter() - started
+    return took
+
+
+def time_interleaved(cases: dict[str, Callable[[], object]]) -> dict[str, list[float]]:
+    """Milliseconds per call of each case, the cases run round by round in a shuffled order."""
+    for call in cases.values():
+        for _ in range(WARMUP):
+            call()
+    out: dict[str, list[float]] = {name: [] for name in cases}
+    rng, order = random.Random(5), list(cases)
+    for _ in range(REPS):
+        rng.shuffle(order)
+        for name in order:
+            started = time.perf_counter()
+            cases[name]()
+            out[name].append((time.perf_counter() - started) * 1000)
+    return out
+
+
+def p95(values: list[float]) -> float:
+    return sorted(values)[max(0, round(0.95 * len(values)) - 1)]
+
+
+def run(server: RedisServer) -> None:
+    import redis
+    from django.contrib.auth.models import Group, User
+    from django.test import Client
+
+    raw = redis.Redis.from_url(server.url(0))
+    version = raw.info("server")["redis_version"]
+    user = User.objects.create_user("bench")
+    user.groups.add(Group.objects.get(name="viewer"))
+    web = Client(HTTP_HOST="localhost")
+    web.force_login(user)
+    print(f"busconsole pages benchmark: redis-server {version} on 127.0.0.1:{server.port}, {os.cpu_count()} CPUs, "
+          f"Python {sys.version.split()[0]}, DEBUG=1, SQLite sessions; {REPS} timed requests per case")
+
+    for what, seconds in build(raw).items():
+        print(f"built {what} in {seconds:.2f} s (pipelined)")
+    assert len(raw.xinfo_groups(GROUPS_KEY)) == N_GROUPS
+    assert raw.xinfo_groups(CONSUMERS_KEY)[0]["consumers"] == N_CONSUMERS
+
+    group_page = f"/c/{CONN}/streams/{CONSUMERS_KEY}/groups/{GROUP}/"
+    stream_page = f"/c/{CONN}/streams/{GROUPS_KEY}/"
+    api_consumers = f"/api/v1/c/{CONN}/streams/{CONSUMERS_KEY}/groups/{GROUP}/consumers/"
+    api_groups = f"/api/v1/c/{CONN}/streams/{GROUPS_KEY}/groups/"
+    pages = {
+        "group page, 10k consumers, default (most pending)": group_page,
+        "group page, 10k consumers, sort=idle": group_page + "?sort=idle",
+        "group page, 10k consumers, sort=name, page 100": group_page + "?sort=name&page=100",
+        "group page, 10k consumers, last page (200)": group_page + "?page=200",
+        "stream page, 1k groups, default (most pending)": stream_page,
+        "stream page, 1k groups, groups_sort=lag, page 20": stream_page + "?groups_sort=lag&groups_page=20",
+        "API consumers, count=50": api_consumers,
+        "API consumers, sort=idle, offset=5000": api_consumers + "?sort=idle&offset=5000",
+        "API groups, count=50": api_groups,
+        "API groups, sort=lag, offset=950": api_groups + "?sort=lag&offset=950",
+        # Not paged (for reference): the stream's own reply carries every group, as XINFO does.
+        "API stream (XINFO STREAM with all 1k groups)": f"/api/v1/c/{CONN}/streams/{GROUPS_KEY}/",
+    }
+    sizes: dict[str, int] = {}
+    for name, url in pages.items():
+        response = web.get(url)
+        if response.status_code != 200:
+            raise RuntimeError(f"{url}: {response.status_code} {response.content[:300]!r}")
+        sizes[name] = len(response.content)
+    # The page shows one page, not the whole list: 50 consumer rows (one per <tr> with a pending figure).
+    body = web.get(group_page).content.decode()
+    if "1–50 of 10000" not in body:
+        raise RuntimeError("the group page does not say 1–50 of 10000")
+
+    cases: dict[str, Callable[[], object]] = {name: (lambda u=url: web.get(u)) for name, url in pages.items()}
+    floors = {
+        "floor: XINFO CONSUMERS (10k), redis-py": lambda: raw.execute_command(
+            "XINFO", "CONSUMERS", CONSUMERS_KEY, GROUP),
+        "floor: XINFO GROUPS (1k), redis-py": lambda: raw.execute_command(
+            "XINFO", "GROUPS", GROUPS_KEY),
+    }
+    load_before = os.getloadavg()[0]
+    times = time_interleaved({**cases, **floors})
+    print(f"\nload average (1 min) {load_before:.1f} before the timed runs, {os.getloadavg()[0]:.1f} after, "
+          f"on {os.cpu_count()} CPUs: a load above the CPU count stretches every figure alike")
+
+    consumers_floor, groups_floor = floors
+    floor_of = {name: consumers_floor if name.startswith(("group page", "API consumers")) else groups_floor
+                for name in cases}
+    print(f"{'case':<52} {'min ms':>8} {'p50 ms':>8} {'p95 ms':>8} {'size KB':>8} {'x floor':>8}  verdict "
+          f"(< {BUDGET_MS} ms p95, < {BUDGET_KB} KB)")
+    for name in floors:
+        print(f"{name:<52} {min(times[name]):>8.1f} {statistics.median(times[name]):>8.1f} {p95(times[name]):>8.1f}")
+    for name in cases:
+        med, high, kb = statistics.median(times[name]), p95(times[name]), sizes[name] / 1024
+        ratio = med / statistics.median(times[floor_of[name]])
+        verdict = "ok" if high < BUDGET_MS and kb < BUDGET_KB else "OVER"
+        print(f"{name:<52} {min(times[name]):>8.1f} {med:>8.1f} {high:>8.1f} {kb:>8.1f} {ratio:>8.1f}  {verdict}")
+
+
+def main() -> None:
+    with django_bench(read_only=True) as server:
+        run(server)
+
+
+if __name__ == "__main__":
+    main()
