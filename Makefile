@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup system run test fuzz lint bench clean distclean
+.PHONY: setup system system-postgres run test test-postgres fuzz lint bench bench-scale clean distclean
 
 setup: system $(STAMP)
 	@mkdir -p var
@@ -32,6 +32,22 @@ run: setup
 test: setup
 	$(PY) -m pytest $(ARGS)
 
+# Debian's PostgreSQL server, only for the targets below (`make test` and `make run` use SQLite).
+system-postgres:
+	@if ! ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 && ! command -v pg_ctl >/dev/null; then \
+		if [ "$$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then \
+			echo "system-postgres: installing postgresql" >&2; \
+			apt-get update -qq >/dev/null && \
+			DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql >/dev/null; \
+		else \
+			echo "system-postgres: ERROR: no PostgreSQL server: install it (apt-get install postgresql)" >&2; exit 1; \
+		fi; \
+	fi
+
+# The suite on a private PostgreSQL (tests/postgres.py starts and removes it): make test-postgres ARGS=tests/console
+test-postgres: setup system-postgres
+	$(PY) -m pytest -p tests.postgres $(ARGS)
+
 # The API fuzz tests with many more cases per operation and caller (the suite runs 20), and
 # schemathesis's coverage phase for every caller: make fuzz FUZZ_EXAMPLES=1000. No per-test time limit.
 FUZZ_EXAMPLES ?= 300
@@ -51,6 +67,11 @@ bench: setup
 		PYTHONPATH=. $(PY) "$$script" || { echo "!! $$script failed"; status=1; }; \
 	done; \
 	exit $$status
+
+# 100k streams on SQLite and PostgreSQL: snapshot, mirror sync and retention against their intervals,
+# page and /metrics times and sizes (about 15 minutes). make bench-scale ARGS="--streams 20000"
+bench-scale: setup system-postgres
+	PYTHONPATH=. $(PY) bench/scale.py $(ARGS)
 
 # Caches and build output; keeps the venv and var/ (database, private Redis data).
 clean:

@@ -1,7 +1,7 @@
 """Real ``celery`` worker and beat processes for the console tests that go through the broker.
 
 The processes run the interpreter's own Celery (``tests.servers.CELERY``) from the repository root on
-the suite's Redis and on pytest-django's test database file, so what they write is what the test reads.
+the suite's Redis and on pytest-django's test database (its SQLite file, or PostgreSQL under ``make test-postgres``), so what they write is what the test reads.
 Their output goes to a temporary log, shown when a process dies before its time.
 """
 
@@ -12,6 +12,7 @@ import signal
 import subprocess
 import tempfile
 from pathlib import Path
+from urllib.parse import quote
 
 from django.db import connection
 
@@ -20,16 +21,26 @@ from tests.servers import CELERY, REPO
 
 
 def celery_env(**extra: str) -> dict[str, str]:
-    """The environment of a Celery process sharing this test's database file, plus ``extra`` settings."""
-    db_name = connection.settings_dict["NAME"]
-    assert db_name and os.path.exists(db_name), db_name
+    """The environment of a Celery process sharing this test's database, plus ``extra`` settings."""
     return {
         **os.environ,
-        "DATABASE_URL": f"sqlite:///{db_name}",
+        "DATABASE_URL": shared_database_url(),
         "DJANGO_SETTINGS_MODULE": "busconsole.settings",
         "PYTHONUNBUFFERED": "1",
         **extra,
     }
+
+
+def shared_database_url() -> str:
+    """pytest-django's test database as a ``DATABASE_URL``: the SQLite file, or the same PostgreSQL
+    server and account as the suite's ``DATABASE_URL`` with the test database's name (``make test-postgres``)."""
+    db = connection.settings_dict
+    if connection.vendor == "sqlite":
+        assert db["NAME"] and os.path.exists(db["NAME"]), db["NAME"]
+        return f"sqlite:///{db['NAME']}"
+    assert connection.vendor == "postgresql", connection.vendor
+    account = quote(db["USER"], safe="") + (f":{quote(db['PASSWORD'], safe='')}" if db["PASSWORD"] else "")
+    return f"postgres://{account}@{db['HOST']}:{db['PORT']}/{quote(db['NAME'], safe='')}"
 
 
 class CeleryProcess:
