@@ -7,16 +7,19 @@ Two kinds, for two needs:
   (evaluating a tick's alerts, posting one alert's webhook) take it; it expires by itself, so a killed
   worker never wedges anything.
 - :func:`renewable_lock`: redis-py's lock, for work longer than any fixed expiry (a background job), whose
-  holder renews it as it makes progress.
+  holder renews it as it makes progress; :func:`renewed_lock` holds one for a block and renews it from a
+  heartbeat thread (a metric snapshot or mirror sync whose length grows with the number of streams).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import secrets
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 
 import redis
 from django.conf import settings
@@ -78,3 +81,48 @@ def renewable_lock(name: str, *, timeout_s: float) -> RenewableLock:
     ``thread_local=False``: the holder may renew it from a heartbeat thread.
     """
     return console_redis().lock(f"busconsole:{name}", timeout=timeout_s, blocking=False, thread_local=False)
+
+
+@dataclass
+class HeldLock:
+    """What :func:`renewed_lock` yields: whether the lock was taken, and whether a renewal failed since."""
+
+    acquired: bool
+    lost: threading.Event = field(default_factory=threading.Event)
+
+
+@contextmanager
+def renewed_lock(name: str, *, timeout_s: float) -> Iterator[HeldLock]:
+    """Take ``busconsole:<name>`` without waiting and keep it for the block, however long the block runs.
+
+    A daemon thread renews it every ``timeout_s / 3`` seconds, so the lock outlives a run that takes
+    longer than expected (never two runs at once), while a killed run's lock expires ``timeout_s`` after
+    its last renewal. A renewal that fails (the lock expired while the process was frozen, say, and
+    another run may hold it now) sets ``lost``: the holder should stop at its next step. The lock is
+    released at the end if it is still ours.
+    """
+    lock = renewable_lock(name, timeout_s=timeout_s)
+    held = HeldLock(acquired=bool(lock.acquire(blocking=False)))
+    if not held.acquired:
+        yield held
+        return
+    stop = threading.Event()
+
+    def heartbeat() -> None:
+        while not stop.wait(timeout_s / 3):
+            try:
+                lock.reacquire()
+            except (LockError, redis.RedisError) as exc:
+                log.warning("lock %s could not be renewed: %s", name, exc)
+                held.lost.set()
+                return
+
+    thread = threading.Thread(target=heartbeat, name=f"lock-heartbeat:{name}", daemon=True)
+    thread.start()
+    try:
+        yield held
+    finally:
+        stop.set()
+        thread.join(timeout_s)
+        with contextlib.suppress(LockError, redis.RedisError):  # expired or unreachable: it expires anyway
+            lock.release()

@@ -49,6 +49,8 @@ BUSCONSOLE_TAIL_QUEUE = envint("BUSCONSOLE_TAIL_QUEUE", 500)
 BUSCONSOLE_TAIL_REPLAY_MAX = envint("BUSCONSOLE_TAIL_REPLAY_MAX", 1000)
 BUSCONSOLE_TAIL_BLOCK_MS = envint("BUSCONSOLE_TAIL_BLOCK_MS", 2000)
 BUSCONSOLE_TAIL_MAX_LAG_MS = envint("BUSCONSOLE_TAIL_MAX_LAG_MS", 1000)
+# Redis Cluster: the BLOCK of the tail's one round trip over a node whose tailed keys span several slots.
+BUSCONSOLE_TAIL_POLL_MS = envint("BUSCONSOLE_TAIL_POLL_MS", 10)
 # Failed logins per username or client address within the window before logins are refused.
 BUSCONSOLE_LOGIN_MAX_FAILURES = envint("BUSCONSOLE_LOGIN_MAX_FAILURES", 5)
 BUSCONSOLE_LOGIN_WINDOW_S = envint("BUSCONSOLE_LOGIN_WINDOW_S", 900)
@@ -120,6 +122,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test_busconsole.sqlite3")}
     DATABASES["default"]["OPTIONS"] = {"timeout": 20, "transaction_mode": "IMMEDIATE"}
     DATABASES["default"]["CONN_MAX_AGE"] = 0
+    # WAL: pages read while a snapshot, sync or retention writes (readers never wait for the writer, nor it
+    # for them); NORMAL sync is safe with WAL (a power cut may lose the last commits, never corrupt).
+    DATABASES["default"]["OPTIONS"]["init_command"] = "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -243,6 +248,19 @@ if BUSCONSOLE_SNAPSHOT_INTERVAL_S < 1 or BUSCONSOLE_MIRROR_INTERVAL_S < 1:
 if BUSCONSOLE_RETENTION_RAW_H < 2 or BUSCONSOLE_RETENTION_1M_D < 1 or BUSCONSOLE_RETENTION_1H_D < 1:
     # Hourly rollups are computed from raw samples, which must outlive the hour being rolled up.
     raise ImproperlyConfigured("BUSCONSOLE_RETENTION_RAW_H must be >= 2 and the _1M_D/_1H_D retentions >= 1")
+# The mirror sync is incremental (only streams whose facts changed are rewritten); a full pass, which also
+# marks vanished streams deleted and refreshes every consumer's idle time, runs at most every FULL_EVERY_S.
+BUSCONSOLE_MIRROR_FULL_EVERY_S = envint("BUSCONSOLE_MIRROR_FULL_EVERY_S", 300)
+# /metrics: aggregates per connection, plus per-object series for the TOP_N largest streams, the TOP_N groups
+# with the most lag and with the most pending, the TOP_N deepest DLQs, and every stream matching an INCLUDE glob
+# (Redis glob syntax, comma-separated), never one matching an EXCLUDE glob; at most MAX_SERIES per-object series
+# in all (the exposition says how many it left out).
+BUSCONSOLE_METRICS_TOP_N = envint("BUSCONSOLE_METRICS_TOP_N", 50)
+BUSCONSOLE_METRICS_MAX_SERIES = envint("BUSCONSOLE_METRICS_MAX_SERIES", 2000)
+BUSCONSOLE_METRICS_INCLUDE = envlist("BUSCONSOLE_METRICS_INCLUDE", [])
+BUSCONSOLE_METRICS_EXCLUDE = envlist("BUSCONSOLE_METRICS_EXCLUDE", [])
+if BUSCONSOLE_MIRROR_FULL_EVERY_S < 1 or BUSCONSOLE_METRICS_TOP_N < 0 or BUSCONSOLE_METRICS_MAX_SERIES < 0:
+    raise ImproperlyConfigured("BUSCONSOLE_MIRROR_FULL_EVERY_S must be >= 1, the _METRICS_TOP_N/_MAX_SERIES >= 0")
 
 # Exactly one beat process runs this schedule (busconsole/celery.py says why).
 CELERY_BEAT_SCHEDULE: dict = {

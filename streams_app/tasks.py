@@ -22,7 +22,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.utils import timezone
 
-from busconsole.locks import interval_lock_ms, lock_held
+from busconsole.locks import interval_lock_ms, lock_held, renewed_lock
 from streams_app.alerts import webhooks
 from streams_app.jobs import runner as jobs
 from streams_app.lake import run as pipeline_run
@@ -93,32 +93,44 @@ def alert_notify(self, alert_id: int) -> None:
 
 
 # ---------------------------------------------------------------------------------------- metrics
-# Beat tasks (busconsole/settings.py CELERY_BEAT_SCHEDULE): each takes a Redis lock shorter than its
-# interval (busconsole.locks.lock_held) inside the service, so an overlapping run (a slow one, a
-# second beat) returns at once.
+# Beat tasks (busconsole/settings.py CELERY_BEAT_SCHEDULE): each holds a renewable lock for its whole run
+# (busconsole.locks.renewed_lock, taken inside the service), so an overlapping run (a slow one, a second
+# beat) returns at once and a killed run's lock expires by itself.
+
+#: Seconds of each samples_retention run given to the rollups and to the deletions (well within its
+#: soft time limit): what a budget leaves is done by the next run, a minute later.
+RETENTION_BUDGET_S = {"rollups": 90.0, "prune": 90.0}
 
 
 @shared_task(ignore_result=True, soft_time_limit=120, time_limit=150)
 def snapshot_tick() -> int | None:
-    """Record the snapshot of the current tick; returns the SnapshotRun id (None: another run held the lock)."""
-    run = snapshots.snapshot_take_guarded(now=timezone.now())
+    """Record the snapshot of the current tick (and catch up with a tick that began meanwhile); returns
+    the last SnapshotRun id (None: another run held the lock)."""
+    run = snapshots.snapshot_take_guarded(now=timezone.now(), catch_up=True)
     return run.pk if run else None
 
 
 @shared_task(ignore_result=True, soft_time_limit=240, time_limit=300)
 def mirror_sync_all() -> dict[str, int | str] | None:
-    """Sync the mirror of every connection; returns streams seen (or the error) per connection."""
+    """Sync the mirror of every connection (incremental, or full when due); returns the streams written
+    (or the error) per connection."""
     results = snapshots.mirror_sync_guarded()
     if results is None:
         return None
-    return {conn: r if isinstance(r, str) else r.streams for conn, r in results.items()}
+    return {conn: r if isinstance(r, str) else r.streams_written for conn, r in results.items()}
 
 
 @shared_task(ignore_result=True, soft_time_limit=240, time_limit=300)
-def samples_retention() -> dict[str, object]:
-    """Roll samples up (1 m, 1 h) and apply retention."""
-    now = timezone.now()
-    return {"rollups": snapshots.samples_downsample(now=now), "deleted": snapshots.samples_prune(now=now)}
+def samples_retention() -> dict[str, object] | None:
+    """Roll samples up (1 m, 1 h) and apply retention, each within its budget (None: a run is in progress)."""
+    with renewed_lock("lock:samples-retention", timeout_s=60.0) as held:
+        if not held.acquired:
+            return None
+        now = timezone.now()
+        return {
+            "rollups": snapshots.samples_downsample(now=now, budget_s=RETENTION_BUDGET_S["rollups"]),
+            "deleted": snapshots.samples_prune(now=now, budget_s=RETENTION_BUDGET_S["prune"]),
+        }
 
 
 # ---------------------------------------------------------------------------------- data pipeline

@@ -14,7 +14,9 @@ Callers pass values by attribute name (``stream_id``, not ``stream``). No signal
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from django.db import connections, models, router
@@ -22,9 +24,29 @@ from django.db.models.constants import OnConflict
 
 #: Rows per ``executemany`` call.
 BATCH = 5000
+#: Ids per ``DELETE ... IN`` (SQLite before 3.32 allows 999 parameters in a statement).
+DELETE_BATCH = 500
 #: Field types whose Python values need the backend's conversion (all others are passed as they are).
 _CONVERTED = (models.JSONField, models.DateTimeField, models.DateField, models.BinaryField, models.DecimalField,
               models.UUIDField, models.TimeField, models.DurationField)
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """The cyclic garbage collector off for the block (and back as it was after).
+
+    A snapshot of 100k streams allocates millions of small objects (replies, dataclasses, row tuples)
+    that all stay alive until it ends; each full collection walks all of them, so the collector alone
+    cost a quarter of the snapshot's time. Nothing in the block makes reference cycles worth collecting
+    early: they are collected after it.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def chunks(items: Sequence, size: int) -> Iterator[Sequence]:
@@ -55,10 +77,17 @@ def _converter(field: models.Field, db: Any) -> Callable[[Any], Any]:
     return convert
 
 
-def _prepared(rows: Sequence[Sequence[Any]], converters: list[Callable[[Any], Any] | None]) -> list[list[Any]]:
+def _prepared(rows: Sequence[Sequence[Any]], converters: list[Callable[[Any], Any] | None]) -> list[Sequence[Any]]:
+    """The rows with the converted columns converted, column by column: a snapshot's 300k rows have one
+    date-time column among six, and converting only it costs a third of zipping every value of every row."""
     if not any(converters):
-        return [list(row) for row in rows]
-    return [[v if c is None else c(v) for v, c in zip(row, converters, strict=True)] for row in rows]
+        return rows if isinstance(rows, list) else list(rows)
+    out = [list(row) for row in rows]
+    for i, convert in enumerate(converters):
+        if convert is not None:
+            for row in out:
+                row[i] = convert(row[i])
+    return out
 
 
 def rows_insert(
@@ -101,3 +130,25 @@ def rows_update(model: type[models.Model], attnames: Sequence[str], rows: Sequen
     with db.cursor() as cursor:
         for part in chunks(params, BATCH):
             cursor.executemany(sql, part)
+
+
+def rows_delete(model: type[models.Model], pks: Sequence[Any]) -> int:
+    """``DELETE ... WHERE pk IN (...)`` in statements of :data:`DELETE_BATCH` ids; returns the rows deleted.
+
+    For tables nothing points at (samples): no cascade to collect, no signal, unlike ``QuerySet.delete``,
+    which loads every row it deletes.
+    """
+    if not pks:
+        return 0
+    db = connections[router.db_for_write(model)]
+    qn = db.ops.quote_name
+    meta = model._meta
+    deleted = 0
+    with db.cursor() as cursor:
+        for part in chunks(pks, DELETE_BATCH):
+            cursor.execute(
+                f"DELETE FROM {qn(meta.db_table)} WHERE {qn(meta.pk.column)} IN ({', '.join(['%s'] * len(part))})",
+                list(part),
+            )
+            deleted += cursor.rowcount
+    return deleted

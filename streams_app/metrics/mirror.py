@@ -1,35 +1,54 @@
 """The metadata mirror: keeping it in line with Redis, and reading it for the streams page.
 
-:func:`mirror_sync` (a beat task, every BUSCONSOLE_MIRROR_INTERVAL_S) reads every stream, group and
-consumer of a connection and writes the differences: new things get rows, changed ones are updated,
-vanished ones are marked ``deleted_at`` (never forgotten: their history stays, and a key that comes back
-gets its old row back, un-deleted). :func:`mirror_refresh` is the lighter pass each snapshot makes over
-the streams and groups it has just read, so the mirror's figures are as fresh as the last snapshot (alert
-rules read them right after it); it creates and updates rows but marks nothing deleted, which needs the
-full sync's consumers and its complete view.
+:func:`mirror_sync` (a beat task, every BUSCONSOLE_MIRROR_INTERVAL_S) brings the rows of streams, groups
+and consumers in line with Redis. It runs in one of two ways:
 
-Both write only what changed, with :mod:`streams_app.metrics.bulk`: an idle server with ten thousand streams
-costs two reads of the mirror. Redis is read before any transaction opens, so a server that fails midway
-changes nothing (and never gets its streams marked deleted).
+- an *incremental* pass reads every stream's cheap facts (XINFO STREAM and GROUPS, as a snapshot does),
+  compares each with the digest the last sync stored on its row (:func:`stream_fingerprint`: length,
+  first, last and last-generated IDs, entries added, and per group its consumers count, pending count,
+  last-delivered ID, entries read and lag) and reads the consumers of, and rewrites, only the streams
+  whose digest changed (or that are new, or came back). On a bus where a few hundred of 100k streams move
+  between two syncs, that is a few hundred streams' worth of XINFO CONSUMERS and rows;
+- a *full* pass (the first sync of a connection, then at most every BUSCONSOLE_MIRROR_FULL_EVERY_S
+  seconds) reads and rewrites everything, and is the only one that marks vanished streams deleted (an
+  incremental pass cannot tell a vanished stream from one it did not look at). Consumer idle times of
+  groups that did not change are refreshed by it too: between two full passes they are as of the row's
+  ``last_seen``, which is what the consumer-inactive alert compares (it never overstates an idle time).
+
+Either way rows are written in transactions of :data:`SYNC_CHUNK` streams (with their groups and
+consumers), so a sync of 100k streams never holds the database for more than a moment and a snapshot
+can commit in between. Vanished groups and consumers of a rewritten stream are marked ``deleted_at``
+(never forgotten: their history stays, and a key that comes back gets its old row back, un-deleted).
+
+:func:`mirror_refresh` is the lighter pass each snapshot makes over the streams and groups it has just
+read, so the mirror's figures are as fresh as the last snapshot (alert rules read them right after it);
+it creates and updates rows but marks nothing deleted. It leaves a group row alone when only the idle
+time of the same oldest pending entry grew (it grows every tick; the tick's exact figure is in the group's
+sample), so a quiet bus costs two reads of the mirror and no writes.
+
+Redis is read before any transaction opens, so a server that fails midway changes nothing (and never
+gets its streams marked deleted); nor does a cluster primary that could not be read (``facts.missed``).
 """
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db import models, transaction
+from django.db import connection, models, transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from streams_app.metrics.bulk import chunks, rows_insert, rows_update
+from streams_app.metrics.bulk import chunks, gc_paused, rows_insert, rows_update
 from streams_app.metrics.models import (
     TEXT_MAX,
     ConsumerMirror,
     GroupMirror,
+    MirrorState,
     SnapshotRun,
     StreamMirror,
     name_hash,
@@ -43,6 +62,8 @@ from streams_app.redis_ops.types import ConsumerInfo, GroupInfo, StreamInfo
 
 #: Ids per ``IN (...)`` (SQLite limits the parameters of one statement).
 IN_BATCH = 500
+#: Streams (with their groups and consumers) written per transaction by :func:`mirror_sync`.
+SYNC_CHUNK = 500
 
 STREAM_FIELDS = (
     "key_text", "length", "first_id", "last_id", "last_entry_ms", "last_generated_id", "entries_added",
@@ -57,6 +78,8 @@ CONSUMER_FIELDS = ("name_text", "pending", "idle_ms", "inactive_ms")
 STREAM_FIGURES = STREAM_FIELDS[1:10]
 GROUP_FIGURES = GROUP_FIELDS[1:]
 _STREAM_NAMES = ("key_text", "is_dlq", "dlq_convention", "dlq_sources")
+#: What a sync writes of a stream: everything, and the digest the next incremental pass compares.
+_SYNC_FIELDS = (*STREAM_FIELDS, "sync_fingerprint")
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +100,9 @@ class SyncResult:
     consumers_deleted: int
     redis_ms: int
     duration_ms: int
+    full: bool = True
+    streams_written: int = 0  # streams whose rows this sync compared and rewrote (all of them on a full pass)
+    missed: tuple[str, ...] = ()  # cluster primaries not read: their streams were left as they were
 
 
 # ------------------------------------------------------------------------------- values of a row
@@ -113,6 +139,23 @@ def stream_values(facts: StreamInfo) -> tuple[Any, ...]:
     """Everything the mirror holds of a stream, in :data:`STREAM_FIELDS` order."""
     text, *dlq = stream_names(facts.key)
     return (text, *stream_figures(facts), *dlq)
+
+
+def stream_fingerprint(facts: StreamInfo) -> str:
+    """A short digest of what a stream's mirror rows depend on, except the idle times.
+
+    Anything a consumer does that changes its row (reads, acks, claims, being created or deleted)
+    changes its group's pending count, last-delivered ID or consumers count, so a stream whose digest
+    is unchanged has nothing new to write but idle times. blake2b rather than ``hash()``: the digest is
+    stored and compared across processes.
+    """
+    parts = [
+        facts.length, facts.first_id, facts.last_id, facts.last_generated_id, facts.entries_added,
+        facts.max_deleted_entry_id,
+        *((bytes(g.name).hex(), g.consumers, g.pending, g.last_delivered_id, g.entries_read, g.lag)
+          for g in facts.groups),
+    ]
+    return hashlib.blake2b(repr(parts).encode(), digest_size=12).hexdigest()
 
 
 def group_figures(facts: GroupInfo) -> tuple[Any, ...]:
@@ -160,6 +203,7 @@ def _upsert(
     reread: Callable[[list[Any]], dict[Any, int]],
     now: datetime,
     mark_vanished: bool,
+    unchanged: Callable[[tuple[Any, ...], tuple[Any, ...]], bool] | None = None,
 ) -> _Upsert:
     """Make the rows of ``model`` match ``wanted``; returns their ids by natural key and what changed.
 
@@ -167,7 +211,7 @@ def _upsert(
     ``wanted`` maps natural keys to (source, field values in ``fields`` order); ``identity_of(source)``
     gives the values set on creation only, in ``identity`` order. Rows are created with
     ``ignore_conflicts`` (a concurrent snapshot or sync may have created them first) and their ids read
-    back with ``reread``.
+    back with ``reread``. ``unchanged(stored, values)`` may declare a row that differs not worth a write.
     """
     result = _Upsert(ids={})
     create: list[tuple[Any, ...]] = []
@@ -180,7 +224,7 @@ def _upsert(
         result.ids[natural] = row[0]
         if row[1] is not None:
             result.returned += 1
-        if row[1] is not None or row[2:] != values:
+        if row[1] is not None or (row[2:] != values and not (unchanged and unchanged(row[2:], values))):
             change.append((row[0], (*values, None)))
     if create:
         rows_insert(model, [*identity, *fields, "first_seen", "last_seen"], create, ignore_conflicts=True)
@@ -198,33 +242,47 @@ def _upsert(
 
 
 def _streams_upsert(conn: str, streams: Sequence[StreamInfo], *, now: datetime, full: bool) -> _Upsert:
-    """``full``: the sync (every field, marks vanished rows); else a snapshot's refresh (figures only)."""
-    fields = STREAM_FIELDS if full else STREAM_FIGURES
-    current = {
-        row[0]: row[1:]
-        for row in StreamMirror.objects.filter(connection=conn).values_list("key_hash", "id", "deleted_at", *fields)
-    }
-    values_of = stream_values if full else stream_figures
-    wanted = {name_hash(s.key): (s, values_of(s)) for s in streams}
+    """``full``: the sync (every field and the digest, for the rows of ``streams`` only); else a snapshot's
+    refresh (figures only, one read of the connection's rows)."""
+    if full:
+        fields: Sequence[str] = _SYNC_FIELDS
+        hashes = [name_hash(s.key) for s in streams]
+        rows = _rows_in(StreamMirror.objects.filter(connection=conn), "key_hash", hashes,
+                        "key_hash", "id", "deleted_at", *fields)
+        wanted = {h: (s, (*stream_values(s), stream_fingerprint(s))) for h, s in zip(hashes, streams, strict=True)}
+    else:
+        fields = STREAM_FIGURES
+        rows = StreamMirror.objects.filter(connection=conn).values_list("key_hash", "id", "deleted_at", *fields)
+        wanted = {name_hash(s.key): (s, stream_figures(s)) for s in streams}
+    current = {row[0]: row[1:] for row in rows}
     identity = ("connection", "key", "key_hash", "synced_at")
     return _upsert(
         model=StreamMirror, fields=fields, current=current, wanted=wanted,
         identity=identity if full else (*identity, *_STREAM_NAMES),
         identity_of=lambda s: (conn, s.key, name_hash(s.key), now, *(() if full else stream_names(s.key))),
-        reread=lambda keys: stream_ids(conn, keys), now=now, mark_vanished=full,
+        reread=lambda keys: stream_ids(conn, keys), now=now, mark_vanished=False,
     )
+
+
+def _same_but_idle(stored: tuple[Any, ...], values: tuple[Any, ...]) -> bool:
+    """Group figures equal but for the idle time of the same oldest pending entry (the last figure)."""
+    return stored[:-1] == values[:-1]
 
 
 def _groups_upsert(
     conn: str, streams: Sequence[StreamInfo], ids: dict[str, int], *, now: datetime, full: bool
 ) -> tuple[_Upsert, dict[tuple[int, str], GroupInfo]]:
+    """``full``: the sync, over the groups of ``streams`` (marking the vanished ones); else a snapshot's
+    refresh over the connection's groups (figures only, nothing marked)."""
     fields = GROUP_FIELDS if full else GROUP_FIGURES
-    current = {
-        (row[0], row[1]): row[2:]
-        for row in GroupMirror.objects.filter(stream__connection=conn).values_list(
+    if full:
+        rows = _rows_in(GroupMirror.objects.all(), "stream_id", sorted(ids.values()),
+                        "stream_id", "name_hash", "id", "deleted_at", *fields)
+    else:
+        rows = GroupMirror.objects.filter(stream__connection=conn).values_list(
             "stream_id", "name_hash", "id", "deleted_at", *fields
         )
-    }
+    current = {(row[0], row[1]): row[2:] for row in rows}
     values_of = group_values if full else group_figures
     wanted: dict[tuple[int, str], tuple[Any, tuple[Any, ...]]] = {}
     facts: dict[tuple[int, str], GroupInfo] = {}
@@ -240,7 +298,16 @@ def _groups_upsert(
         identity_of=lambda source: (source[0][0], source[1].name, source[0][1],
                                     *(() if full else (display_text(source[1].name)[:TEXT_MAX],))),
         reread=lambda keys: group_ids(conn, keys), now=now, mark_vanished=full,
+        unchanged=None if full else _same_but_idle,
     ), facts
+
+
+def _rows_in(rows: models.QuerySet, field: str, values: Sequence[Any], *columns: str) -> list[tuple[Any, ...]]:
+    """``rows.filter(field__in=values).values_list(*columns)``, in queries of :data:`IN_BATCH` values."""
+    out: list[tuple[Any, ...]] = []
+    for part in chunks(values, IN_BATCH):
+        out.extend(rows.filter(**{f"{field}__in": list(part)}).values_list(*columns))
+    return out
 
 
 def stream_ids(conn: str, hashes: Iterable[str]) -> dict[str, int]:
@@ -261,64 +328,164 @@ def consumer_ids(conn: str, keys: Iterable[tuple[int, str]]) -> dict[tuple[int, 
     return _child_ids(ConsumerMirror.objects.filter(group__stream__connection=conn), "group_id", keys)
 
 
+#: Up to this many parents, children are looked up by ``IN`` batches; beyond, by one scan of the connection.
+_CHILD_IN_MAX = 20 * IN_BATCH
+
+
 def _child_ids(rows: models.QuerySet, parent: str, keys: Iterable[tuple[int, str]]) -> dict[tuple[int, str], int]:
     wanted = set(keys)
     parents = sorted({p for p, _ in wanted})
-    if len(parents) <= IN_BATCH:
-        rows = rows.filter(**{f"{parent}__in": parents})
-    return {(p, h): pk for p, h, pk in rows.values_list(parent, "name_hash", "id") if (p, h) in wanted}
+    found = (
+        _rows_in(rows, parent, parents, parent, "name_hash", "id")
+        if len(parents) <= _CHILD_IN_MAX
+        else rows.values_list(parent, "name_hash", "id")
+    )
+    return {(p, h): pk for p, h, pk in found if (p, h) in wanted}
 
 
 # ------------------------------------------------------------------------------------ sync, refresh
 
 
-def mirror_sync(*, conn: str) -> SyncResult:
-    """Bring the mirror of ``conn`` in line with Redis (raises :class:`OpsError` if Redis fails us)."""
+def mirror_sync(*, conn: str, full: bool = True) -> SyncResult:
+    """Bring the mirror of ``conn`` in line with Redis (raises :class:`OpsError` if Redis fails us).
+
+    ``full``: read and rewrite every stream and mark the vanished ones deleted; else only the streams
+    whose :func:`stream_fingerprint` changed since the last sync (see the module docstring).
+    """
+    with gc_paused():
+        return _mirror_sync(conn, full=full)
+
+
+def _mirror_sync(conn: str, *, full: bool) -> SyncResult:
     started = time.perf_counter()
-    facts = snapshot_reads.server_read(conn, consumers=True)
-    now = timezone.now()
-    streams = facts.streams
-    with transaction.atomic():
-        s_up = _streams_upsert(conn, streams, now=now, full=True)
-        StreamMirror.objects.filter(connection=conn, deleted_at__isnull=True).update(last_seen=now, synced_at=now)
-        g_up, group_facts = _groups_upsert(conn, streams, s_up.ids, now=now, full=True)
-        GroupMirror.objects.filter(stream__connection=conn, deleted_at__isnull=True).update(last_seen=now)
-
-        current = {
-            (row[0], row[1]): row[2:]
-            for row in ConsumerMirror.objects.filter(group__stream__connection=conn).values_list(
-                "group_id", "name_hash", "id", "deleted_at", *CONSUMER_FIELDS
+    facts = snapshot_reads.server_read(conn, consumers=full)
+    missed = tuple(getattr(facts, "missed", ()))
+    if full:
+        changed = list(facts.streams)
+    else:
+        known = {
+            h: fp
+            for h, fp, deleted in StreamMirror.objects.filter(connection=conn).values_list(
+                "key_hash", "sync_fingerprint", "deleted_at"
             )
+            if deleted is None
         }
-        wanted: dict[tuple[int, str], tuple[Any, tuple[Any, ...]]] = {}
-        for natural, g in group_facts.items():
-            group_id = g_up.ids[natural]
-            for c in g.consumer_list or ():
-                key = (group_id, name_hash(c.name))
-                wanted[key] = ((group_id, c.name, key[1]), consumer_values(c))
-        c_up = _upsert(
-            model=ConsumerMirror, fields=CONSUMER_FIELDS, current=current, wanted=wanted,
-            identity=("group_id", "name", "name_hash"), identity_of=lambda source: source, reread=lambda keys: consumer_ids(conn, keys),
-            now=now, mark_vanished=True,
-        )
-        ConsumerMirror.objects.filter(group__stream__connection=conn, deleted_at__isnull=True).update(last_seen=now)
+        keys = [s.key for s in facts.streams if known.get(name_hash(s.key)) != stream_fingerprint(s)]
+        changed = snapshot_reads.streams_read(conn, keys, consumers=True)[0] if keys else []
+    redis_ms = int((time.perf_counter() - started) * 1000)
+    now = timezone.now()
 
+    totals = dict.fromkeys(
+        ("created", "changed", "returned", "groups", "groups_created", "groups_deleted", "consumers",
+         "consumers_deleted"), 0)
+    for part in chunks(changed, SYNC_CHUNK):
+        with transaction.atomic():
+            _sync_chunk(conn, part, now=now, totals=totals)
+    deleted = 0
+    if full and not missed:
+        deleted = _mark_vanished(conn, {name_hash(s.key) for s in facts.streams}, now=now)
+
+    if full:
+        _statistics_refresh()
+    duration_ms = int((time.perf_counter() - started) * 1000)
+    state_defaults: dict[str, Any] = {
+        "synced_at": now, "full": full, "duration_ms": duration_ms, "redis_ms": redis_ms,
+        "streams": len(facts.streams), "streams_written": len(changed), "partial": ", ".join(missed),
+    }
+    if full:
+        state_defaults["full_synced_at"] = now
+    MirrorState.objects.update_or_create(connection=conn, defaults=state_defaults)
     return SyncResult(
         conn=conn,
         synced_at=now,
-        streams=len(streams),
-        streams_created=s_up.created,
-        streams_changed=s_up.changed,
-        streams_deleted=s_up.deleted,
-        streams_returned=s_up.returned,
-        groups=len(group_facts),
-        groups_created=g_up.created,
-        groups_deleted=g_up.deleted,
-        consumers=len(wanted),
-        consumers_deleted=c_up.deleted,
-        redis_ms=int(facts.seconds * 1000),
-        duration_ms=int((time.perf_counter() - started) * 1000),
+        streams=len(facts.streams),
+        streams_created=totals["created"],
+        streams_changed=totals["changed"],
+        streams_deleted=deleted,
+        streams_returned=totals["returned"],
+        groups=totals["groups"],
+        groups_created=totals["groups_created"],
+        groups_deleted=totals["groups_deleted"],
+        consumers=totals["consumers"],
+        consumers_deleted=totals["consumers_deleted"],
+        redis_ms=redis_ms,
+        duration_ms=duration_ms,
+        full=full,
+        streams_written=len(changed),
+        missed=missed,
     )
+
+
+def _sync_chunk(conn: str, streams: Sequence[StreamInfo], *, now: datetime, totals: dict[str, int]) -> None:
+    """Write ``streams`` with their groups and consumers (inside a transaction); add what changed to ``totals``."""
+    s_up = _streams_upsert(conn, streams, now=now, full=True)
+    ids = s_up.ids
+    for part in chunks(sorted(ids.values()), IN_BATCH):
+        StreamMirror.objects.filter(pk__in=part).update(last_seen=now, synced_at=now)
+    g_up, group_facts = _groups_upsert(conn, streams, ids, now=now, full=True)
+    present_groups = sorted(g_up.ids.values())
+    for part in chunks(present_groups, IN_BATCH):
+        GroupMirror.objects.filter(pk__in=part).update(last_seen=now)
+
+    current = {
+        (row[0], row[1]): row[2:]
+        for row in _rows_in(ConsumerMirror.objects.all(), "group_id", sorted({g[0] for g in _group_rows(ids)}),
+                            "group_id", "name_hash", "id", "deleted_at", *CONSUMER_FIELDS)
+    }
+    wanted: dict[tuple[int, str], tuple[Any, tuple[Any, ...]]] = {}
+    for natural, g in group_facts.items():
+        group_id = g_up.ids[natural]
+        for c in g.consumer_list or ():
+            key = (group_id, name_hash(c.name))
+            wanted[key] = ((group_id, c.name, key[1]), consumer_values(c))
+    c_up = _upsert(
+        model=ConsumerMirror, fields=CONSUMER_FIELDS, current=current, wanted=wanted,
+        identity=("group_id", "name", "name_hash"), identity_of=lambda source: source,
+        reread=lambda keys: consumer_ids(conn, keys), now=now, mark_vanished=True,
+    )
+    for part in chunks(sorted(c_up.ids.values()), IN_BATCH):
+        ConsumerMirror.objects.filter(pk__in=part).update(last_seen=now)
+    totals["created"] += s_up.created
+    totals["changed"] += s_up.changed
+    totals["returned"] += s_up.returned
+    totals["groups"] += len(group_facts)
+    totals["groups_created"] += g_up.created
+    totals["groups_deleted"] += g_up.deleted
+    totals["consumers"] += len(wanted)
+    totals["consumers_deleted"] += c_up.deleted
+
+
+def _group_rows(stream_ids_by_hash: dict[str, int]) -> list[tuple[int]]:
+    """Ids of every group row (deleted or not) of these streams: the consumers to compare belong to them."""
+    return _rows_in(GroupMirror.objects.all(), "stream_id", sorted(stream_ids_by_hash.values()), "id")
+
+
+def _statistics_refresh() -> None:
+    """On SQLite, refresh the planner's statistics of the mirror's streams table (sampled: a few ms).
+
+    Without them SQLite takes ``connection = ?`` for the most selective condition and reads every row of
+    the connection, rather than the ``key_text`` range a glob's prefix gives (:func:`prefix_filter`).
+    PostgreSQL's autovacuum keeps its statistics itself.
+    """
+    if connection.vendor != "sqlite":
+        return
+    with connection.cursor() as cursor:
+        cursor.execute("PRAGMA analysis_limit = 1000")
+        cursor.execute(f"ANALYZE {connection.ops.quote_name(StreamMirror._meta.db_table)}")
+
+
+def _mark_vanished(conn: str, present: set[str], *, now: datetime) -> int:
+    """Mark deleted the streams of ``conn`` not in ``present`` (key hashes), with their groups and consumers."""
+    vanished = [
+        pk for pk, h in StreamMirror.objects.filter(connection=conn, deleted_at__isnull=True).values_list("id", "key_hash")
+        if h not in present
+    ]
+    for part in chunks(vanished, IN_BATCH):
+        with transaction.atomic():
+            StreamMirror.objects.filter(pk__in=part).update(deleted_at=now)
+            GroupMirror.objects.filter(stream_id__in=part, deleted_at__isnull=True).update(deleted_at=now)
+            ConsumerMirror.objects.filter(group__stream_id__in=part, deleted_at__isnull=True).update(deleted_at=now)
+    return len(vanished)
 
 
 def mirror_refresh(
@@ -394,9 +561,7 @@ def _glob_page(
     matched here: the rows come in the page's order, narrowed by the glob's literal prefix, in chunks
     of ids and keys; only the page's ids are kept, so memory stays at one page whatever the mirror holds.
     """
-    prefix = _text_prefix(glob.literal_prefix)
-    if prefix:  # necessary, not sufficient: a key starting with these bytes shows them first
-        rows = rows.filter(key_text__startswith=prefix)
+    rows = prefix_filter(rows, glob.literal_prefix)
     wanted: list[int] = []
     total = 0
     for pk, key in rows.order_by(*order).values_list("id", "key").iterator(chunk_size=GLOB_CHUNK):
@@ -406,6 +571,24 @@ def _glob_page(
             total += 1
     found = rows.in_bulk(wanted)
     return [found[pk] for pk in wanted], total
+
+
+def prefix_filter(rows: models.QuerySet, literal: bytes) -> models.QuerySet:
+    """``rows`` narrowed to keys whose display text starts with the UTF-8 text at the start of ``literal``
+    (a glob's literal prefix): necessary, not sufficient, since a key starting with these bytes shows them first.
+
+    On SQLite ``LIKE`` ignores case and so cannot use the ``key_text`` index: a range on the index
+    (``prefix <= key_text < prefix + U+10FFFF``, exact under SQLite's binary collation) is added, so a
+    glob like ``orders:*`` reads the matching part of the index instead of every row. Elsewhere the
+    collation decides the order of a range, so ``startswith`` alone is used.
+    """
+    prefix = _text_prefix(literal)
+    if not prefix:
+        return rows
+    rows = rows.filter(key_text__startswith=prefix)
+    if connection.vendor == "sqlite":
+        rows = rows.filter(key_text__gte=prefix, key_text__lt=prefix + "\U0010ffff")
+    return rows
 
 
 def _text_prefix(raw: bytes) -> str:
@@ -419,7 +602,8 @@ def _text_prefix(raw: bytes) -> str:
 
 def mirror_as_of(*, conn: str) -> datetime | None:
     """When the mirror of ``conn`` was last brought up to date, by a mirror sync or a snapshot."""
-    synced = StreamMirror.objects.filter(connection=conn).aggregate(m=Max("synced_at"))["m"]
+    state = MirrorState.objects.filter(connection=conn).values_list("synced_at", flat=True).first()
+    synced = state or StreamMirror.objects.filter(connection=conn).aggregate(m=Max("synced_at"))["m"]
     run = SnapshotRun.objects.filter(finished_at__isnull=False).order_by("-tick").first()
     snapped = run.started_at if run and not any(e.get("conn") == conn for e in run.errors) else None
     known = [t for t in (synced, snapped) if t is not None]

@@ -28,8 +28,10 @@ __all__ = [
     "DlqSample",
     "GroupMirror",
     "GroupSample",
+    "MirrorState",
     "Resolution",
     "SnapshotRun",
+    "SnapshotSkip",
     "StreamMirror",
     "StreamSample",
     "name_hash",
@@ -79,6 +81,11 @@ class StreamMirror(models.Model):
     last_seen = models.DateTimeField()
     deleted_at = models.DateTimeField(null=True, blank=True, help_text="Set when the stream vanished.")
     synced_at = models.DateTimeField()
+    sync_fingerprint = models.CharField(
+        max_length=32, blank=True, default="", db_default="",
+        help_text="Digest of the facts the last mirror sync wrote (streams_app.metrics.mirror.stream_fingerprint): "
+        "an incremental sync rewrites a stream only when it differs.",
+    )
 
     class Meta:
         constraints = [
@@ -248,3 +255,40 @@ class SnapshotRun(models.Model):
 
     def __str__(self) -> str:
         return f"snapshot {self.tick:%Y-%m-%d %H:%M:%S} ({self.streams} streams, {len(self.errors)} errors)"
+
+
+class SnapshotSkip(models.Model):
+    """Ticks for which no snapshot was recorded, found by the next run that was (a gap between two ticks).
+
+    One row per gap: ``tick`` is the first tick missed and ``ticks`` how many in a row. A tick is missed
+    when the run before it still held the lock (it took longer than the interval), when no worker took
+    the beat's message within the interval, or when no worker or beat was running at all.
+    """
+
+    tick = models.DateTimeField(unique=True)
+    ticks = models.IntegerField()
+    interval_s = models.IntegerField()
+    found_at = models.DateTimeField(help_text="When the next recorded run noticed the gap.")
+
+    class Meta:
+        ordering = ["-tick"]
+
+    def __str__(self) -> str:
+        return f"{self.ticks} ticks missed from {self.tick:%Y-%m-%d %H:%M:%S}"
+
+
+class MirrorState(models.Model):
+    """The last mirror sync of a connection, and the last full one (the incremental passes compare against)."""
+
+    connection = models.CharField(max_length=100, unique=True)
+    synced_at = models.DateTimeField()
+    full_synced_at = models.DateTimeField(null=True, blank=True)
+    full = models.BooleanField(default=False, help_text="Whether the last sync was a full pass.")
+    duration_ms = models.IntegerField(default=0)
+    redis_ms = models.IntegerField(default=0)
+    streams = models.IntegerField(default=0, help_text="Streams in Redis at the last sync.")
+    streams_written = models.IntegerField(default=0, help_text="Streams the last sync found changed and rewrote.")
+    partial = models.TextField(blank=True, help_text="Primaries the last sync could not read (their streams kept).")
+
+    def __str__(self) -> str:
+        return f"mirror of {self.connection} synced {self.synced_at:%Y-%m-%d %H:%M:%S}"

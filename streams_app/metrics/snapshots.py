@@ -6,11 +6,19 @@ Three beat tasks (thin interfaces in :mod:`streams_app.tasks`) call into this mo
 - :func:`snapshot_take` records one sample per stream, group and DLQ of every connection for one *tick*,
   the interval-aligned time (:func:`snapshot_tick_for`). The tick's :class:`SnapshotRun` row is unique, so
   two overlapping runs for the same tick write one snapshot; the samples are bulk-inserted with
-  ``ignore_conflicts`` under their own unique (object, resolution, at) constraints as a second guard. The
-  beat task also holds a Redis lock (SET NX PX, shorter than the interval) so runs rarely overlap at all.
+  ``ignore_conflicts`` under their own unique (object, resolution, at) constraints as a second guard.
+  The beat task (:func:`snapshot_take_guarded`) holds a renewable lock for the whole run (renewed by a
+  heartbeat, so a run longer than the interval still never overlaps the next; a killed run's lock
+  expires after :func:`snapshot_lock_s`), and when its run ended after the next tick began it takes that
+  tick at once rather than leaving it to a beat message that found the lock held. A tick that still
+  gets no run is recorded as a :class:`SnapshotSkip` by the next run that does (the gap between the two
+  ticks): the overview and ``/metrics`` show them (:func:`snapshot_health`).
 - :func:`samples_downsample` rolls raw samples up into 1-minute and 1-hour rows (averages of length, rate,
   lag, pending and depth; maximum of the oldest pending entry's idle time; sum of entries added) and
   :func:`samples_prune` applies the retention: raw rows are deleted only once both rollups cover them.
+  Both work in bounded steps within a time budget: a rollup bucket per query, and deletions of at most
+  :data:`PRUNE_BATCH` rows per short transaction with a pause between them, so a snapshot's commit never
+  waits long behind them; what the budget leaves is done by the next run (every minute).
 
 :func:`series` is what charts read: one metric of one object over a window, at the finest resolution whose
 retention still covers the window's start.
@@ -21,6 +29,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -30,16 +39,18 @@ from django.db import models, transaction
 from django.db.models import Avg, Max, Sum
 from django.utils import timezone
 
-from busconsole.locks import interval_lock_ms, lock_held
+from busconsole.locks import renewed_lock
 from streams_app import signals
 from streams_app.live import broadcast
-from streams_app.metrics.bulk import rows_insert
+from streams_app.metrics.bulk import gc_paused, rows_delete, rows_insert
 from streams_app.metrics.mirror import SyncResult, mirror_refresh, mirror_sync
 from streams_app.metrics.models import (
     DlqSample,
     GroupSample,
+    MirrorState,
     Resolution,
     SnapshotRun,
+    SnapshotSkip,
     StreamMirror,
     StreamSample,
     name_hash,
@@ -51,6 +62,7 @@ from streams_app.redis_ops.errors import OpsError
 from streams_app.redis_ops.types import StreamInfo
 
 __all__ = [
+    "SnapshotHealth",
     "SyncResult",
     "mirror_sync",
     "mirror_sync_guarded",
@@ -58,6 +70,7 @@ __all__ = [
     "samples_prune",
     "series",
     "series_resolution",
+    "snapshot_health",
     "snapshot_take",
     "snapshot_take_guarded",
     "snapshot_tick_for",
@@ -70,6 +83,12 @@ RATE_MAX_GAP = timedelta(minutes=10)
 #: Rollup buckets (per resolution and table) one call of :func:`samples_downsample` may compute.
 MAX_BUCKETS = {Resolution.MINUTE: 240, Resolution.HOUR: 6}
 BUCKET_SIZE = {Resolution.MINUTE: timedelta(minutes=1), Resolution.HOUR: timedelta(hours=1)}
+#: Rows deleted per transaction by :func:`samples_prune`, and the pause between two transactions, which
+#: lets a waiting writer (a snapshot's commit) take the database in between.
+PRUNE_BATCH = 2000
+PRUNE_PAUSE_S = 0.02
+#: Runs that start after their tick's end catch up with at most this many ticks each.
+CATCH_UP_MAX = 3
 
 
 # ---------------------------------------------------------------------------------------- snapshots
@@ -92,6 +111,11 @@ def snapshot_take(*, tick: datetime) -> SnapshotRun:
     An unreachable connection is recorded in ``run.errors`` and skipped; the others are still sampled.
     The mirror's figures of streams and groups are refreshed on the way (:func:`mirror.mirror_refresh`).
     """
+    with gc_paused():
+        return _snapshot_take(tick)
+
+
+def _snapshot_take(tick: datetime) -> SnapshotRun:
     done = SnapshotRun.objects.filter(tick=tick).first()
     if done is not None:
         return done
@@ -101,10 +125,15 @@ def snapshot_take(*, tick: datetime) -> SnapshotRun:
     errors: list[dict[str, str]] = []
     for conn in redis_client.connections():
         try:
-            read[conn.name] = snapshot_reads.server_read(conn.name)
+            facts = snapshot_reads.server_read(conn.name)
         except OpsError as exc:
             errors.append({"conn": conn.name, "error": exc.message})
             log.warning("snapshot %s: %s", tick.isoformat(), exc.message)
+            continue
+        read[conn.name] = facts
+        missed = getattr(facts, "missed", ())
+        if missed:  # a cluster primary did not answer: its streams have no sample this tick
+            errors.append({"conn": conn.name, "error": f"partial: not read from {', '.join(missed)}"})
     redis_ms = int((time.perf_counter() - t0) * 1000)
 
     with transaction.atomic():
@@ -113,6 +142,7 @@ def snapshot_take(*, tick: datetime) -> SnapshotRun:
         )
         if not created:  # another run of this tick committed first
             return run
+        _record_gap(tick, found_at=started_at)
         previous = _previous_counters(tick)
         stream_rows: list[tuple[Any, ...]] = []
         group_rows: list[tuple[Any, ...]] = []
@@ -139,6 +169,21 @@ def snapshot_take(*, tick: datetime) -> SnapshotRun:
         run.save(update_fields=["finished_at", "duration_ms", "streams", "groups"])
         transaction.on_commit(lambda: _announce(tick, run))
     return run
+
+
+def _record_gap(tick: datetime, *, found_at: datetime) -> None:
+    """Record the ticks between the newest earlier run and ``tick`` that got no run (one row per gap)."""
+    interval = settings.BUSCONSOLE_SNAPSHOT_INTERVAL_S
+    prev = SnapshotRun.objects.filter(tick__lt=tick).order_by("-tick").values_list("tick", flat=True).first()
+    if prev is None:
+        return
+    missed = round((tick - prev).total_seconds() / interval) - 1
+    if missed > 0:
+        SnapshotSkip.objects.get_or_create(
+            tick=prev + timedelta(seconds=interval),
+            defaults={"ticks": missed, "interval_s": interval, "found_at": found_at},
+        )
+        log.warning("snapshot %s: %d earlier tick(s) were not recorded", tick.isoformat(), missed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,28 +238,114 @@ def _announce(tick: datetime, run: SnapshotRun) -> None:
 # ------------------------------------------------------------------------------- beat task bodies
 
 
-def snapshot_take_guarded(*, now: datetime) -> SnapshotRun | None:
-    """The beat task's body: the snapshot of ``now``'s tick under the overlap lock (None: another run holds it)."""
-    interval = settings.BUSCONSOLE_SNAPSHOT_INTERVAL_S
-    with lock_held(name="snapshot", ttl_ms=interval_lock_ms(interval)) as acquired:
-        if not acquired:
-            log.info("snapshot skipped: another run holds the lock")
-            return None
-        return snapshot_take(tick=snapshot_tick_for(now=now, interval_s=interval))
+def snapshot_lock_s(interval_s: int | None = None) -> float:
+    """How long a snapshot lock outlives its last renewal: the interval (a killed run costs one tick)."""
+    return float(max(5, interval_s or settings.BUSCONSOLE_SNAPSHOT_INTERVAL_S))
 
 
-def mirror_sync_guarded() -> dict[str, SyncResult | str] | None:
-    """Sync the mirror of every connection under the overlap lock (None: another run holds it).
+def snapshot_take_guarded(
+    *, now: datetime, catch_up: bool = False, clock: Callable[[], datetime] = timezone.now
+) -> SnapshotRun | None:
+    """The beat task's body: the snapshot of ``now``'s tick under the renewable lock (None: another run holds it).
 
-    A connection that fails is reported by its error text and does not stop the others.
+    With ``catch_up`` (the beat task), a run that ended after the next tick began (by ``clock``) takes that
+    tick too, at most :data:`CATCH_UP_MAX` times: the beat message of that tick found the lock held and was
+    dropped. The lock is renewed by a heartbeat for as long as the runs last.
     """
-    with lock_held(name="mirror-sync", ttl_ms=interval_lock_ms(settings.BUSCONSOLE_MIRROR_INTERVAL_S)) as acquired:
-        if not acquired:
+    interval = settings.BUSCONSOLE_SNAPSHOT_INTERVAL_S
+    with renewed_lock("lock:snapshot", timeout_s=snapshot_lock_s(interval)) as held:
+        if not held.acquired:
+            log.info("snapshot of %s not started: another run holds the lock", now.isoformat())
+            return None
+        tick = snapshot_tick_for(now=now, interval_s=interval)
+        run = snapshot_take(tick=tick)
+        for _ in range(CATCH_UP_MAX if catch_up else 0):
+            current = snapshot_tick_for(now=clock(), interval_s=interval)
+            if current <= tick or held.lost.is_set():
+                break
+            tick = current
+            run = snapshot_take(tick=tick)
+        return run
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotHealth:
+    """Whether the snapshots keep up: what the overview's notice and ``/metrics`` say about them."""
+
+    interval_s: int
+    last_tick: datetime | None
+    last_duration_ms: int | None
+    lag_s: float | None  # seconds from the newest recorded tick to now
+    skipped_total: int  # ticks missed, as far back as the skip records go
+    skipped_recent: int  # ticks missed within the last hour
+    last_skip: datetime | None
+
+    @property
+    def behind(self) -> bool:
+        """The newest tick is more than two intervals old (plus the last run's own duration)."""
+        if self.lag_s is None:
+            return False
+        return self.lag_s > 2 * self.interval_s + (self.last_duration_ms or 0) / 1000
+
+    @property
+    def too_slow(self) -> bool:
+        """The last run took longer than the interval: the next tick will need a catch-up, or be missed."""
+        return self.last_duration_ms is not None and self.last_duration_ms > self.interval_s * 1000
+
+
+#: The window of :attr:`SnapshotHealth.skipped_recent`.
+RECENT = timedelta(hours=1)
+
+
+def snapshot_health(*, now: datetime | None = None) -> SnapshotHealth:
+    """Two small queries: the newest finished run, and the skip records (one row per gap)."""
+    now = now or timezone.now()
+    interval = settings.BUSCONSOLE_SNAPSHOT_INTERVAL_S
+    run = SnapshotRun.objects.filter(finished_at__isnull=False).order_by("-tick").first()
+    total = 0
+    recent = 0
+    last: datetime | None = None
+    for tick, ticks, step in SnapshotSkip.objects.values_list("tick", "ticks", "interval_s"):
+        total += ticks
+        # the missed ticks are tick + k * step for k < ticks: count those within the window
+        first_k = max(0, math.ceil((now - RECENT - tick).total_seconds() / step))
+        recent += max(0, ticks - first_k)
+        final = tick + timedelta(seconds=step * (ticks - 1))
+        last = final if last is None else max(last, final)
+    return SnapshotHealth(
+        interval_s=interval,
+        last_tick=run.tick if run else None,
+        last_duration_ms=run.duration_ms if run else None,
+        lag_s=(now - run.tick).total_seconds() if run else None,
+        skipped_total=total,
+        skipped_recent=recent,
+        last_skip=last,
+    )
+
+
+def mirror_full_due(*, conn: str, now: datetime) -> bool:
+    """Whether the next sync of ``conn`` must be a full pass (none yet, or the last one is too old)."""
+    full_at = MirrorState.objects.filter(connection=conn).values_list("full_synced_at", flat=True).first()
+    return full_at is None or (now - full_at).total_seconds() >= settings.BUSCONSOLE_MIRROR_FULL_EVERY_S
+
+
+def mirror_sync_guarded(*, now: datetime | None = None) -> dict[str, SyncResult | str] | None:
+    """Sync the mirror of every connection under a renewable lock (None: another run holds it).
+
+    Each connection gets a full pass when :func:`mirror_full_due`, else an incremental one. A connection
+    that fails is reported by its error text and does not stop the others.
+    """
+    interval = settings.BUSCONSOLE_MIRROR_INTERVAL_S
+    with renewed_lock("lock:mirror-sync", timeout_s=float(max(5, interval))) as held:
+        if not held.acquired:
             return None
         out: dict[str, SyncResult | str] = {}
         for conn in redis_client.connections():
+            if held.lost.is_set():
+                break
             try:
-                out[conn.name] = mirror_sync(conn=conn.name)
+                full = mirror_full_due(conn=conn.name, now=now or timezone.now())
+                out[conn.name] = mirror_sync(conn=conn.name, full=full)
             except OpsError as exc:
                 log.warning("mirror sync of %s failed: %s", conn.name, exc.message)
                 out[conn.name] = exc.message
@@ -256,7 +387,7 @@ def _rolled_until(model: type[models.Model], resolution: str) -> datetime | None
     return last + BUCKET_SIZE[resolution] if last else None
 
 
-def _rollup(model: type[models.Model], resolution: str, *, limit: datetime) -> int:
+def _rollup(model: type[models.Model], resolution: str, *, limit: datetime, deadline: float | None = None) -> int:
     """Roll raw rows of ``model`` up into ``resolution`` buckets that ended before ``limit``.
 
     Buckets are taken in time order from the end of the newest rollup, skipping stretches without raw
@@ -267,6 +398,8 @@ def _rollup(model: type[models.Model], resolution: str, *, limit: datetime) -> i
     cursor = _rolled_until(model, resolution)
     made = 0
     for _ in range(MAX_BUCKETS[resolution]):
+        if deadline is not None and time.monotonic() >= deadline:
+            break  # the next run goes on from here
         raw = model.objects.filter(resolution=Resolution.RAW)
         if cursor is not None:
             raw = raw.filter(at__gte=cursor)
@@ -291,27 +424,37 @@ def _rollup(model: type[models.Model], resolution: str, *, limit: datetime) -> i
     return made
 
 
-def samples_downsample(*, now: datetime) -> dict[str, dict[str, int]]:
+def samples_downsample(*, now: datetime, budget_s: float | None = None) -> dict[str, dict[str, int]]:
     """Compute the 1-minute and 1-hour rollups due at ``now``: ``{"1m": {"stream": n, ...}, "1h": {...}}``.
 
     Both are computed from raw samples (so an hour's average weighs every raw sample alike), for buckets
-    that ended at least :func:`rollup_grace` ago.
+    that ended at least :func:`rollup_grace` ago. With ``budget_s`` no bucket is started after that many
+    seconds (each bucket is one query and its insert, in its own short transaction); the next call
+    continues where this one stopped, since each resolution resumes from its newest bucket.
     """
     limit = now - rollup_grace()
+    deadline = None if budget_s is None else time.monotonic() + budget_s
     return {
-        str(resolution): {_TABLE_NAMES[model]: _rollup(model, resolution, limit=limit) for model in _ROLLUPS}
+        str(resolution): {
+            _TABLE_NAMES[model]: _rollup(model, resolution, limit=limit, deadline=deadline) for model in _ROLLUPS
+        }
         for resolution in (Resolution.MINUTE, Resolution.HOUR)
     }
 
 
-def samples_prune(*, now: datetime) -> dict[str, int]:
+def samples_prune(*, now: datetime, budget_s: float | None = None) -> dict[str, int]:
     """Apply retention at ``now``; returns the rows deleted per table and resolution.
 
     Raw rows go after BUSCONSOLE_RETENTION_RAW_H hours, but never before both rollups cover them (a
     downsampler that fell behind loses nothing); 1-minute rows after _1M_D days, 1-hour rows after _1H_D
-    days. Snapshot runs follow the raw retention, and mirror rows of things deleted longer ago than the
-    1-hour retention are forgotten with the last of their history.
+    days. Snapshot runs follow the raw retention, skip records the 1-hour one, and mirror rows of things
+    deleted longer ago than the 1-hour retention are forgotten with the last of their history.
+
+    Rows go in transactions of at most :data:`PRUNE_BATCH` (found through the (resolution, at) index),
+    with a short pause between two, so the database is never held for long. With ``budget_s`` no batch
+    starts after that many seconds; the rest goes on the next run.
     """
+    deadline = None if budget_s is None else time.monotonic() + budget_s
     raw_cut = now - timedelta(hours=settings.BUSCONSOLE_RETENTION_RAW_H)
     cuts = {
         Resolution.MINUTE: now - timedelta(days=settings.BUSCONSOLE_RETENTION_1M_D),
@@ -323,12 +466,35 @@ def samples_prune(*, now: datetime) -> dict[str, int]:
         covered = [_rolled_until(model, res) for res in (Resolution.MINUTE, Resolution.HOUR)]
         if all(covered):
             cut = min(raw_cut, *covered)
-            deleted[f"{name}.raw"] = model.objects.filter(resolution=Resolution.RAW, at__lt=cut).delete()[0]
+            deleted[f"{name}.raw"] = _prune(model.objects.filter(resolution=Resolution.RAW, at__lt=cut), deadline)
         for res, cut in cuts.items():
-            deleted[f"{name}.{res}"] = model.objects.filter(resolution=res, at__lt=cut).delete()[0]
-    deleted["runs"] = SnapshotRun.objects.filter(tick__lt=raw_cut).delete()[0]
-    deleted["mirror"] = StreamMirror.objects.filter(deleted_at__lt=cuts[Resolution.HOUR]).delete()[0]
+            deleted[f"{name}.{res}"] = _prune(model.objects.filter(resolution=res, at__lt=cut), deadline)
+    deleted["runs"] = _prune(SnapshotRun.objects.filter(tick__lt=raw_cut), deadline)
+    deleted["skips"] = _prune(SnapshotSkip.objects.filter(tick__lt=cuts[Resolution.HOUR]), deadline)
+    deleted["mirror"] = 0
+    gone = StreamMirror.objects.filter(deleted_at__lt=cuts[Resolution.HOUR])
+    for _ in range(1000):  # bounded; each pass forgets at most 100 streams with what little history they kept
+        if deadline is not None and time.monotonic() >= deadline:
+            break
+        ids = list(gone.values_list("id", flat=True)[:100])
+        if not ids:
+            break
+        with transaction.atomic():
+            deleted["mirror"] += StreamMirror.objects.filter(pk__in=ids).delete()[1].get(StreamMirror._meta.label, 0)
     return deleted
+
+
+def _prune(rows: models.QuerySet, deadline: float | None) -> int:
+    """Delete ``rows`` (nothing may point at them) in short transactions of at most PRUNE_BATCH rows."""
+    total = 0
+    while deadline is None or time.monotonic() < deadline:
+        with transaction.atomic():
+            ids = list(rows.values_list("pk", flat=True)[:PRUNE_BATCH])
+            total += rows_delete(rows.model, ids)
+        if len(ids) < PRUNE_BATCH:
+            break
+        time.sleep(PRUNE_PAUSE_S)  # let a waiting writer in
+    return total
 
 
 # ------------------------------------------------------------------------------------------- series

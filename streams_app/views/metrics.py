@@ -1,10 +1,11 @@
 """``/metrics``: the latest snapshot in the Prometheus text format, for a scraper holding an API token.
 
 The figures come from the database (the last committed snapshot and the mirror's labels), never from
-Redis: a scrape costs a few indexed queries whatever the number of streams, and cannot load the monitored
-servers. Prometheus scrapers send ``Authorization: Bearer <token>`` (``bearer_token_file``); a browser
-session is not enough, so the login-required middleware is told to stay out of the way and the view
-checks the token itself.
+Redis, and the exposition is bounded whatever the number of streams (:mod:`streams_app.metrics.exposition`:
+aggregates per connection, the top streams and groups, include/exclude globs, a ceiling of
+BUSCONSOLE_METRICS_MAX_SERIES per-object series, and a count of what was left out). Prometheus scrapers send
+``Authorization: Bearer <token>`` (``bearer_token_file``); a browser session is not enough, so the
+login-required middleware is told to stay out of the way and the view checks the token itself.
 """
 
 from __future__ import annotations
@@ -13,25 +14,33 @@ from collections.abc import Iterator
 
 from django.contrib.auth.decorators import login_not_required
 from django.http import HttpRequest, HttpResponse
+from django.utils import timezone
 from django.views.decorators.http import require_GET
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from streams_app.accounts.tokens import user_for_bearer
-from streams_app.metrics.models import DlqSample, GroupSample, Resolution, SnapshotRun, StreamSample
+from streams_app.metrics.exposition import Exposition, exposition_build, families_order
+from streams_app.metrics.models import MirrorState, SnapshotRun
+from streams_app.metrics.snapshots import snapshot_health
 from streams_app.redis_ops.client import connections
 
 
 class SnapshotCollector(Collector):
-    """Per stream, group and DLQ figures of the newest snapshot, plus the snapshot job's own health."""
+    """The newest snapshot, bounded (aggregates, top objects), plus the snapshot and mirror jobs' health."""
+
+    def __init__(self) -> None:
+        self.exposition: Exposition | None = None
 
     def collect(self) -> Iterator[Metric]:
         run = SnapshotRun.objects.filter(finished_at__isnull=False).order_by("-tick").first()
         yield from self._job(run)
+        yield from self._mirror()
         if run is None:
             return
-        at = {"at": run.tick, "resolution": Resolution.RAW}
+        self.exposition = ex = exposition_build(tick=run.tick)
+        yield from self._aggregates(ex)
 
         length = GaugeMetricFamily("busconsole_stream_length", "Entries in the stream.", labels=["connection", "stream"])
         added = CounterMetricFamily(
@@ -42,14 +51,12 @@ class SnapshotCollector(Collector):
             "busconsole_stream_entries_per_second", "Entries added per second since the previous snapshot.",
             labels=["connection", "stream"],
         )
-        for conn, key, n, total, per_s in StreamSample.objects.filter(**at).values_list(
-            "stream__connection", "stream__key_text", "length", "entries_added", "rate_per_s"
-        ):
-            length.add_metric([conn, key], n)
-            if total is not None:
-                added.add_metric([conn, key], total)
-            if per_s is not None:
-                rate.add_metric([conn, key], per_s)
+        for s in families_order(ex.streams):
+            length.add_metric([s.conn, s.key], s.length)
+            if s.entries_added is not None:
+                added.add_metric([s.conn, s.key], s.entries_added)
+            if s.rate is not None:
+                rate.add_metric([s.conn, s.key], s.rate)
         yield from (length, added, rate)
 
         labels = ["connection", "stream", "group"]
@@ -60,25 +67,54 @@ class SnapshotCollector(Collector):
             "Idle time of the group's oldest pending entry (0 when none is pending).",
             labels=labels,
         )
-        for conn, key, group, n_lag, n_pending, idle_ms in GroupSample.objects.filter(**at).values_list(
-            "group__stream__connection", "group__stream__key_text", "group__name_text", "lag", "pending",
-            "oldest_pending_idle_ms",
-        ):
-            if n_lag is not None:  # Redis cannot always tell (SPEC section 9): no value beats a wrong one
-                lag.add_metric([conn, key, group], n_lag)
-            pending.add_metric([conn, key, group], n_pending)
-            if idle_ms is not None or n_pending == 0:
-                oldest.add_metric([conn, key, group], (idle_ms or 0) / 1000)
+        for g in families_order(ex.groups):
+            if g.lag is not None:  # Redis cannot always tell (SPEC section 9): no value beats a wrong one
+                lag.add_metric([g.conn, g.key, g.group], g.lag)
+            pending.add_metric([g.conn, g.key, g.group], g.pending)
+            if g.oldest_idle_ms is not None or g.pending == 0:
+                oldest.add_metric([g.conn, g.key, g.group], (g.oldest_idle_ms or 0) / 1000)
         yield from (lag, pending, oldest)
 
         depth = GaugeMetricFamily(
             "busconsole_dlq_depth", "Entries in the dead-letter queue.", labels=["connection", "dlq", "convention"]
         )
-        for conn, key, convention, n in DlqSample.objects.filter(**at).values_list(
-            "stream__connection", "stream__key_text", "stream__dlq_convention", "depth"
-        ):
-            depth.add_metric([conn, key, convention], n)
+        for d in families_order(ex.dlqs):
+            depth.add_metric([d.conn, d.key, d.convention], d.depth)
         yield depth
+
+        total = GaugeMetricFamily(
+            "busconsole_metrics_series", "Per-object series (stream, group, DLQ) a full export would have."
+        )
+        total.add_metric([], ex.total_series)
+        omitted = GaugeMetricFamily(
+            "busconsole_metrics_series_omitted",
+            "Per-object series left out of this exposition (BUSCONSOLE_METRICS_TOP_N, _INCLUDE/_EXCLUDE, "
+            "_MAX_SERIES); the busconsole_connection_* aggregates cover every object.",
+        )
+        omitted.add_metric([], ex.omitted_series)
+        yield from (total, omitted)
+
+    def _aggregates(self, ex: Exposition) -> Iterator[Metric]:
+        specs = [
+            ("streams", "Streams sampled by the last snapshot.", lambda a: a.streams),
+            ("entries", "Entries in all the streams.", lambda a: a.entries),
+            ("entries_per_second", "Entries added per second, all streams.", lambda a: a.entries_per_second),
+            ("groups", "Consumer groups.", lambda a: a.groups),
+            ("pending", "Pending entries, all groups.", lambda a: a.pending),
+            ("lag", "Lag summed over the groups that report one.", lambda a: a.lag),
+            ("lag_max", "The largest lag of a group.", lambda a: a.lag_max),
+            ("oldest_pending_age_seconds_max", "Idle time of the oldest pending entry of any group.",
+             lambda a: None if a.oldest_pending_age_ms_max is None else a.oldest_pending_age_ms_max / 1000),
+            ("dlqs", "Dead-letter queues.", lambda a: a.dlqs),
+            ("dlq_depth", "Entries in all the dead-letter queues.", lambda a: a.dlq_depth),
+        ]
+        for name, text, value in specs:
+            family = GaugeMetricFamily(f"busconsole_connection_{name}", text, labels=["connection"])
+            for conn in sorted(ex.aggregates):
+                v = value(ex.aggregates[conn])
+                if v is not None:
+                    family.add_metric([conn], v)
+            yield family
 
     def _job(self, run: SnapshotRun | None) -> Iterator[Metric]:
         duration = GaugeMetricFamily("busconsole_snapshot_duration_seconds", "Duration of the last snapshot run.")
@@ -94,16 +130,49 @@ class SnapshotCollector(Collector):
             "busconsole_snapshot_connection_error", "1 if the last snapshot could not read the connection.",
             labels=["connection"],
         )
+        health = snapshot_health()
+        interval = GaugeMetricFamily("busconsole_snapshot_interval_seconds", "The snapshot interval.")
+        interval.add_metric([], health.interval_s)
+        lag = GaugeMetricFamily(
+            "busconsole_snapshot_lag_seconds",
+            "Seconds since the newest recorded tick: above the interval plus a run's duration, snapshots fall behind.",
+        )
+        skipped = CounterMetricFamily(
+            "busconsole_snapshot_skipped", "Snapshot ticks that got no run (as far back as the 1-hour retention)."
+        )
+        skipped.add_metric([], health.skipped_total)
         if run is not None:
             duration.add_metric([], run.duration_ms / 1000)
             redis_s.add_metric([], run.redis_ms / 1000)
             errors.add_metric([], len(run.errors))
             tick.add_metric([], run.tick.timestamp())
             streams.add_metric([], run.streams)
+            lag.add_metric([], health.lag_s or 0.0)
             broken = {str(error.get("conn", "")) for error in run.errors}
             for conn in sorted(broken | {c.name for c in connections()}):
                 failed.add_metric([conn], 1 if conn in broken else 0)
-        yield from (duration, redis_s, errors, tick, streams, failed)
+        yield from (duration, redis_s, errors, tick, streams, failed, interval, lag, skipped)
+
+    def _mirror(self) -> Iterator[Metric]:
+        labels = ["connection"]
+        duration = GaugeMetricFamily(
+            "busconsole_mirror_sync_duration_seconds", "Duration of the last mirror sync.", labels=labels
+        )
+        age = GaugeMetricFamily("busconsole_mirror_sync_age_seconds", "Seconds since the last mirror sync.", labels=labels)
+        full_age = GaugeMetricFamily(
+            "busconsole_mirror_full_sync_age_seconds", "Seconds since the last full mirror sync.", labels=labels
+        )
+        written = GaugeMetricFamily(
+            "busconsole_mirror_sync_streams_written", "Streams the last mirror sync rewrote.", labels=labels
+        )
+        now = timezone.now()
+        for state in MirrorState.objects.order_by("connection"):
+            duration.add_metric([state.connection], state.duration_ms / 1000)
+            age.add_metric([state.connection], (now - state.synced_at).total_seconds())
+            if state.full_synced_at is not None:
+                full_age.add_metric([state.connection], (now - state.full_synced_at).total_seconds())
+            written.add_metric([state.connection], state.streams_written)
+        yield from (duration, age, full_age, written)
 
 
 def _unauthorized() -> HttpResponse:
@@ -123,5 +192,14 @@ def metrics(request: HttpRequest) -> HttpResponse:
     if not header or user_for_bearer(header) is None:
         return _unauthorized()
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(SnapshotCollector())
-    return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)
+    collector = SnapshotCollector()
+    registry.register(collector)
+    body = generate_latest(registry)
+    ex = collector.exposition
+    if ex is not None and ex.omitted_series:
+        body += (
+            f"# busconsole: {ex.omitted_series} of {ex.total_series} per-object series left out "
+            "(BUSCONSOLE_METRICS_TOP_N, _INCLUDE, _EXCLUDE, _MAX_SERIES); the busconsole_connection_* "
+            "aggregates cover every object.\n"
+        ).encode()
+    return HttpResponse(body, content_type=CONTENT_TYPE_LATEST)

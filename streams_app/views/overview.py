@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
+from streams_app.metrics.snapshots import snapshot_health
 from streams_app.redis_ops import client, reads
 from streams_app.redis_ops.errors import OpsError
 from streams_app.views.common import render_screen
@@ -22,7 +23,8 @@ def overview(request: HttpRequest) -> HttpResponse:
             except OpsError as exc:
                 health = client.Health(name=connection.name, ok=False, redis_version=None, error=exc.message)
         servers.append({"connection": connection, "health": health, "facts": facts})
-    return render_screen(request, "streams_app/overview.html", {"servers": servers}, partial="servers")
+    context = {"servers": servers, "snapshots": snapshot_health()}  # skipped or late ticks get a notice
+    return render_screen(request, "streams_app/overview.html", context, partial="servers")
 
 
 def healthz(request: HttpRequest) -> HttpResponse:

@@ -28,7 +28,7 @@ def test_sync_creates_rows_as_redis_reports_them(r: redis.Redis, db) -> None:
     assert dlq.is_dlq and dlq.dlq_convention == "eventbus-or-streams" and dlq.dlq_sources == ["orders"]
     assert not mirror_row("orders").is_dlq
     binary = mirror_row(b"bin\xff\x00key")
-    assert binary.key_bytes == b"bin\xff\x00key" and binary.key_text == "bin\\xff\x00key"
+    assert binary.key_bytes == b"bin\xff\x00key" and binary.key_text == "bin\\xff\\x00key"
     assert group_row(b"bin\xff\x00key", b"g\xff").name_text == "g\\xff"
     assert mirror_row("empty").length == 0 and mirror_row("empty").last_id is None
     assert mirror_row("orders").lag == max(g["lag"] for g in r.xinfo_groups("orders"))

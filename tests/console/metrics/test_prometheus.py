@@ -43,7 +43,7 @@ def test_metrics_values_equal_redis(r: redis.Redis, client: Client, viewer, api_
     def labels(**kw: str) -> tuple:
         return tuple(sorted({"connection": CONN, **kw}.items()))
 
-    for key in ("orders", "orders:dlq", "bin\\xff\x00key", "empty"):
+    for key in ("orders", "orders:dlq", "bin\\xff\\x00key", "empty"):
         raw_key = key.encode("utf-8") if "\\x" not in key else b"bin\xff\x00key"
         info = r.xinfo_stream(raw_key)
         assert metrics["busconsole_stream_length"][labels(stream=key)] == info["length"]
