@@ -109,7 +109,7 @@ def test_two_incremental_runs_export_every_entry_once(r, lake_dir: Path) -> None
             assert row["date"] == datetime.fromtimestamp(ms / 1000, UTC).date()
             assert row["event_type"] == flat[flat.index(b"type") + 1].decode()
             assert row["payload_size"] == sum(len(x) for x in flat)
-            assert row["stream_text"] == ("bin\\xff\x00key" if key == BINARY_KEY else key.decode())
+            assert row["stream_text"] == ("bin\\xff\\x00key" if key == BINARY_KEY else key.decode())
 
 
 def test_files_never_span_two_days(r, lake_dir: Path) -> None:
@@ -233,3 +233,17 @@ def test_worker_processes_export_every_entry_once(r, lake_dir: Path) -> None:
     add(r, b"s0", 3, start_ms=BASE_MS + DAY_MS)
     assert export.export_run(workers=2, parallel_min=0, tables=False).entries == 3
     assert_exactly_once(r, lake_dir, keys)
+
+
+def test_a_stream_s_own_metrics_stream_is_typed_and_a_look_alike_is_not(r, lake_dir: Path) -> None:
+    fields = {"event": "processed", "stream": "orders", "group": "billing", "type": "order.created",
+              "count": "3", "duration_ms": "6.000", "max_ms": "2.500", "consumer": "w1", "ts": str(BASE_MS)}
+    r.xadd("{orders}:metrics", fields, id=f"{BASE_MS}-0")  # the bus's per-stream name (eventbus.keys)
+    r.xadd("audit:metrics", fields, id=f"{BASE_MS}-0")  # a user's stream that merely ends in :metrics
+
+    stats = export.export_run(tables=False)
+
+    assert stats.metrics == 1
+    [metric] = lake_rows(lake_dir, "metrics")
+    assert (metric["event"], metric["count"], metric["duration_ms"]) == ("processed", 3, 6.0)
+    assert len(lake_rows(lake_dir)) == 2  # both are still exported as plain entries
