@@ -13,6 +13,7 @@ from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
 from busconsole.env import envbool, envint, envlist, envnetworks, envstr, parse_connections
+from pipeline import conf as _spark_conf  # no pyspark: parses BUSCONSOLE_SPARK_CONF
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(envstr("BUSCONSOLE_VAR_DIR", str(BASE_DIR / "var")))
@@ -59,6 +60,11 @@ BUSCONSOLE_LOGIN_WINDOW_S = envint("BUSCONSOLE_LOGIN_WINDOW_S", 900)
 BUSCONSOLE_WEBHOOK_ALLOW = envnetworks("BUSCONSOLE_WEBHOOK_ALLOW")
 
 SPARK_MASTER = envstr("SPARK_MASTER", "local[*]")
+# Spark options for the pipeline's runs, "key=value,key=value" (pipeline/conf.py): refused at start-up when malformed.
+try:
+    BUSCONSOLE_SPARK_CONF = _spark_conf.parse_list(envstr("BUSCONSOLE_SPARK_CONF", ""))
+except _spark_conf.ConfError as _exc:
+    raise ImproperlyConfigured(str(_exc)) from None
 BUSCONSOLE_LAKE = envstr("BUSCONSOLE_LAKE", str(VAR_DIR / "lake"))
 
 INSTALLED_APPS = [

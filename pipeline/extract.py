@@ -37,6 +37,22 @@ def _exists(spark: SparkSession, uri: str) -> bool:
     return bool(fs.exists(path))
 
 
+def input_bytes(spark: SparkSession, lake_uri: str) -> int:
+    """The bytes of every dataset the jobs read (what sizes the shuffle: :func:`pipeline.session.size_shuffle`).
+
+    Asked of the Hadoop file system, so a lake on ``hdfs://`` or ``s3a://`` answers the same way
+    (on S3 it is a recursive listing, small next to reading the data).
+    """
+    jvm = spark.sparkContext._jvm
+    total = 0
+    for dataset in (lake.ENTRIES, lake.METRICS, lake.DLQ, lake.GROUP_SAMPLES):
+        path = jvm.org.apache.hadoop.fs.Path(dataset_uri(lake_uri, dataset))
+        fs = path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+        if fs.exists(path):
+            total += int(fs.getContentSummary(path).getLength())
+    return total
+
+
 def read(spark: SparkSession, lake_uri: str, dataset: str, columns: tuple[str, ...]) -> DataFrame:
     """``columns`` of ``dataset`` (see :data:`pipeline.lake.SCHEMAS`); empty when nothing was exported."""
     full: StructType = from_arrow_schema(lake.SCHEMAS[dataset])

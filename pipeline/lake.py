@@ -201,10 +201,14 @@ def hadoop_uri(uri: str) -> str:
 
     A bare path becomes absolute (a Spark driver and its executors need not share a working
     directory) and ``s3://`` becomes ``s3a://``, Hadoop's S3 connector; pyarrow (the exporter) spells
-    it ``s3://``. Anything else (``hdfs://``, ``gs://``, ``abfs://``, ``file://``) passes unchanged.
+    it ``s3://``. Anything else (``hdfs://``, ``gs://``, ``abfs://``, ``file://``) passes unchanged, but
+    for a query: pyarrow takes its S3 options from the URI (``s3://bucket/lake?endpoint_override=...``,
+    since it reads no endpoint from the environment), Spark from ``spark.hadoop.fs.s3a.*`` options,
+    and a Hadoop path has no query.
     """
     if "://" not in uri:
         return "file://" + os.path.abspath(uri)
+    uri = uri.split("?", 1)[0]
     if uri.startswith("s3://"):
         return "s3a://" + uri[len("s3://") :]
     return uri

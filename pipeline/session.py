@@ -1,23 +1,32 @@
 """The SparkSession the jobs run in: local by default, a cluster when ``master`` (``SPARK_MASTER``) says so.
 
-The jobs do not care where they run; only a few settings differ:
+The jobs do not care where they run, and the settings below are right for any master:
 
 * every session computes in UTC (``spark.sql.session.timeZone``): hour buckets and weekdays must
   not move with the machine's time zone;
 * Parquet timestamps are written as standard ``TIMESTAMP_MICROS`` (not the legacy INT96), so the
   rollups read back the same in pyarrow;
 * partition directory values stay strings (``connection=123`` is a name, not a number);
-* a local master gets a small number of shuffle partitions (the default 200 makes tiny tasks on a
-  laptop), a driver bound to 127.0.0.1 and no web UI, unless ``conf`` says otherwise.
+* adaptive query execution is on, with its coalescing of small shuffle partitions: a stage after a
+  shuffle runs as many tasks as its data needs; a rollup is written as at most one file per core,
+  not one per shuffle partition (see :func:`pipeline.load.write`);
+* the number of shuffle partitions is sized per run from the lake's size and the cores the
+  application has (:func:`size_shuffle`), never Spark's constant 200: on a standalone cluster that
+  constant made every stage 200 tiny tasks and every rollup 200 files, four times slower than local;
+* a local master also gets a driver bound to 127.0.0.1 and no web UI.
 
+An option given by the caller (``conf``, ``spark-submit --conf``, ``run_pipeline --conf``,
+``BUSCONSOLE_SPARK_CONF``) always wins, ``spark.sql.shuffle.partitions`` included: then it is not sized.
 Under ``spark-submit`` the master and conf come from its command line: ``master=None`` leaves them.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import os
 import sys
+import time
 from collections.abc import Mapping
 
 from pyspark import SparkConf, SparkContext
@@ -28,26 +37,36 @@ BASE_CONF = {
     "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
     "spark.sql.sources.partitionColumnTypeInference.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
+    "spark.sql.adaptive.enabled": "true",
+    "spark.sql.adaptive.coalescePartitions.enabled": "true",
 }
 LOCAL_CONF = {
-    "spark.sql.shuffle.partitions": "8",
     "spark.ui.enabled": "false",
     "spark.driver.host": "127.0.0.1",
     "spark.driver.bindAddress": "127.0.0.1",
     "spark.driver.memory": "2g",  # unless SPARK_DRIVER_MEMORY is set (see build_session)
-    "spark.sql.adaptive.enabled": "true",
 }
+SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
+#: Set on a session whose shuffle partitions are ours to size (the caller did not choose them).
+AUTO_PARTITIONS = "spark.busconsole.autoShufflePartitions"
+#: Shuffle partitions per core: at least MIN_ROUNDS (several tasks per core balance uneven ones, and
+#: adaptive execution coalesces what is small), one more per PARTITION_INPUT_BYTES of lake per core,
+#: at most MAX_PER_CORE. The lake is compressed Parquet and what reaches a shuffle is far smaller
+#: after the map side's partial aggregation, so this is an upper bound adaptive execution reduces.
+PARTITION_INPUT_BYTES = 64 * 2**20
+MIN_ROUNDS = 4
+MAX_PER_CORE = 16
+#: How long a cluster session waits for its first executor before it counts cores (a standalone
+#: master reports 2 cores until executors have registered).
+EXECUTOR_WAIT_S = 20.0
 
 
-_LOCAL_SQL_CONF = {"spark.sql.shuffle.partitions": LOCAL_CONF["spark.sql.shuffle.partitions"]}
-
-
-def _submitted_master() -> str:
-    """The master spark-submit was given (its JVM is up already); "" when not under spark-submit."""
+def _submitted_conf() -> SparkConf | None:
+    """spark-submit's conf (its JVM is up already), or None when not under spark-submit."""
     if "PYSPARK_GATEWAY_PORT" not in os.environ:
-        return ""
+        return None
     SparkContext._ensure_initialized()
-    return SparkConf().get("spark.master", "") or ""
+    return SparkConf()
 
 
 def build_session(
@@ -60,6 +79,7 @@ def build_session(
     """
     builder = SparkSession.builder.appName(app_name)
     settings: dict[str, str] = dict(BASE_CONF)
+    submitted = _submitted_conf() if not master else None
     if master:
         builder = builder.master(master)
         if master.startswith("local"):
@@ -69,17 +89,58 @@ def build_session(
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
             if os.environ.get("SPARK_DRIVER_MEMORY"):
                 settings.pop("spark.driver.memory")  # spark-submit reads the variable itself
-    elif _submitted_master().startswith("local"):
-        # spark-submit --master local[...]: its conf is fixed, but the runtime SQL defaults still help
-        submitted = SparkConf()
-        settings.update({k: v for k, v in _LOCAL_SQL_CONF.items() if not submitted.contains(k)})
+    elif submitted is not None:
+        # spark-submit fixed its conf already: only what it was not given is added
+        settings = {k: v for k, v in settings.items() if not submitted.contains(k)}
     settings.update(conf or {})
+    chosen = SHUFFLE_PARTITIONS in settings or (submitted is not None and submitted.contains(SHUFFLE_PARTITIONS))
     for key, value in settings.items():
         builder = builder.config(key, value)
     # PySpark starts the JVM from the python that runs it; make the workers (if any) match.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     session = builder.getOrCreate()
+    session.conf.set(AUTO_PARTITIONS, "false" if chosen else "true")
     session.sparkContext.setLogLevel("WARN")
     # py4j logs every connection at INFO, and does so again while the interpreter shuts down
     logging.getLogger("py4j").setLevel(logging.WARNING)
     return session
+
+
+def shuffle_partitions(cores: int, input_bytes: int) -> int:
+    """Shuffle partitions for ``input_bytes`` of lake on ``cores``: a multiple of the cores.
+
+    :data:`MIN_ROUNDS` rounds of tasks per core for a small lake, more (up to :data:`MAX_PER_CORE`)
+    as it grows, so a partition holds about :data:`PARTITION_INPUT_BYTES` of input.
+    """
+    cores = max(1, cores)
+    rounds = math.ceil(max(0, input_bytes) / (cores * PARTITION_INPUT_BYTES))
+    return cores * min(MAX_PER_CORE, max(MIN_ROUNDS, rounds))
+
+
+def cores(spark: SparkSession, *, wait_s: float = EXECUTOR_WAIT_S) -> int:
+    """The cores the application computes with (``defaultParallelism``), once it has an executor.
+
+    A local master has its cores from the start; a cluster's executors register after the session
+    is up, so this waits (at most ``wait_s``) for the first. ``spark.default.parallelism``, when set,
+    is the answer Spark gives and so this one.
+    """
+    context = spark.sparkContext
+    if not context.master.startswith("local"):
+        tracker = context._jsc.sc().statusTracker()
+        deadline = time.monotonic() + wait_s
+        while len(tracker.getExecutorInfos()) < 2 and time.monotonic() < deadline:  # the driver is one
+            time.sleep(0.2)
+    return int(context.defaultParallelism)
+
+
+def size_shuffle(spark: SparkSession, input_bytes: int) -> int | None:
+    """Set the session's shuffle partitions for a run over ``input_bytes``; the number, or None.
+
+    None (nothing changed) when the caller chose ``spark.sql.shuffle.partitions`` itself or the
+    session was not built by :func:`build_session` (a notebook's keeps its own settings).
+    """
+    if spark.conf.get(AUTO_PARTITIONS, "false") != "true":
+        return None
+    partitions = shuffle_partitions(cores(spark), input_bytes)
+    spark.conf.set(SHUFFLE_PARTITIONS, str(partitions))
+    return partitions

@@ -8,21 +8,32 @@ which give the reports page its "as of".
 Re-running after a failure at any point is safe: the export continues from its checkpoints, the Spark
 jobs recompute every rollup from the whole lake, and the load upserts.
 
-The Spark session is local unless ``SPARK_MASTER`` names a cluster. A session this module starts is
-stopped at the end of the run (a Celery worker should not keep a 2 GB JVM between daily runs); one
-that was running already (the tests', a notebook's) is used and left running.
+**The Spark jobs run in a child process** (``python -m pipeline``, see :func:`spark_child`), local unless
+``SPARK_MASTER`` names a cluster, with ``BUSCONSOLE_SPARK_CONF`` and the run's own options as ``--conf``.
+A JVM started inside a process stays there until that process exits (``SparkSession.stop`` does not
+end it): a Celery worker that ran one pipeline kept a 734 MB JVM between daily runs. The child's JSON
+lines are the run's progress, its ``{"error": ...}`` line the reason of a failure, and a cancel or a
+lost lock ends it (the JVM dies with it). A process that already has a session (the tests', a
+notebook's) or a caller that passes ``spark`` runs the jobs in that session instead: the JVM is there
+already, and a child would only start a second one.
 """
 
 from __future__ import annotations
 
+import collections
+import json
 import logging
+import os
+import queue
+import subprocess
+import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.db import connections
@@ -47,6 +58,112 @@ PhaseFn = Callable[[str, dict[str, Any]], None]
 HEARTBEAT_S = 15.0
 STEPS = 7  # export, five Spark jobs, load: what a job's done/total count
 _SCHEDULE_LOCK = "pipeline-schedule"
+#: How often a run waiting on its Spark child asks ``check`` whether to go on (a cancel, a lost lock).
+CHECK_EVERY_S = 1.0
+#: Lines of the child's stderr (Spark's log) kept for the error of a run that died without a word.
+STDERR_TAIL = 30
+#: The variables of a PySpark process that must not leak into a child, which would otherwise try to
+#: attach to its parent's JVM instead of starting its own.
+_GATEWAY_ENV = ("PYSPARK_GATEWAY_PORT", "PYSPARK_GATEWAY_SECRET")
+
+spark_log = logging.getLogger("pipeline.spark")
+
+
+class SparkRunFailed(Exception):
+    """The Spark jobs' child process failed; the message is its reason (its error line, or its log's tail)."""
+
+
+def _lines(stream: IO[str], sink: Callable[[str], None]) -> None:
+    try:
+        for line in stream:
+            sink(line.rstrip("\n"))
+    finally:
+        sink(None)  # type: ignore[arg-type] - end of stream
+
+
+def spark_child(
+    *,
+    lake_uri: str,
+    as_of: datetime,
+    master: str,
+    conf: Mapping[str, str] | None = None,
+    on_step: Callable[[dict[str, Any]], None] | None = None,
+    check: Callable[[], None] | None = None,
+) -> dict[str, Any]:
+    """Run the Spark jobs as ``python -m pipeline`` in a child process; its figures, or raise.
+
+    ``on_step`` hears of each job as the child reports it; ``check`` is called every
+    :data:`CHECK_EVERY_S` while the child works and stops the run by raising (the child is then
+    terminated, and killed if it does not go). The child dies with this process too, however this
+    one dies (see :func:`pipeline.main._die_with_parent`), and its JVM with it.
+
+    Returns ``spark_startup_s``, ``master``, ``shuffle_partitions`` and ``jobs`` (the steps' figures).
+    Raises :class:`SparkRunFailed` with the child's reason when it exits non-zero.
+    """
+    command = [
+        sys.executable, "-m", "pipeline", "--lake", lake_uri, "--as-of", as_of.isoformat(), "--master", master,
+        "--parent-pid", str(os.getpid()),
+    ]
+    for key, value in (conf or {}).items():
+        command += ["--conf", f"{key}={value}"]
+    env = {k: v for k, v in os.environ.items() if k not in _GATEWAY_ENV}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(settings.BASE_DIR), env.get("PYTHONPATH")]))
+    lines: queue.Queue[str | None] = queue.Queue()
+    tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL)
+
+    def logged(line: str | None) -> None:
+        if line is not None:
+            tail.append(line)
+            spark_log.info("%s", line)
+
+    figures: dict[str, Any] = {"jobs": []}
+    error = ""
+    child = subprocess.Popen(command, cwd=settings.BASE_DIR, env=env, stdin=subprocess.DEVNULL,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1)
+    readers = [threading.Thread(target=_lines, args=(child.stdout, lines.put), daemon=True),
+               threading.Thread(target=_lines, args=(child.stderr, logged), daemon=True)]
+    for reader in readers:
+        reader.start()
+    try:
+        while True:
+            try:
+                line = lines.get(timeout=CHECK_EVERY_S)
+            except queue.Empty:
+                if check:
+                    check()
+                continue
+            if line is None:
+                break
+            try:
+                item = json.loads(line)
+            except ValueError:
+                spark_log.info("%s", line)  # something printed outside the protocol: keep it in the log
+                continue
+            if not isinstance(item, dict):
+                continue
+            if "error" in item:
+                error = str(item["error"])
+            elif "job" in item:
+                figures["jobs"].append(item)
+                if on_step:
+                    on_step(item)
+            else:
+                figures.update(item)
+        code = child.wait()
+    finally:
+        if child.poll() is None:
+            child.terminate()
+            try:
+                child.wait(10)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
+        for reader in readers:
+            reader.join(5)
+    if code != 0:
+        reason = error or "\n".join(tail) or "no output"
+        raise SparkRunFailed(f"the Spark jobs failed (exit {code}): {reason}")
+    return figures
 
 
 @contextmanager
@@ -87,23 +204,27 @@ def pipeline_run(
     lake_uri: str | None = None,
     as_of: datetime | None = None,
     spark: SparkSession | None = None,
+    spark_conf: Mapping[str, str] | None = None,
     job: Job | None = None,
     on_phase: PhaseFn | None = None,
     beats: Sequence[Callable[[], None]] = (),
+    check: Callable[[], None] | None = None,
 ) -> PipelineRun:
-    """Export, run every Spark job, load the rollups; the run's record (state ``done``), or raise."""
-    # Imported here, not at the top: they load pyspark, which only a pipeline run needs (the web
-    # process, which imports this module for the button and the job kind, never starts Spark).
-    from pyspark.sql import SparkSession as Session
+    """Export, run every Spark job, load the rollups; the run's record (state ``done``), or raise.
 
-    from pipeline import main
-    from pipeline.session import build_session
+    The Spark jobs run in a child process (:func:`spark_child`) with ``BUSCONSOLE_SPARK_CONF`` and
+    ``spark_conf`` over it, unless ``spark`` is given or this process has an active session (then in
+    that session, whose options are its own). ``check`` is called while the child works and stops the
+    run by raising.
+    """
+    # Imported here, not at the top: it loads pyspark, which only a pipeline run in this process
+    # needs (the web process, which imports this module for the button and the job kind, never does).
+    from pyspark.sql import SparkSession as Session
 
     lake_uri = lake_uri or settings.BUSCONSOLE_LAKE
     as_of = as_of or timezone.now()
     stats: dict[str, Any] = {}
-    # stop the session at the end only if this run started it (not the tests', not a shell's)
-    own_session = spark is None and Session.getActiveSession() is None
+    spark = spark or Session.getActiveSession()
 
     def phase(name: str, info: dict[str, Any]) -> None:
         if on_phase:
@@ -122,14 +243,21 @@ def pipeline_run(
                 phase("exported", stats["export"])
                 lock.renew()
                 if spark is None:
-                    opened = time.monotonic()
-                    spark = build_session(settings.SPARK_MASTER, app_name="busconsole")
-                    stats["spark_startup_s"] = round(time.monotonic() - opened, 3)
-                results = main.run_all(
-                    spark, lake_uri, as_of=as_of,
-                    on_step=lambda result: (lock.renew(), phase("spark", asdict(result))),
-                )
-                stats["jobs"] = {r.job: {"rows": r.rows, "seconds": r.seconds} for r in results}
+                    ran = spark_child(
+                        lake_uri=lake_uri, as_of=as_of, master=settings.SPARK_MASTER,
+                        conf={**settings.BUSCONSOLE_SPARK_CONF, **(spark_conf or {})},
+                        on_step=lambda result: (lock.renew(), phase("spark", result)), check=check,
+                    )
+                    stats.update({k: ran[k] for k in ("spark_startup_s", "master", "shuffle_partitions") if k in ran})
+                    results = ran["jobs"]
+                else:
+                    from pipeline import main
+
+                    results = [asdict(r) for r in main.run_all(
+                        spark, lake_uri, as_of=as_of,
+                        on_step=lambda result: (lock.renew(), phase("spark", asdict(result))),
+                    )]
+                stats["jobs"] = {r["job"]: {"rows": r["rows"], "seconds": r["seconds"]} for r in results}
                 loading = time.monotonic()
                 stats["loaded"] = rollup_load.rollups_load(lake_uri=lake_uri)
                 stats["load_s"] = round(time.monotonic() - loading, 3)
@@ -141,9 +269,6 @@ def pipeline_run(
                 error=f"{type(exc).__name__}: {exc}"[:4000],
             )
             raise
-        finally:
-            if own_session and spark is not None:
-                spark.stop()
     stats["seconds"] = round(time.monotonic() - started, 3)
     run.state, run.finished_at, run.stats = PipelineRun.State.DONE, timezone.now(), stats
     run.save(update_fields=["state", "finished_at", "stats"])
@@ -153,16 +278,18 @@ def pipeline_run(
 # ------------------------------------------------------------------------------------- as a job
 
 
-def pipeline_job_start(*, user: UserLike | None) -> Job:
+def pipeline_job_start(*, user: UserLike | None, spark_conf: Mapping[str, str] | None = None) -> Job:
     """Queue a pipeline job, unless one is queued or running already (then InvalidArgument).
 
     The button reaches this through :func:`streams_app.services.pipeline_start` (role and audit row);
-    the beat schedule and ``manage.py run_pipeline --job`` call it directly.
+    the beat schedule and ``manage.py run_pipeline --job`` call it directly. ``spark_conf`` (Spark
+    options over ``BUSCONSOLE_SPARK_CONF``, ``run_pipeline --job --conf``) goes with the job.
     """
     active = Job.objects.filter(kind=jobs.KIND_PIPELINE, state__in=[Job.State.QUEUED, Job.State.RUNNING]).first()
     if active is not None:
         raise InvalidArgument(f"A pipeline run is already {active.state} (job {active.pk}).")
-    return jobs.job_create(kind=jobs.KIND_PIPELINE, conn="", user=user, key=b"", parameters={})
+    parameters = {"spark_conf": dict(spark_conf)} if spark_conf else {}
+    return jobs.job_create(kind=jobs.KIND_PIPELINE, conn="", user=user, key=b"", parameters=parameters)
 
 
 def pipeline_scheduled_start() -> int | None:
@@ -182,7 +309,8 @@ def pipeline_job_run(job: Job, progress: jobs.Progress) -> None:
 
     ``progress`` is the jobs machinery's saver: its ``save`` renews the job's lock and raises when the
     job was cancelled, so a cancel stops the run at its next step; its ``lock`` is renewed by the
-    heartbeat while a Spark job runs.
+    heartbeat while a Spark job runs. While the Spark child works, a cancel or a lost lock is noticed
+    within :data:`CHECK_EVERY_S` and ends the child.
 
     A read-only worker runs this kind (it is in :data:`~streams_app.jobs.runner.READ_ONLY_KINDS`): the
     export only reads the monitored Redis (SCAN, XINFO, XRANGE pages), and what a run writes, the lake
@@ -201,7 +329,14 @@ def pipeline_job_run(job: Job, progress: jobs.Progress) -> None:
     def touch() -> None:
         Job.objects.filter(pk=job.pk, state=Job.State.RUNNING).update(updated_at=timezone.now())
 
-    run = pipeline_run(job=job, on_phase=on_phase, beats=[progress.lock.reacquire, touch])
+    def check() -> None:
+        if progress.lock_lost.is_set():
+            raise jobs.JobBusy(f"job {job.pk} lost its lock")
+        if not Job.objects.filter(pk=job.pk, state=Job.State.RUNNING).exists():
+            raise jobs.JobCancelled
+
+    run = pipeline_run(job=job, on_phase=on_phase, beats=[progress.lock.reacquire, touch], check=check,
+                       spark_conf=job.parameters.get("spark_conf"))
     exported = run.stats.get("export", {})
     progress.note(
         f"Exported {exported.get('entries', 0)} entries; loaded "

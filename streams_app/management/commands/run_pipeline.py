@@ -1,8 +1,8 @@
-"""``python manage.py run_pipeline [--conn NAME ...] [--match GLOB] [--since ID|TIME] [--job]``.
+"""``python manage.py run_pipeline [--conn NAME ...] [--match GLOB] [--since ID|TIME] [--conf K=V ...] [--job]``.
 
-Exports what is new to the lake, runs the Spark rollup jobs (a local session unless ``SPARK_MASTER``
-names a cluster) and loads the rollups into the tables ``/reports/`` shows; see
-:mod:`streams_app.lake.run`. With ``--job`` it queues the same work as a background job for the
+Exports what is new to the lake, runs the Spark rollup jobs (in a child process; a local session
+unless ``SPARK_MASTER`` names a cluster; ``--conf`` adds Spark options over ``BUSCONSOLE_SPARK_CONF``)
+and loads the rollups into the tables ``/reports/`` shows; see :mod:`streams_app.lake.run`. With ``--job`` it queues the same work as a background job for the
 Celery worker instead (progress on ``/jobs/<id>/``) and returns at once.
 """
 
@@ -12,6 +12,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from pipeline import conf as spark_conf
 from streams_app.lake import export
 from streams_app.lake import run as pipeline_run
 from streams_app.redis_ops.client import connection
@@ -25,14 +26,20 @@ class Command(BaseCommand):
         parser.add_argument("--conn", action="append", help="Connection name (repeatable; default: all).")
         parser.add_argument("--match", default="*", help="Only export streams whose key matches this glob.")
         parser.add_argument("--since", help="Skip entries before this entry ID or ISO-8601 time.")
+        parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                            help="A Spark option, e.g. spark.executor.memory=4g (repeatable).")
         parser.add_argument("--job", action="store_true", help="Queue as a background job and return.")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        try:
+            conf = spark_conf.parse_items(options["conf"])
+        except spark_conf.ConfError as exc:
+            raise CommandError(str(exc)) from exc
         if options["job"]:
             if options["conn"] or options["since"] or options["match"] != "*":
                 raise CommandError("--job runs everything: --conn, --match and --since apply to direct runs.")
             try:
-                job = pipeline_run.pipeline_job_start(user=None)
+                job = pipeline_run.pipeline_job_start(user=None, spark_conf=conf)
             except OpsError as exc:
                 raise CommandError(exc.message) from exc
             self.stdout.write(f"Queued pipeline job {job.pk}: follow it at /jobs/{job.pk}/ (needs a Celery worker).")
@@ -46,10 +53,13 @@ class Command(BaseCommand):
                 conns=options["conn"],
                 match=options["match"].encode(),
                 since=options["since"],
+                spark_conf=conf,
                 on_phase=self._report,
             )
         except OpsError as exc:
             raise CommandError(exc.message) from exc
+        except pipeline_run.SparkRunFailed as exc:
+            raise CommandError(str(exc)) from exc
         except export.ExportBusy as exc:
             raise CommandError(str(exc)) from exc
         stats = run.stats
