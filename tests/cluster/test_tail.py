@@ -19,7 +19,6 @@ from redis.cluster import RedisCluster
 from streams_app.redis_ops import client as redis_client
 from streams_app.redis_ops.errors import OpsError, RedisRefused
 from streams_app.redis_ops.tail import Moved, TailSource
-from tests.browser.conftest import browser, page  # noqa: F401 - headless Chromium for the page's test
 from tests.conftest import session_cookie
 from tests.console.live.helpers import entries_until, frame, hub_stats, open_tail, run, until_live, xadd_many
 from tests.polling import until
@@ -267,34 +266,3 @@ def test_a_node_reader_reads_one_xread_per_slot_and_names_where_a_foreign_key_li
     assert isinstance(moved, Moved)
     assert (moved.slot, moved.node) == (rc.keyslot(foreign), node_of(rc, foreign))
     assert newest == rc.xrevrange(foreign, count=1)[0][0].decode()
-
-
-@pytest.mark.browser
-def test_the_page_of_a_tail_whose_node_stops_says_not_receiving(
-    on_private, private_cluster, asgi_server, page, viewer  # noqa: F811 - `page` is the imported fixture
-) -> None:
-    from playwright.sync_api import expect
-
-    rc = on_private
-    port = rc.get_node_from_key(b"orders").port
-    node = next(n for n in private_cluster.nodes if n.port == port)
-    page.context.add_cookies([{"name": name, "value": value, "url": asgi_server.url}
-                              for name, value in session_cookie(viewer).items()])
-    page.goto("/c/default/streams/orders/tail/")
-    state = page.locator("#tail-state")
-    expect(state).to_have_attribute("data-state", "live", timeout=15_000)
-    node.stop()
-    try:
-        expect(state).to_have_attribute("data-state", "stalled", timeout=30_000)
-        expect(state).to_contain_text("not receiving: Redis server 'default' is unreachable")
-        expect(state).to_contain_text(str(port))
-    finally:
-        node.start()
-    private_cluster.wait_ok()
-    expect(state).to_have_attribute("data-state", "live", timeout=30_000)
-    fresh = RedisCluster.from_url(private_cluster.url())
-    try:
-        entry = fresh.xadd(b"orders", {"n": "after"}).decode()
-    finally:
-        fresh.close()
-    expect(page.locator("#tail-rows tr").first.locator("td").first).to_have_text(entry, timeout=15_000)
