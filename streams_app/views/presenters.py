@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from streams_app.alerts.models import Alert, AlertRule
 from streams_app.redis_ops import conventions
 from streams_app.redis_ops.decoding import DecodedField, decode_fields, display_text, escape_bidi
+from streams_app.redis_ops.reads import GROUP_SORTS, ranked
 from streams_app.redis_ops.types import (
     Entry,
     GroupInfo,
@@ -132,7 +133,21 @@ def stream_info_json(conn: str, info: StreamInfo) -> dict:
         "entries_added": info.entries_added,
         "max_deleted_entry_id": info.max_deleted_entry_id,
         "is_dlq": conventions.detect_dlq(info.key) is not None,
-        "groups": [group_json(g) for g in info.groups],
+        **_first_groups(conn, info),
+    }
+
+
+def _first_groups(conn: str, info: StreamInfo) -> dict:
+    """The first page of the stream's groups, most pending first, and where the rest are.
+
+    A stream can have thousands of groups; the stream's own reply stays small and the groups endpoint
+    pages through all of them (same order, same rows).
+    """
+    page = ranked(info.groups, sorts=GROUP_SORTS)
+    return {
+        "groups": [group_json(g) for g in page.rows],
+        "groups_total": page.total,
+        "groups_url": links.api_stream_url(conn, info.key) + "groups/",
     }
 
 

@@ -143,7 +143,10 @@ class StreamReply(Reply):
     entries_added: int | None
     max_deleted_entry_id: EntryIdText | None
     is_dlq: bool
+    #: the first page of groups, most pending first; ``groups_url`` pages through all ``groups_total``
     groups: list[GroupRow]
+    groups_total: int
+    groups_url: str
 
 
 class GroupsReply(Reply):

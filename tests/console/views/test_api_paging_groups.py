@@ -169,3 +169,11 @@ def test_keys_on_every_node_of_a_cluster(on_cluster, viewer_client: Client, rc) 
         assert [g["name"] for g in groups["groups"]] == ["c", "a", "b"]
         consumers = viewer_client.get(stream_api(key, "groups/c/consumers/")).json()
         assert [(c["name"], c["pending"]) for c in consumers["consumers"]] == [("w2", 2), ("w1", 0)]
+
+
+def test_the_stream_reply_carries_the_first_page_of_groups_and_where_the_rest_are(viewer_client, many_groups):
+    data = viewer_client.get(stream_api(STREAM, "")).json()
+    expected = sorted_rows(many_groups, "pending", descending=True)[:50]
+    assert [g["name"] for g in data["groups"]] == [text(g["name"]) for g in expected]
+    assert data["groups_total"] == len(many_groups) == N_GROUPS
+    assert viewer_client.get(data["groups_url"]).json()["groups"] == data["groups"]
