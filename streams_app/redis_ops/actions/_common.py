@@ -54,9 +54,13 @@ _scripts: weakref.WeakKeyDictionary[redis.Redis, dict[str, Script]] = weakref.We
 _scripts_lock = threading.Lock()
 
 
-#: Scripts that filter entries by field/value pairs: ``lua/holds_all.lua`` is prepended to them, as
-#: Redis scripts cannot load one another.
-_FIELD_FILTERS = ("count_range", "replay", "replay_copy")
+#: Redis scripts cannot load one another: the shared functions (``lua/holds_all.lua``, the field filter;
+#: ``lua/add_copy.lua``, a replayed copy) are prepended to the scripts that call them.
+_PRELUDES = {
+    "count_range": ("holds_all",),
+    "replay": ("holds_all", "add_copy"),
+    "replay_copy": ("holds_all", "add_copy"),
+}
 
 
 def _lua(name: str) -> str:
@@ -65,7 +69,7 @@ def _lua(name: str) -> str:
 
 
 def _source(name: str) -> str:
-    return _lua("holds_all") + _lua(name) if name in _FIELD_FILTERS else _lua(name)
+    return "".join(_lua(prelude) for prelude in _PRELUDES.get(name, ())) + _lua(name)
 
 
 def _script(client: redis.Redis, name: str) -> Script:

@@ -50,16 +50,7 @@ local copied = 0
 for e = 1, #entries do
   local id, fields = entries[e][1], entries[e][2]
   if holds_all(fields, 6) then
-    local args = {'XADD', target, '*'}
-    for f = 1, #fields, 2 do
-      if fields[f] ~= '_replayed_from' then
-        args[#args + 1] = fields[f]
-        args[#args + 1] = fields[f + 1]
-      end
-    end
-    args[#args + 1] = '_replayed_from'
-    args[#args + 1] = id
-    redis.call(unpack(args))
+    add_copy(target, id, fields)
     copied = copied + 1
   end
 end

@@ -38,16 +38,7 @@ while i <= n do
   if not (stored and not less(stored, id)) then
     local fields = {unpack(ARGV, i + 2, last)}
     if holds_all(fields, entries_end + 1) then
-      local args = {'XADD', target, '*'}
-      for f = 1, #fields, 2 do
-        if fields[f] ~= '_replayed_from' then
-          args[#args + 1] = fields[f]
-          args[#args + 1] = fields[f + 1]
-        end
-      end
-      args[#args + 1] = '_replayed_from'
-      args[#args + 1] = id
-      redis.call(unpack(args))
+      add_copy(target, id, fields)
       copied = copied + 1
     end
   end
