@@ -87,6 +87,7 @@ def dlq_detail(request: HttpRequest, conn: str, key: bytes) -> HttpResponse:
             for s in conventions.dlq_source_streams(key, entries)
         ],
         stream_page=links.stream_url(conn, key),
+        api_url=links.api_dlq_url(conn, key),
         # Where the buttons come back to, filters kept (built from the key: request.path is decoded).
         here=links.dlq_url(conn, key) + (f"?{request.GET.urlencode()}" if request.GET else ""),
     )

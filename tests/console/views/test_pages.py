@@ -193,3 +193,15 @@ def test_stream_page_links_the_dead_letters_of_each_convention(viewer_client: Cl
     assert "omni-dlq%3Aagent-b" not in body
     r.xadd("plain", {"a": "1"})
     assert "Dead letters" not in viewer_client.get(stream_url("plain")).content.decode()
+
+
+@pytest.mark.parametrize("key", [b"orders:dlq", b"team a orders:dlq", b"bin\xff:dlq"])
+def test_the_dlq_page_s_json_button_opens_the_same_dlq_in_the_api(viewer_client: Client, r, key: bytes) -> None:
+    entry_id = r.xadd(key, {"type": "order.created", "data": "{}", "dlq_error": "boom"}).decode()
+    page = viewer_client.get(f"/c/default/dlq/{seg(key)}/")
+    assert page.status_code == 200, page.content[:300]
+    [href] = re.findall(r'href="([^"]+)">JSON</a>', page.content.decode())
+    assert href == f"/api/v1/c/default/dlq/{seg(key)}/"  # the key's bytes, encoded once
+    reply = viewer_client.get(html.unescape(href))
+    assert reply.status_code == 200, reply.content[:300]
+    assert [e["id"] for e in reply.json()["entries"]] == [entry_id]
