@@ -95,6 +95,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "streams_app.middleware.OpsErrorMiddleware",
     "streams_app.views.errors.method_not_allowed_middleware",  # Django's empty 405 -> JSON or a page
+    "streams_app.views.errors.unknown_address_middleware",  # DEBUG's URL-list 404 -> the console's 404
 ]
 
 ROOT_URLCONF = "busconsole.urls"

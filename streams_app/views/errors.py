@@ -2,13 +2,15 @@
 
 Django answers a wrong method (``@require_POST``, a class-based view's ``http_method_not_allowed``) with
 an empty ``text/html`` 405 rather than through a handler; :func:`method_not_allowed_middleware` gives
-that answer the same two shapes.
+that answer the same two shapes; :func:`unknown_address_middleware` keeps Django's debug 404 page (the
+URL patterns) away from ``make run``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+from django.conf import settings
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed
 from django.shortcuts import render
 
@@ -80,6 +82,23 @@ def method_not_allowed_middleware(get_response: Callable[[HttpRequest], HttpResp
         response = get_response(request)
         if isinstance(response, HttpResponseNotAllowed) and not response.content:
             return method_not_allowed(request, response.get("Allow", ""))
+        return response
+
+    return middleware
+
+
+def unknown_address_middleware(get_response: Callable[[HttpRequest], HttpResponse]):
+    """With ``DEBUG`` on (``make run``), an address no URL pattern matches gets the console's 404, not
+    Django's debug page listing every URL pattern; without ``DEBUG`` Django already uses ``handler404``.
+
+    Only unresolved addresses (``request.resolver_match`` is None once the URLconf has been tried):
+    a 404 a view answered keeps its own message.
+    """
+
+    def middleware(request: HttpRequest) -> HttpResponse:
+        response = get_response(request)
+        if response.status_code == 404 and settings.DEBUG and getattr(request, "resolver_match", None) is None:
+            return page_not_found(request)
         return response
 
     return middleware
