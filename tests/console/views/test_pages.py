@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 import re
+from pathlib import Path
 
 import pytest
 import redis
@@ -205,3 +206,13 @@ def test_the_dlq_page_s_json_button_opens_the_same_dlq_in_the_api(viewer_client:
     reply = viewer_client.get(html.unescape(href))
     assert reply.status_code == 200, reply.content[:300]
     assert [e["id"] for e in reply.json()["entries"]] == [entry_id]
+
+
+def test_every_page_names_a_favicon_that_is_served(viewer_client: Client, client: Client, bus) -> None:
+    from django.contrib.staticfiles import finders
+
+    for web, path in ((viewer_client, "/"), (client, "/login/"), (viewer_client, "/api/v1/docs/")):
+        body = web.get(path).content.decode()
+        [href] = re.findall(r'<link rel="icon" type="image/svg\+xml" href="/static/([^"]+)">', body)
+        found = finders.find(href)
+        assert found and Path(found).read_text().startswith("<svg")
