@@ -89,6 +89,6 @@ def dlq_detail(request: HttpRequest, conn: str, key: bytes) -> HttpResponse:
         stream_page=links.stream_url(conn, key),
         api_url=links.api_dlq_url(conn, key),
         # Where the buttons come back to, filters kept (built from the key: request.path is decoded).
-        here=links.dlq_url(conn, key) + (f"?{request.GET.urlencode()}" if request.GET else ""),
+        here=links.with_query(links.dlq_url(conn, key), request),
     )
     return render_screen(request, "streams_app/dlq.html", context, partial="entries")

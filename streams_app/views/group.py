@@ -7,6 +7,7 @@ from django.views.decorators.http import require_GET
 
 from streams_app.redis_ops import reads
 from streams_app.redis_ops.decoding import display_text
+from streams_app.views import links
 from streams_app.views.common import connection_context, is_htmx, render_screen
 from streams_app.views.forms import PendingForm, validated
 from streams_app.views.paging import ranked_window, ranking
@@ -39,5 +40,6 @@ def group_detail(request: HttpRequest, conn: str, key: bytes, group: bytes) -> H
         consumer_choices=len(pending.summary.consumers) <= CONSUMER_CHOICES,
         pending=pending,
         params=params,
+        here=links.with_query(links.group_url(conn, key, group), request),
     )
     return render_screen(request, "streams_app/group.html", context, partial="pending")

@@ -165,6 +165,13 @@ def long_key_middleware(get_response: Callable[[HttpRequest], HttpResponse]):
     return middleware
 
 
+def with_query(url: str, request: HttpRequest) -> str:
+    """``url`` (built from a key's bytes) with the request's query string: the address of the page being
+    shown, for its own refresh and the actions that come back to it. ``request.get_full_path()`` is
+    built from the decoded path, which loses a key's ``/`` and its non-UTF-8 bytes."""
+    return url + (f"?{request.GET.urlencode()}" if request.GET else "")
+
+
 def stream_url(conn: str, key: bytes) -> str:
     return f"/c/{conn}/streams/{key_segment(key)}/"
 

@@ -46,6 +46,7 @@ def stream_detail(request: HttpRequest, conn: str, key: bytes) -> HttpResponse:
             for k in dlq_keys
         ],
         api_url=links.api_stream_url(conn, key),
+        here=links.with_query(links.stream_url(conn, key), request),
     )
     return render_screen(request, "streams_app/stream.html", context, partial="entries")
 

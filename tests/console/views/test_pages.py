@@ -216,3 +216,28 @@ def test_every_page_names_a_favicon_that_is_served(viewer_client: Client, client
         [href] = re.findall(r'<link rel="icon" type="image/svg\+xml" href="/static/([^"]+)">', body)
         found = finders.find(href)
         assert found and Path(found).read_text().startswith("<svg")
+
+
+@pytest.mark.parametrize("rest", ["", "groups/g%FF/"])
+def test_a_page_of_a_non_utf8_key_refreshes_itself_from_the_key_s_bytes(viewer_client: Client, r, rest) -> None:
+    key = b"bin\xff orders"
+    r.xadd(key, {"type": "t", "data": "{}"})
+    r.xgroup_create(key, b"g\xff", id="0")
+    r.xreadgroup(b"g\xff", b"c", {key: ">"})
+    page = stream_url(key) + rest
+    shown = viewer_client.get(page + "?count=10")
+    assert shown.status_code == 200, shown.content[:300]
+    [refresh] = re.findall(r'<section id="(?:entries|pending)" hx-get="([^"]+)"', shown.content.decode())
+    assert html.unescape(refresh) == page + "?count=10"
+    again = viewer_client.get(html.unescape(refresh))
+    assert again.status_code == 200
+
+
+def test_a_dlq_page_of_a_non_utf8_key_refreshes_itself_from_the_key_s_bytes(viewer_client: Client, r) -> None:
+    key = b"bin\xff:dlq"
+    r.xadd(key, {"type": "t", "data": "{}", "dlq_error": "boom"})
+    page = f"/c/default/dlq/{seg(key)}/"
+    shown = viewer_client.get(page + "?error=boom")
+    [refresh] = re.findall(r'<section id="entries" hx-get="([^"]+)"', shown.content.decode())
+    assert html.unescape(refresh) == page + "?error=boom"
+    assert viewer_client.get(html.unescape(refresh)).status_code == 200
