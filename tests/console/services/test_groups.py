@@ -119,3 +119,21 @@ def test_group_page_offers_claim_ack_sweep_and_rewind_to_operators_only(operator
         assert f'{group_url("orders", "billing")}{action}"' in body
     viewer_body = viewer_client.get(group_url("orders", "billing")).content.decode()
     assert "Claim selected" not in viewer_body
+
+
+def test_an_ack_from_a_filtered_pending_list_comes_back_to_the_same_filter(operator_client, bus) -> None:
+    """The form carries the page's own address, filters included, so the rows shown after the action are
+    the list the operator was looking at, not the unfiltered one."""
+    import html
+    import re
+
+    page = group_url("orders", "billing") + "?consumer=worker-1&count=3"
+    body = operator_client.get(page).content.decode()
+    form = body[body.index('id="pending-select"'):]
+    [back] = re.findall(r'name="next" value="([^"]+)"', form[: form.index("</form>")])
+    assert html.unescape(back) == page
+    response = operator_client.post(
+        group_url("orders", "billing") + "ack/", {"ids": [bus.ids[0]], "confirm": "1", "next": html.unescape(back)}
+    )
+    assert response.status_code == 302 and response["Location"] == page
+    assert bus.ids[0] not in _owners(bus.r)
