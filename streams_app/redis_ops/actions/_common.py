@@ -55,7 +55,7 @@ _scripts_lock = threading.Lock()
 
 
 #: Redis scripts cannot load one another: the shared functions (``lua/holds_all.lua``, the field filter;
-#: ``lua/add_copy.lua``, a replayed copy) are prepended to the scripts that call them.
+#: ``lua/add_copy.lua``, a replayed copy and the ID order) are prepended to the scripts that call them.
 _PRELUDES = {
     "count_range": ("holds_all",),
     "replay": ("holds_all", "add_copy"),

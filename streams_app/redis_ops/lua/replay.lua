@@ -19,16 +19,6 @@
 local source, target, cursor_key, count_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local first, after, last_id, count, ttl = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 
--- IDs are "ms-seq" of unsigned 64-bit decimals without leading zeros: compare as text by length.
-local function less(a, b)
-  local am, as = string.match(a, '^(%d+)-(%d+)$')
-  local bm, bs = string.match(b, '^(%d+)-(%d+)$')
-  if #am ~= #bm then return #am < #bm end
-  if am ~= bm then return am < bm end
-  if #as ~= #bs then return #as < #bs end
-  return as < bs
-end
-
 if cursor_key then
   local stored = redis.call('GET', cursor_key)
   if stored and (after == '' or less(after, stored)) then

@@ -18,16 +18,6 @@
 local target, cursor_key, count_key = KEYS[1], KEYS[2], KEYS[3]
 local reached, ttl, entries_end = ARGV[1], ARGV[2], 3 + tonumber(ARGV[3])
 
--- IDs are "ms-seq" of unsigned 64-bit decimals without leading zeros: compare as text by length.
-local function less(a, b)
-  local am, as = string.match(a, '^(%d+)-(%d+)$')
-  local bm, bs = string.match(b, '^(%d+)-(%d+)$')
-  if #am ~= #bm then return #am < #bm end
-  if am ~= bm then return am < bm end
-  if #as ~= #bs then return #as < #bs end
-  return as < bs
-end
-
 local stored = false
 if cursor_key then stored = redis.call('GET', cursor_key) end
 local copied = 0
