@@ -4,6 +4,13 @@
 // attribute of an element we create; never innerHTML. The script remembers the newest ID it has
 // shown, so a reconnect (after a drop, or after Pause/Resume) asks the server for exactly the
 // entries after it: nothing missed, nothing twice (rows at or below that ID are also ignored here).
+//
+// The page's state lives in its address (?filter=...&paused=1&after=<last id>&keep=...), rewritten with
+// history.replaceState, so a reload or a shared link resumes the same view: the view replays the
+// entries up to `after` as context; with `paused` the page holds there (data-hold) until Resume.
+//
+// The rate counts only entries that arrived live: those after the server's "live" status frame,
+// which it sends once a replay (the backlog, or what a reconnect missed) is over.
 (function () {
   "use strict";
 
@@ -25,11 +32,17 @@
 
   var lastId = root.dataset.after || null; // newest ID the page has (the server replays after it)
   var socket = null;
-  var paused = false;
+  var paused = !!root.dataset.paused;
+  // Paused by the address: replay up to this ID, then close and stay paused (null: not holding).
+  var holdAt = paused && root.dataset.hold ? root.dataset.hold : null;
+  var liveSince = null; // when this socket's replay ended ("live"), null while not live
+  var entryRows = 0; // rows that are entries (not gap notes), and how many of them the filter shows
+  var shownRows = 0;
+  var urlTimer = null;
   var attempt = 0; // reconnect attempts since the last "live"
   var retryTimer = null;
-  var arrivals = []; // [time ms, entries] of the last few seconds, for the rate
-  var rowData = new WeakMap(); // row -> {id, pairs: [[name, text], ...]} for the filter
+  var arrivals = []; // [time ms, entries] that arrived live in the last few seconds, for the rate
+  var rowData = new WeakMap(); // row -> {id, pairs: [[name, text], ...], decoded} for the filter
   var filter = null;
   var RATE_WINDOW_MS = 5000;
   var FINAL_CODES = { 4400: "bad request", 4401: "signed out", 4404: "not found" };
@@ -76,6 +89,27 @@
   function setLast(id) {
     lastId = id;
     lastEl.textContent = id;
+    saveUrlSoon();
+  }
+
+  // ------------------------------------------------------------------------ the address
+
+  function saveUrl() {
+    clearTimeout(urlTimer);
+    urlTimer = null;
+    var params = new URLSearchParams();
+    if (filterEl.value.trim()) params.set("filter", filterEl.value);
+    if (paused) params.set("paused", "1");
+    if (lastId && lastId !== "0-0") params.set("after", lastId);
+    if (capEl.value !== "500") params.set("keep", capEl.value);
+    var query = params.toString();
+    var url = location.pathname + (query ? "?" + query : "") + location.hash;
+    if (url !== location.pathname + location.search + location.hash) history.replaceState(history.state, "", url);
+  }
+
+  function saveUrlSoon() {
+    // Browsers refuse more than a few hundred replaceState calls in seconds: at most ~3 a second.
+    if (urlTimer === null) urlTimer = setTimeout(saveUrl, 300);
   }
 
   // ------------------------------------------------------------------------ rows
@@ -130,8 +164,9 @@
     var fieldsCell = el("td");
     fieldsCell.appendChild(details);
     tr.appendChild(fieldsCell);
-    rowData.set(tr, { id: entry.id, pairs: pairs });
-    applyFilter(tr);
+    rowData.set(tr, { id: entry.id, pairs: pairs, decoded: entry.decoded || [] });
+    entryRows++;
+    if (applyFilter(tr)) shownRows++;
     return tr;
   }
 
@@ -160,8 +195,20 @@
 
   function trim() {
     var cap = parseInt(capEl.value, 10) || 500;
-    while (rowsEl.rows.length > cap) rowsEl.deleteRow(rowsEl.rows.length - 1);
-    countEl.textContent = String(rowsEl.rows.length);
+    while (rowsEl.rows.length > cap) {
+      var last = rowsEl.rows[rowsEl.rows.length - 1];
+      if (rowData.has(last)) {
+        entryRows--;
+        if (!last.hidden) shownRows--;
+      }
+      rowsEl.deleteRow(rowsEl.rows.length - 1);
+    }
+    showCount();
+  }
+
+  function showCount() {
+    var rows = entryRows + (entryRows === 1 ? " row" : " rows");
+    countEl.textContent = filter ? shownRows + " shown of " + rows : rows;
   }
 
   function addEntries(entries) {
@@ -169,24 +216,63 @@
     for (var i = 0; i < entries.length; i++) {
       var entry = entries[i];
       if (lastId && cmpId(entry.id, lastId) <= 0) continue; // already shown
+      if (holdAt && cmpId(entry.id, holdAt) > 0) { // past where the address paused the page
+        endHold();
+        break;
+      }
       prepend(entryRow(entry));
       setLast(entry.id);
       added++;
     }
     if (added) {
-      arrivals.push([Date.now(), added]);
+      if (liveSince !== null) arrivals.push([Date.now(), added]); // a replay is not the live rate
       trim();
     }
   }
 
   // ------------------------------------------------------------------------ filter
 
+  // Syntax (the page's help text says the same): "text" anywhere; "name=value" a field whose name
+  // contains name (or a key name at the top of any JSON field) has a value containing value;
+  // "a.b.c=value" a dotted path into decoded JSON/msgpack values, from the top of any of them or from
+  // the field named by its first segment; a number indexes an array ("items.0" or "items[0]"), a name
+  // on an array looks into each element. Case is ignored. Nothing is ever evaluated.
+
   function parseFilter(text) {
     text = text.trim().toLowerCase();
     if (!text) return null;
     var eq = text.indexOf("=");
-    if (eq > 0) return { name: text.slice(0, eq).trim(), value: text.slice(eq + 1).trim() };
-    return { any: text };
+    if (eq <= 0) return { any: text };
+    var name = text.slice(0, eq).trim();
+    var path = name.replace(/\[(\d+)\]/g, ".$1").split(".").map(function (p) { return p.trim(); })
+      .filter(function (p) { return p !== ""; });
+    return { name: name, path: path.length ? path : [name], value: text.slice(eq + 1).trim() };
+  }
+
+  function leafText(value) {
+    if (typeof value === "string") return value;
+    try {
+      return JSON.stringify(value);
+    } catch (e) {
+      return String(value);
+    }
+  }
+
+  // Whether some value at path[i:] below node contains want (lower case).
+  function walk(node, path, i, want) {
+    if (i === path.length) return leafText(node).toLowerCase().indexOf(want) >= 0;
+    if (node === null || typeof node !== "object") return false;
+    var seg = path[i];
+    if (Array.isArray(node)) {
+      if (/^\d+$/.test(seg)) return Number(seg) < node.length && walk(node[Number(seg)], path, i + 1, want);
+      for (var k = 0; k < node.length; k++) if (walk(node[k], path, i, want)) return true;
+      return false;
+    }
+    var keys = Object.keys(node);
+    for (var j = 0; j < keys.length; j++) {
+      if (keys[j].toLowerCase() === seg && walk(node[keys[j]], path, i + 1, want)) return true;
+    }
+    return false;
   }
 
   function matches(data) {
@@ -197,29 +283,56 @@
         return p[0].toLowerCase().indexOf(filter.any) >= 0 || p[1].toLowerCase().indexOf(filter.any) >= 0;
       });
     }
-    return data.pairs.some(function (p) {
-      return p[0].toLowerCase().indexOf(filter.name) >= 0 && p[1].toLowerCase().indexOf(filter.value) >= 0;
+    var path = filter.path, want = filter.value;
+    if (data.pairs.some(function (p) {
+      var name = p[0].toLowerCase();
+      var named = path.length === 1 ? name.indexOf(filter.name) >= 0 : name === filter.name;
+      return named && p[1].toLowerCase().indexOf(want) >= 0;
+    })) return true;
+    return data.decoded.some(function (field) {
+      if (field.value === null || typeof field.value !== "object" || field.truncated) return false;
+      if (walk(field.value, path, 0, want)) return true; // from the top of this JSON value
+      return path.length > 1 && String(field.name).toLowerCase() === path[0] && walk(field.value, path, 1, want);
     });
   }
 
   function applyFilter(tr) {
     var data = rowData.get(tr);
-    if (data) tr.hidden = !matches(data);
+    if (!data) return false;
+    tr.hidden = !matches(data);
+    return !tr.hidden;
+  }
+
+  function refilter() {
+    filter = parseFilter(filterEl.value);
+    shownRows = 0;
+    for (var i = 0; i < rowsEl.rows.length; i++) if (applyFilter(rowsEl.rows[i])) shownRows++;
+    showCount();
   }
 
   filterEl.addEventListener("input", function () {
-    filter = parseFilter(filterEl.value);
-    for (var i = 0; i < rowsEl.rows.length; i++) applyFilter(rowsEl.rows[i]);
+    refilter();
+    saveUrlSoon();
   });
-  capEl.addEventListener("change", trim);
+  capEl.addEventListener("change", function () {
+    trim();
+    saveUrl();
+  });
+  refilter(); // the filter the address carried
 
   // ------------------------------------------------------------------------ rate
 
   setInterval(function () {
     var now = Date.now();
     while (arrivals.length && arrivals[0][0] < now - RATE_WINDOW_MS) arrivals.shift();
+    if (liveSince === null) {
+      rateEl.textContent = "—"; // paused, catching up or disconnected: no live rate to show
+      return;
+    }
     var total = arrivals.reduce(function (sum, a) { return sum + a[1]; }, 0);
-    rateEl.textContent = (total / (RATE_WINDOW_MS / 1000)).toFixed(1);
+    // Over the window, or over the time live when shorter (but at least a second).
+    var seconds = Math.max(1000, Math.min(RATE_WINDOW_MS, now - liveSince)) / 1000;
+    rateEl.textContent = (total / seconds).toFixed(1);
   }, 1000);
 
   // ------------------------------------------------------------------------ websocket
@@ -238,15 +351,23 @@
         break;
       case "status":
         if (frame.state === "live") {
+          if (holdAt) { // the replay up to where the address paused the page is done
+            endHold();
+            break;
+          }
           attempt = 0;
+          liveSince = Date.now();
           if (frame.last_id && (!lastId || cmpId(frame.last_id, lastId) > 0)) setLast(frame.last_id);
           setState("live", "live");
         } else if (frame.state === "replaying") {
+          liveSince = null;
           setState("replaying", "catching up…");
         } else if (frame.state === "reconnecting") {
+          liveSince = null;
           setState("reconnecting", "Redis unreachable, retrying…");
         } else if (frame.state === "stalled") {
           // The server's reader of this stream keeps failing: say why, until a "live" frame.
+          liveSince = null;
           setState("stalled", "not receiving: " + String(frame.reason || "the server cannot read this stream"));
         } else if (frame.state === "error") {
           notice(String(frame.message || "The tail stopped."));
@@ -270,9 +391,27 @@
     return prefix + ": " + parts.join(", ");
   }
 
+  function closeSocket() {
+    liveSince = null;
+    arrivals = [];
+    if (socket) {
+      var ws = socket;
+      socket = null;
+      ws.close(1000);
+    }
+  }
+
+  function endHold() {
+    // The page shows everything up to where its address paused it: close, and stay paused.
+    holdAt = null;
+    closeSocket();
+    setState("paused", "paused");
+  }
+
   function connect() {
     clearTimeout(retryTimer);
     retryTimer = null;
+    liveSince = null;
     var url = (location.protocol === "https:" ? "wss://" : "ws://") + location.host + wsPath;
     if (lastId) url += "?after=" + encodeURIComponent(lastId);
     setState("connecting", "connecting…");
@@ -291,6 +430,7 @@
     ws.onclose = function (event) {
       if (ws !== socket) return;
       socket = null;
+      liveSince = null;
       if (paused) return;
       if (FINAL_CODES[event.code]) {
         setState("closed", FINAL_CODES[event.code]);
@@ -307,18 +447,21 @@
   pauseBtn.addEventListener("click", function () {
     if (paused) {
       paused = false;
+      holdAt = null;
+      closeSocket(); // still replaying up to where the address held it: start again after lastId
       connect(); // resumes after lastId: the server replays what arrived while paused
     } else {
       paused = true;
       clearTimeout(retryTimer);
-      if (socket) {
-        var ws = socket;
-        socket = null;
-        ws.close(1000);
-      }
+      closeSocket();
       setState("paused", "paused");
     }
+    saveUrl();
   });
 
-  connect();
+  if (paused && !holdAt) {
+    setState("paused", "paused"); // paused by the address with nothing to show up to: no socket
+  } else {
+    connect(); // paused by the address: replays up to data-hold, then stays paused
+  }
 })();
