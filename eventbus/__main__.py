@@ -1,12 +1,9 @@
-"""Command line: ``python -m eventbus {worker,publish,demo,migrate} ...``.
+"""Command line: ``python -m eventbus {worker,publish,migrate,demo} ...``.
 
-    python -m eventbus worker app:bus [--group billing --group email] [--concurrency 16]
-    python -m eventbus publish --url redis://localhost:6379/0 orders order.created '{"order_id": 7}'
-    python -m eventbus demo --url redis://localhost:6379/0
-    python -m eventbus migrate --url redis://localhost:6379/0 [orders payments]
-
-The URL defaults to ``$BUS_REDIS_URL``, else ``redis://localhost:6379/0``. ``worker`` takes the
-URL from the ``Bus`` it imports.
+``publish``, ``migrate`` and ``demo`` use ``--url``, else ``$BUS_REDIS_URL``, else
+``redis://localhost:6379/0``; ``worker`` uses the URL of the ``Bus`` it imports. When that Redis cannot
+be reached (refused, unknown host, timed out) or refuses the login, the command prints one line naming
+the URL (password masked) and what sets it, and exits with status 69 (see :mod:`eventbus.redis_errors`).
 """
 
 from __future__ import annotations
@@ -20,9 +17,35 @@ import sys
 from collections.abc import Sequence
 
 from .bus import Bus
+from .connection import REDIS_ERRORS
 from .errors import DuplicateEvent
+from .redis_errors import EXIT_UNAVAILABLE, explain
 
 DEFAULT_URL = "redis://localhost:6379/0"
+URL_VARIABLE = "BUS_REDIS_URL"
+
+DESCRIPTION = """\
+The event bus's command line: run workers, publish an event, move keys left
+under pre-cluster names, or run demo traffic.
+
+Redis: publish, migrate and demo connect to --url, else $BUS_REDIS_URL, else
+redis://localhost:6379/0. worker connects where the Bus it imports says.
+"""
+
+EXAMPLES = """\
+examples:
+  python -m eventbus worker app:bus --group billing --concurrency 16
+  python -m eventbus publish orders order.created '{"order_id": 7}'
+  BUS_REDIS_URL=redis://:secret@redis.internal:6379/0 python -m eventbus migrate orders
+  python -m eventbus demo --url redis://localhost:6379/0
+
+exit status: 0 done, 1 refused (a duplicate event), 2 bad arguments,
+69 Redis could not be reached or refused the login.
+"""
+
+
+class Unavailable(Exception):
+    """Redis is not where the command looks: the one line to print."""
 
 
 def load_bus(target: str) -> Bus:
@@ -38,8 +61,35 @@ def load_bus(target: str) -> Bus:
     return bus
 
 
+def _where(args: argparse.Namespace) -> tuple[str, str, str | None]:
+    """The URL a command uses, what set it (the option, the variable, or nothing: the default), and
+    what to do when no Redis answers there."""
+    if args.url:
+        return args.url, "--url", None
+    if os.environ.get(URL_VARIABLE):
+        return os.environ[URL_VARIABLE], URL_VARIABLE, None
+    return DEFAULT_URL, "the default", f"start Redis there, or set {URL_VARIABLE} or pass --url"
+
+
+def _reachable(bus: Bus, variable: str, fix: str | None = None) -> None:
+    """PING once before the real work, so an absent Redis is one line now, not a traceback later."""
+    try:
+        bus.client.ping()
+    except REDIS_ERRORS as exc:
+        line = explain(exc, url=bus.url, variable=variable, fix=fix)
+        if line is None:
+            raise
+        raise Unavailable(line) from exc
+
+
 def _worker(args: argparse.Namespace) -> int:
     bus = load_bus(args.target)
+    if os.environ.get(URL_VARIABLE) == bus.url:
+        _reachable(bus, URL_VARIABLE)
+    else:
+        _reachable(
+            bus, f"the URL of {args.target}", f"start Redis or change the URL {args.target} is built with"
+        )
     config = {"lease_ms": args.lease_ms, "block_ms": args.block_ms, "shutdown_timeout": args.shutdown_timeout}
     if args.prefetch is not None:
         config["prefetch"] = args.prefetch
@@ -53,8 +103,10 @@ def _publish(args: argparse.Namespace) -> int:
     except json.JSONDecodeError as exc:
         print(f"JSON payload is invalid: {exc}", file=sys.stderr)
         return 2
-    bus = Bus.from_url(args.url)
+    url, variable, fix = _where(args)
+    bus = Bus.from_url(url)
     try:
+        _reachable(bus, variable, fix)
         print(
             bus.publish(
                 args.stream, args.type, data, correlation_id=args.correlation_id, unique_key=args.unique_key
@@ -71,8 +123,10 @@ def _publish(args: argparse.Namespace) -> int:
 def _migrate(args: argparse.Namespace) -> int:
     from .migrate import migrate
 
-    bus = Bus.from_url(args.url)
+    url, variable, fix = _where(args)
+    bus = Bus.from_url(url)
     try:
+        _reachable(bus, variable, fix)
         results = migrate(bus.client, args.streams or None)
     finally:
         bus.close()
@@ -89,46 +143,102 @@ def _migrate(args: argparse.Namespace) -> int:
 def _demo(args: argparse.Namespace) -> int:
     from .demo import run_demo
 
-    run_demo(args.url)
+    url, variable, fix = _where(args)
+    bus = Bus.from_url(url)
+    try:
+        _reachable(bus, variable, fix)
+    finally:
+        bus.close()
+    run_demo(url)
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m eventbus", description=__doc__.split("\n")[0])
-    parser.add_argument("--log-level", default=os.environ.get("EVENTBUS_LOG_LEVEL", "INFO"))
-    commands = parser.add_subparsers(dest="command", required=True)
+def _parser(
+    commands: argparse._SubParsersAction, name: str, summary: str, examples: str
+) -> argparse.ArgumentParser:
+    return commands.add_parser(
+        name,
+        help=summary,
+        description=summary[0].upper() + summary[1:] + ".",
+        epilog="examples:\n" + examples,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
 
-    worker = commands.add_parser("worker", help="run handlers of a Bus until SIGTERM/SIGINT")
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m eventbus",
+        description=DESCRIPTION,
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--log-level",
+        default=os.environ.get("EVENTBUS_LOG_LEVEL", "INFO"),
+        help="DEBUG, INFO, WARNING or ERROR (default: $EVENTBUS_LOG_LEVEL, else INFO)",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    worker = _parser(
+        commands,
+        "worker",
+        "run the handlers of a Bus until SIGTERM or SIGINT",
+        "  python -m eventbus worker app:bus\n  python -m eventbus worker app:bus --group billing\n",
+    )
     worker.add_argument("target", help="module:attribute of the Bus, e.g. app:bus")
     worker.add_argument("--group", action="append", help="consumer group to run (repeatable; default: all)")
-    worker.add_argument("--concurrency", type=int, default=8)
+    worker.add_argument("--concurrency", type=int, default=8, help="handlers run at once (default: 8)")
     worker.add_argument(
         "--prefetch", type=int, default=None, help="entries fetched ahead (default: concurrency)"
     )
-    worker.add_argument("--lease-ms", type=int, default=30_000, help="idle time after which others reclaim")
-    worker.add_argument("--block-ms", type=int, default=1_000)
-    worker.add_argument("--shutdown-timeout", type=float, default=30.0)
+    worker.add_argument(
+        "--lease-ms",
+        type=int,
+        default=30_000,
+        help="idle time after which other workers reclaim an entry (default: 30000)",
+    )
+    worker.add_argument("--block-ms", type=int, default=1_000, help="XREADGROUP BLOCK (default: 1000)")
+    worker.add_argument(
+        "--shutdown-timeout",
+        type=float,
+        default=30.0,
+        help="seconds in-flight handlers get to finish on shutdown (default: 30)",
+    )
     worker.set_defaults(func=_worker)
 
-    url = os.environ.get("BUS_REDIS_URL", DEFAULT_URL)
-    publish = commands.add_parser("publish", help="publish one event and print its entry ID")
-    publish.add_argument("--url", default=url)
-    publish.add_argument("--correlation-id")
-    publish.add_argument("--unique-key")
+    url_help = f"Redis URL (default: ${URL_VARIABLE}, else {DEFAULT_URL})"
+    publish = _parser(
+        commands,
+        "publish",
+        "publish one event and print its entry ID",
+        "  python -m eventbus publish orders order.created '{\"order_id\": 7}'\n"
+        "  python -m eventbus publish --unique-key order-7 orders order.created '{}'\n",
+    )
+    publish.add_argument("--url", default=None, help=url_help)
+    publish.add_argument("--correlation-id", help="correlation id carried by the event")
+    publish.add_argument("--unique-key", help="refuse the event if one with this key was published recently")
     publish.add_argument("stream")
     publish.add_argument("type")
     publish.add_argument("json", help="the event data, as JSON")
     publish.set_defaults(func=_publish)
 
-    migrate = commands.add_parser(
-        "migrate", help="move retries and unique keys from the pre-cluster names ({S}:retry, see eventbus.keys)"
+    migrate = _parser(
+        commands,
+        "migrate",
+        "move retries and unique keys from the pre-cluster names (S:retry to {S}:retry)",
+        "  python -m eventbus migrate\n  python -m eventbus migrate orders payments\n",
     )
-    migrate.add_argument("--url", default=url)
+    migrate.add_argument("--url", default=None, help=url_help)
     migrate.add_argument("streams", nargs="*", help="streams to migrate (default: every one found by SCAN)")
     migrate.set_defaults(func=_migrate)
 
-    demo = commands.add_parser("demo", help="run realistic demo traffic until SIGTERM/SIGINT")
-    demo.add_argument("--url", default=url)
+    demo = _parser(
+        commands,
+        "demo",
+        "run realistic demo traffic until SIGTERM or SIGINT",
+        "  python -m eventbus demo --url redis://localhost:6379/0\n",
+    )
+    demo.add_argument("--url", default=None, help=url_help)
     demo.set_defaults(func=_demo)
     return parser
 
@@ -139,7 +249,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=args.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    return args.func(args)
+    try:
+        return args.func(args)
+    except Unavailable as exc:
+        print(exc, file=sys.stderr)
+        return EXIT_UNAVAILABLE
 
 
 if __name__ == "__main__":

@@ -11,15 +11,21 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
 from streams_app import services
 from streams_app.accounts.roles import ROLE_GROUPS
 from streams_app.accounts.tokens import TOKEN_MAX_DAYS, token_expiry
+from streams_app.management.commands._cli import GuidedCommand
 
 
-class Command(BaseCommand):
+class Command(GuidedCommand):
     help = "Create a personal API token for a user and print it (shown once; only its hash is stored)."
+    examples = """\
+  python manage.py console_token alice
+  TOKEN=$(python manage.py console_token ci --name grafana --role viewer --expires-days 90)
+"""
+    environment = "  DATABASE_URL     the console's database (default sqlite:///var/busconsole.sqlite3)\n"
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("username")

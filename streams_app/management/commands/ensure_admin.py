@@ -13,15 +13,25 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import CommandParser
 from django.db import transaction
+
+from streams_app.management.commands._cli import GuidedCommand
 
 PASSWORD_ENV = "BUSCONSOLE_ADMIN_PASSWORD"
 ADMIN_GROUP = "admin"
 
 
-class Command(BaseCommand):
+class Command(GuidedCommand):
     help = "Create the admin superuser if missing; reset its password if BUSCONSOLE_ADMIN_PASSWORD is set."
+    examples = """\
+  python manage.py ensure_admin
+  BUSCONSOLE_ADMIN_PASSWORD=change-me python manage.py ensure_admin --username ops
+"""
+    environment = """\
+  BUSCONSOLE_ADMIN_PASSWORD  the password to set (default: generated and printed once)
+  DATABASE_URL               the console's database (default sqlite:///var/busconsole.sqlite3)
+"""
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--username", default="admin")

@@ -7,9 +7,8 @@ gets them back only when this command is run again by hand.
 
 from __future__ import annotations
 
-from django.core.management.base import BaseCommand
-
 from streams_app.alerts.models import AlertRule
+from streams_app.management.commands._cli import GuidedCommand
 
 DEFAULT_RULES = [
     {"name": "Dead letters arriving", "kind": AlertRule.Kind.DLQ_GROWTH, "threshold": 1, "for_seconds": 600},
@@ -19,8 +18,10 @@ DEFAULT_RULES = [
 ]
 
 
-class Command(BaseCommand):
+class Command(GuidedCommand):
     help = "Create the default alert rules when there are none."
+    examples = "  python manage.py ensure_alert_rules\n"
+    environment = "  DATABASE_URL     the console's database (default sqlite:///var/busconsole.sqlite3)\n"
 
     def handle(self, *args, **options) -> None:
         if AlertRule.objects.exists():

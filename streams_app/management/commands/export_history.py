@@ -10,15 +10,25 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
 from streams_app.lake import export
-from streams_app.redis_ops.client import connection
+from streams_app.management.commands._cli import (
+    REDIS_ENVIRONMENT,
+    GuidedCommand,
+    redis_guarded,
+    require_redis,
+)
 from streams_app.redis_ops.errors import OpsError
 
 
-class Command(BaseCommand):
+class Command(GuidedCommand):
     help = "Export new stream entries, eventbus metrics, DLQ entries and snapshots to the Parquet lake."
+    examples = """\
+  python manage.py export_history
+  python manage.py export_history --conn default --match 'orders*' --since 2026-11-01T00:00:00Z
+"""
+    environment = REDIS_ENVIRONMENT + "  BUSCONSOLE_LAKE  where the lake is written (default var/lake)\n"
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--conn", action="append", help="Connection name (repeatable; default: all).")
@@ -28,11 +38,11 @@ class Command(BaseCommand):
         )
         parser.add_argument("--no-tables", action="store_true", help="Leave the snapshot tables out.")
 
+    @redis_guarded
     def handle(self, *args: Any, **options: Any) -> None:
         conns = options["conn"]
         try:
-            for name in conns or []:
-                connection(name)
+            require_redis(conns)
             if options["since"]:
                 export.since_id(options["since"])
             with export.pipeline_lock():

@@ -10,17 +10,32 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
 from pipeline import conf as spark_conf
 from streams_app.lake import export
 from streams_app.lake import run as pipeline_run
-from streams_app.redis_ops.client import connection
+from streams_app.management.commands._cli import (
+    REDIS_ENVIRONMENT,
+    GuidedCommand,
+    redis_guarded,
+    require_broker,
+    require_redis,
+)
 from streams_app.redis_ops.errors import OpsError
 
 
-class Command(BaseCommand):
+class Command(GuidedCommand):
     help = "Export stream history, compute the Spark rollups and load them for /reports/."
+    examples = """\
+  python manage.py run_pipeline
+  python manage.py run_pipeline --conf spark.executor.memory=4g
+  python manage.py run_pipeline --job        (queued for the Celery worker; needs REDIS_URL)
+"""
+    environment = REDIS_ENVIRONMENT + """\
+  BUSCONSOLE_LAKE  where the lake is written (default var/lake)
+  SPARK_MASTER     the Spark master (default local[*])
+"""
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--conn", action="append", help="Connection name (repeatable; default: all).")
@@ -30,6 +45,7 @@ class Command(BaseCommand):
                             help="A Spark option, e.g. spark.executor.memory=4g (repeatable).")
         parser.add_argument("--job", action="store_true", help="Queue as a background job and return.")
 
+    @redis_guarded
     def handle(self, *args: Any, **options: Any) -> None:
         try:
             conf = spark_conf.parse_items(options["conf"])
@@ -39,14 +55,14 @@ class Command(BaseCommand):
             if options["conn"] or options["since"] or options["match"] != "*":
                 raise CommandError("--job runs everything: --conn, --match and --since apply to direct runs.")
             try:
+                require_broker()
                 job = pipeline_run.pipeline_job_start(user=None, spark_conf=conf)
             except OpsError as exc:
                 raise CommandError(exc.message) from exc
             self.stdout.write(f"Queued pipeline job {job.pk}: follow it at /jobs/{job.pk}/ (needs a Celery worker).")
             return
         try:
-            for name in options["conn"] or []:
-                connection(name)
+            require_redis(options["conn"])
             if options["since"]:
                 export.since_id(options["since"])
             run = pipeline_run.pipeline_run(
