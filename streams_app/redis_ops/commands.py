@@ -249,6 +249,14 @@ class KeyedReplies:
     missed: tuple[str, ...]  # primaries (host:port) whose keys got None
 
 
+def server_ms(conn: str) -> int:
+    """The clock of the server (the first primary of a cluster) in ms: the cheapest call that raises when
+    the server is not there, and the clock that Redis-side due times are measured on."""
+    with translated(conn):
+        seconds, micros = primaries(conn)[0].client.time()
+    return int(seconds) * 1000 + int(micros) // 1000
+
+
 def node_of(conn: str, key: bytes) -> str:
     """The ``host:port`` of the primary that serves ``key`` (the one server on standalone)."""
     client = get_client(conn)

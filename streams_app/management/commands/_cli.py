@@ -24,8 +24,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from busconsole.celery import app as celery_app
 from eventbus.redis_errors import EXIT_UNAVAILABLE, explain, redis_cause
 from streams_app.redis_ops.client import connection, split_mode
+from streams_app.redis_ops.commands import server_ms
 from streams_app.redis_ops.errors import OpsError
-from streams_app.redis_ops.retries import server_ms
 
 _ADDRESS = re.compile(r"connecting to \[?([^\]\s]+?)\]?:(\d+)")
 
