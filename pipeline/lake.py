@@ -154,6 +154,8 @@ GROUP_SAMPLE_SCHEMA = pa.schema(
         *_SAMPLE_TIME,
         pa.field("lag", pa.int64()),
         pa.field("pending", pa.int64()),
+        # The longest idle time among the group's pending entries (max over the PEL); the name is the
+        # column's first, kept so every file of the lake has one schema.
         pa.field("oldest_pending_idle_ms", pa.int64()),
     ]
 )

@@ -130,7 +130,8 @@ def lag_trend(samples: DataFrame) -> DataFrame:
     may be covered by several resolutions: each hour uses only its finest one (raw, then 1m, then 1h),
     never a mix that would count the same moment twice. Per hour: ``samples``, ``mean_lag``,
     ``max_lag``, ``last_lag`` and ``lag_change`` (last known lag minus first known lag, over samples that
-    know it: Redis reports no lag after some SETIDs), ``max_pending`` and ``max_idle_ms``.
+    know it: Redis reports no lag after some SETIDs), ``max_pending`` and ``max_idle_ms`` (the largest of the
+    samples' longest pending idle time: how long the longest-waiting entry had waited).
     """
     key = ["conn", "stream", "stream_text", "group", "group_text", "hour"]
     fineness = F.when(F.col("resolution") == "raw", 0).when(F.col("resolution") == "1m", 1).otherwise(2)

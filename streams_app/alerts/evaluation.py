@@ -14,7 +14,11 @@ How each kind reads (N = ``threshold``, T = ``for_seconds``; "now" is the snapsh
     group that has been lagging for long enough, and the alert says since when). Unknown lag
     (``None``, SPEC section 9) never breaches.
 ``oldest_pending_above``
-    the group's oldest pending entry has been idle longer than T (this tick's sample).
+    one of the group's pending entries has been idle (not delivered again) for longer than T: this tick's
+    sample holds the longest idle time over the group's PEL (the maximum, not the lowest ID's, which a
+    claim makes fresh: see :mod:`streams_app.redis_ops.pending_idle` for how it is bounded; when the
+    bounded search stops early it is a lower bound, so a breach it shows is real). The kind keeps its
+    stored name.
 ``dlq_growth``
     a DLQ's depth at this tick minus its lowest depth among the raw samples of the last T is at least N
     (N < 1 counts as 1). It resolves once the DLQ has not grown by N for T.
@@ -224,12 +228,13 @@ def evaluate_oldest_pending(rule: AlertRule, tick: datetime, open_alerts: dict[s
     for sample in _for_rule(rule, rows, stream_of=_sample_stream, group_of=_sample_group):
         target = _group_target(sample.group)
         idle = int(sample.oldest_pending_idle_ms or 0)
+        entry = sample.group.oldest_pending_id  # the idlest entry, as the same snapshot refreshed it
         out[target.hash] = Breach(
             target=target,
             value=float(idle),
             since=tick - timedelta(milliseconds=idle),
-            message=f"The oldest pending entry has been idle for {_ms(idle)}, longer than {_ms(limit_ms)}; "
-            f"{sample.pending} pending in all.",
+            message=f"A pending entry{f' ({entry})' if entry else ''} has been idle for {_ms(idle)}, longer "
+            f"than {_ms(limit_ms)} (the longest idle of the group's {sample.pending} pending).",
         )
     return out
 

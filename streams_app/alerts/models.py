@@ -24,7 +24,8 @@ class AlertRule(models.Model):
 
     class Kind(models.TextChoices):
         GROUP_LAG_ABOVE = "group_lag_above", "group lag above N for T"
-        OLDEST_PENDING_ABOVE = "oldest_pending_above", "oldest pending entry idle longer than T"
+        # The value keeps its first name; the rule reads the longest idle over the PEL, not the lowest ID's.
+        OLDEST_PENDING_ABOVE = "oldest_pending_above", "a pending entry idle longer than T (longest pending idle)"
         DLQ_GROWTH = "dlq_growth", "DLQ depth grew by N within T"
         CONSUMER_INACTIVE = "consumer_inactive", "consumer inactive for T"
         STREAM_SILENT = "stream_silent", "stream that usually receives entries silent for T"

@@ -25,7 +25,10 @@ _DURATION = re.compile(r"^\s*(?:(\d+)\s*d)?\s*(?:(\d+)\s*h)?\s*(?:(\d+)\s*m)?\s*
 #: What N and T mean for each kind, shown next to the form.
 KIND_HELP: dict[str, tuple[str, str]] = {
     AlertRule.Kind.GROUP_LAG_ABOVE: ("entries of lag", "how long the lag must stay above N"),
-    AlertRule.Kind.OLDEST_PENDING_ABOVE: ("not used", "idle time of the oldest pending entry"),
+    AlertRule.Kind.OLDEST_PENDING_ABOVE: (
+        "not used",
+        "longest idle time among the group's pending entries (the maximum over the PEL, whatever their IDs)",
+    ),
     AlertRule.Kind.DLQ_GROWTH: ("new dead letters (at least 1)", "the window the growth is measured over"),
     AlertRule.Kind.CONSUMER_INACTIVE: ("not used", "idle time of the consumer"),
     AlertRule.Kind.STREAM_SILENT: (

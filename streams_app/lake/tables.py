@@ -7,6 +7,10 @@ per tick, 1-minute and 1-hour rows are rewritten while their minute or hour is o
 keyset pages of (at, id), so memory stays bounded; the files of a range are listed in the checkpoint's
 ``pending`` before they are written, and a run that dies before the checkpoint moves has them deleted
 by the next one, as for streams.
+
+A group sample's ``oldest_pending_idle_ms`` is the longest idle time among the group's pending entries
+(the maximum over its PEL, see :mod:`streams_app.redis_ops.pending_idle`): the column keeps the name it
+had when it was the lowest pending ID's idle time, so the lake's files stay one schema.
 """
 
 from __future__ import annotations
@@ -49,7 +53,7 @@ def _group_sample_rows(rows: list[dict[str, Any]]) -> dict[str, list[Any]]:
         "group_text": [r["group__name_text"] for r in rows],
         "lag": [r["lag"] for r in rows],
         "pending": [r["pending"] for r in rows],
-        "oldest_pending_idle_ms": [r["oldest_pending_idle_ms"] for r in rows],
+        "oldest_pending_idle_ms": [r["oldest_pending_idle_ms"] for r in rows],  # longest pending idle
     }
 
 

@@ -13,7 +13,12 @@ Choices that make a chart readable at a glance:
   of drawing a straight segment across the outage;
 * more points than pixels are reduced per time bucket to the bucket's maximum, so a short spike
   stays visible on the 24 h and 7 d views;
-* time ticks fall on round times (every 10 minutes, 3 hours, or day), in UTC like the rest of the UI.
+* time ticks fall on round times (every 10 minutes, 3 hours, or day), in UTC like the rest of the UI;
+* a sparkline (no time axis, a cell wide) spans the part of the window that has samples, at least
+  :data:`SPARK_MIN_SPAN`: ten minutes of history drawn over a 24 h width would be a sliver at its right
+  edge. Its summary says since when it runs. The template stretches it to its cell's width at a fixed
+  height (``preserveAspectRatio="none"``, strokes that do not scale), so a narrow cell never shrinks it
+  to a sliver either.
 """
 
 from __future__ import annotations
@@ -100,10 +105,14 @@ class Geometry:
 
 
 GEOMETRY: dict[str, Geometry] = {
-    "spark": Geometry(width=120, height=28, left=1, right=3, top=3, bottom=2, max_points=60),
+    "spark": Geometry(width=160, height=32, left=1, right=3, top=3, bottom=2, max_points=60),
     # About one viewBox unit per CSS pixel where three charts share a row, so 10-unit labels read as 10px.
     "full": Geometry(width=440, height=140, left=40, right=8, top=10, bottom=20, max_points=220),
 }
+
+
+#: The shortest time a sparkline spans: a stream seen for a few seconds gets a minute's width, not the whole.
+SPARK_MIN_SPAN = timedelta(minutes=1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +142,8 @@ class Chart:
     last_at: datetime | None = None
     empty_text: str = ""
     tone: str = "accent"
+    since: datetime | None = None  # a sparkline fitted to its samples: where it starts (None: the window's start)
+    latest_missing: bool = False  # the newest sample has no value (a lag Redis cannot tell now): not the last known
 
     @property
     def empty(self) -> bool:
@@ -143,8 +154,9 @@ class Chart:
         """One sentence for screen readers and the SVG tooltip."""
         if self.empty:
             return f"{self.title}: {self.empty_text}"
+        span = f"since {self.since:%Y-%m-%d %H:%M} UTC" if self.since else f"over the last {self.window.label}"
         return (
-            f"{self.title} over the last {self.window.label}: last {self.last_label}, "
+            f"{self.title} {span}: last {self.last_label}, "
             f"max {self.max_label}, min {self.min_label}"
         )
 
@@ -269,6 +281,9 @@ def chart_build(
     geo = GEOMETRY[size]
     start = end - window.delta
     inside = [(t, v) for t, v in points if start <= t <= end]
+    since = None
+    if size == "spark" and inside and inside[0][0] > start:
+        since = start = min(inside[0][0], end - SPARK_MIN_SPAN)
     inside = reduce_points(inside, start=start, end=end, buckets=geo.max_points)
     values = [v for _, v in inside if v is not None]
     if not values:
@@ -340,6 +355,8 @@ def chart_build(
         last_at=last_t,
         empty_text=empty_text,
         tone=tone,
+        since=since,
+        latest_missing=inside[-1][1] is None,
     )
 
 

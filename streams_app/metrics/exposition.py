@@ -5,7 +5,7 @@ the web process: more than any Prometheus wants per target, and a memory spike p
 exposition is, per connection:
 
 - **aggregates** over everything the snapshot sampled (streams, entries, entries per second, groups,
-  pending, lag, the oldest pending entry's age, DLQs and their depth), from a few ``GROUP BY`` queries;
+  pending, lag, the longest pending idle time, DLQs and their depth), from a few ``GROUP BY`` queries;
 - **per-object series** for the streams matching a BUSCONSOLE_METRICS_INCLUDE glob (with their groups),
   then the BUSCONSOLE_METRICS_TOP_N largest streams, the TOP_N groups with the most lag, the TOP_N with
   the most pending entries and the TOP_N deepest DLQs, never a stream matching a
@@ -65,7 +65,7 @@ class GroupSeries:
     group: str
     lag: int | None
     pending: int
-    oldest_idle_ms: int | None
+    oldest_idle_ms: int | None  # the longest idle time among the pending entries (max over the PEL)
 
     @property
     def series(self) -> int:
@@ -93,7 +93,7 @@ class Aggregate:
     pending: int = 0
     lag: int = 0
     lag_max: int | None = None
-    oldest_pending_age_ms_max: int | None = None
+    oldest_pending_age_ms_max: int | None = None  # the longest pending idle time of any group
     dlqs: int = 0
     dlq_depth: int = 0
 

@@ -23,8 +23,11 @@ can commit in between. Vanished groups and consumers of a rewritten stream are m
 :func:`mirror_refresh` is the lighter pass each snapshot makes over the streams and groups it has just
 read, so the mirror's figures are as fresh as the last snapshot (alert rules read them right after it);
 it creates and updates rows but marks nothing deleted. It leaves a group row alone when only the idle
-time of the same oldest pending entry grew (it grows every tick; the tick's exact figure is in the group's
-sample), so a quiet bus costs two reads of the mirror and no writes.
+time of the same idlest pending entry grew (it grows every tick; the tick's exact figure is in the group's
+sample), so a quiet bus costs two reads of the mirror and no writes. The group columns
+``oldest_pending_id`` and ``oldest_pending_idle_ms`` keep their names but hold the entry pending the
+longest since its last delivery and that idle time (the maximum over the PEL, bounded: see
+:mod:`streams_app.redis_ops.pending_idle`), not the lowest pending ID.
 
 Redis is read before any transaction opens, so a server that fails midway changes nothing (and never
 gets its streams marked deleted); nor does a cluster primary that could not be read (``facts.missed``).
@@ -58,7 +61,7 @@ from streams_app.redis_ops.conventions import detect_dlq, dlq_source_streams
 from streams_app.redis_ops.decoding import display_text
 from streams_app.redis_ops.glob import Glob, glob_compile
 from streams_app.redis_ops.ids import id_ms
-from streams_app.redis_ops.types import ConsumerInfo, GroupInfo, StreamInfo
+from streams_app.redis_ops.types import ConsumerInfo, GroupInfo, StreamInfo, groups_lag
 
 #: Ids per ``IN (...)`` (SQLite limits the parameters of one statement).
 IN_BATCH = 500
@@ -110,7 +113,6 @@ class SyncResult:
 
 def stream_figures(facts: StreamInfo) -> tuple[Any, ...]:
     """The figures of a stream, in :data:`STREAM_FIGURES` order."""
-    lags = [g.lag for g in facts.groups if g.lag is not None]
     return (
         facts.length,
         facts.first_id,
@@ -120,7 +122,7 @@ def stream_figures(facts: StreamInfo) -> tuple[Any, ...]:
         facts.entries_added,
         len(facts.groups),
         facts.pending,
-        max(lags) if lags else None,
+        groups_lag(facts.groups),  # None with groups: a group's lag is unknown, so the stream's is too
     )
 
 
@@ -166,8 +168,7 @@ def group_figures(facts: GroupInfo) -> tuple[Any, ...]:
         facts.last_delivered_id or "",
         facts.entries_read,
         facts.lag,
-        facts.oldest_pending_id,
-        facts.oldest_pending_idle_ms,
+        *((facts.longest_idle.id, facts.longest_idle.idle_ms) if facts.longest_idle else (None, None)),
     )
 
 
@@ -265,7 +266,7 @@ def _streams_upsert(conn: str, streams: Sequence[StreamInfo], *, now: datetime, 
 
 
 def _same_but_idle(stored: tuple[Any, ...], values: tuple[Any, ...]) -> bool:
-    """Group figures equal but for the idle time of the same oldest pending entry (the last figure)."""
+    """Group figures equal but for the idle time of the same idlest pending entry (the last figure)."""
     return stored[:-1] == values[:-1]
 
 
@@ -520,7 +521,10 @@ MIRROR_SORTS: dict[str, tuple[Any, ...]] = {
     "name": ("key_text", "id"),
     "length": (models.F("length").desc(), "key_text", "id"),
     "pending": (models.F("pending").desc(), "key_text", "id"),
-    "lag": (models.F("lag").desc(nulls_last=True), "key_text", "id"),
+    # Known lags largest first, then the streams whose lag is unknown (a group's lag Redis cannot tell:
+    # it cannot be ranked against numbers, and is never taken for 0), then the streams without a group.
+    "lag": (models.Case(models.When(lag__isnull=False, then=0), models.When(groups_count__gt=0, then=1), default=2),
+            models.F("lag").desc(), "key_text", "id"),
     "last": (models.F("last_entry_ms").desc(nulls_last=True), "key_text", "id"),
 }
 _GLOB_CHARS = frozenset("*?[")

@@ -116,6 +116,9 @@ class GroupMirror(models.Model):
     last_delivered_id = models.CharField(max_length=ID_MAX, blank=True)
     entries_read = models.BigIntegerField(null=True, blank=True)
     lag = models.BigIntegerField(null=True, blank=True, help_text="None when Redis cannot tell (SPEC 9).")
+    # Despite the names (kept: they are columns and a series name), the entry pending the longest since its
+    # last delivery and that idle time: the maximum over the group's PEL (redis_ops.pending_idle), a lower
+    # bound when the bounded search stopped early. Not the lowest pending ID, which a claim makes fresh.
     oldest_pending_id = models.CharField(max_length=ID_MAX, null=True, blank=True)
     oldest_pending_idle_ms = models.BigIntegerField(null=True, blank=True)
     first_seen = models.DateTimeField()
@@ -200,9 +203,11 @@ class StreamSample(models.Model):
 
 
 class GroupSample(models.Model):
-    """Lag, pending count and the oldest pending entry's idle time of a group at ``at``.
+    """Lag, pending count and the longest pending idle time of a group at ``at``.
 
-    Rollups hold averages of lag and pending and the maximum of the idle time (the worst moment counts).
+    ``oldest_pending_idle_ms`` is the longest idle time among the group's pending entries (the maximum
+    over the PEL, see :mod:`streams_app.redis_ops.pending_idle`; the column keeps its first name). Rollups
+    hold averages of lag and pending and the maximum of the idle time (the worst moment counts).
     """
 
     group = models.ForeignKey(GroupMirror, on_delete=models.CASCADE, related_name="samples", db_index=False)

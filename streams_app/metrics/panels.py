@@ -14,15 +14,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from django.db.models import Sum
+from django.conf import settings
+from django.db.models import Avg
 from django.utils import timezone
 
 from streams_app.metrics import snapshots
-from streams_app.metrics.charts import WINDOWS, Chart, Unit, Window, chart_build
+from streams_app.metrics.charts import WINDOWS, Chart, Unit, Window, chart_build, format_value
 from streams_app.metrics.models import GroupMirror, SnapshotRun, StreamMirror, StreamSample, name_hash
+from streams_app.redis_ops.conventions import is_internal_stream
 
 #: How many streams the overview charts (busiest, deepest DLQs).
 OVERVIEW_ROWS = 8
+#: How far back "busiest" looks (at least one snapshot interval): the rate every row shows and is ranked by.
+BUSIEST_SPAN = timedelta(minutes=1)
 
 
 class _WindowSwitch:
@@ -55,10 +59,14 @@ class Panel(_WindowSwitch):
 
 @dataclass
 class OverviewRow:
-    """One stream of the overview's lists, with its sparkline."""
+    """One stream of the overview's lists: its sparkline over the window, and the figure the list is
+    ordered by (``figure``, shown beside the sparkline as ``figure_label``), so what is shown is what ranks."""
 
     mirror: StreamMirror
     chart: Chart
+    figure: float = 0.0
+    figure_label: str = ""
+    internal: bool = False
 
 
 @dataclass
@@ -71,6 +79,12 @@ class OverviewPanel(_WindowSwitch):
     dlqs: list[OverviewRow]
     as_of: datetime | None
     no_data: bool
+    include_internal: bool = False  # the bus's own streams (its metrics) in "busiest", off by default
+    internal_left_out: int = 0  # internal streams busy enough to be listed, left out
+
+    @property
+    def refresh_url(self) -> str:
+        return f"{self.url}?window={self.window.name}{'&internal=1' if self.include_internal else ''}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,7 +140,7 @@ _STREAM_DLQ_CHART = _Spec("dlq", "depth", "DLQ depth", tone="bad")
 _GROUP_CHARTS = (
     _Spec("group", "lag", "Lag (entries not yet delivered)", tone="warn"),
     _Spec("group", "pending", "Pending (delivered, not acked)"),
-    _Spec("group", "oldest_pending_idle_ms", "Oldest pending entry, idle for", unit="ms", tone="bad"),
+    _Spec("group", "oldest_pending_idle_ms", "Longest pending idle (max over the pending list)", unit="ms", tone="bad"),
 )
 _DLQ_CHARTS = (
     _Spec("dlq", "depth", "Dead letters waiting", tone="bad"),
@@ -144,39 +158,57 @@ def group_panel(*, conn: str, key: bytes, group: bytes, window: Window, url: str
     mirror = GroupMirror.objects.filter(
         stream__connection=conn, stream__key_hash=name_hash(key), name_hash=name_hash(group)
     ).first()
-    return _panel("Lag, pending and oldest pending", url, window, mirror, "group", _GROUP_CHARTS)
+    return _panel("Lag, pending and longest pending idle", url, window, mirror, "group", _GROUP_CHARTS)
 
 
 def dlq_panel(*, conn: str, key: bytes, window: Window, url: str) -> Panel:
     return _panel("Depth", url, window, _stream_mirror(conn, key), "stream", _DLQ_CHARTS)
 
 
-def overview_panel(*, window: Window, url: str) -> OverviewPanel:
-    """The busiest streams (entries added over the last minute of snapshots) and the deepest DLQs.
+def overview_panel(*, window: Window, url: str, include_internal: bool = False) -> OverviewPanel:
+    """The busiest streams and the deepest DLQs, each with a sparkline over ``window``.
 
-    "Busiest" looks at the newest minute only: summing a whole window over ten thousand streams would
-    read millions of samples for one page; the sparklines then show each one's whole window.
+    "Busiest" ranks by the mean rate of entries added over the newest minute of snapshots (at least one
+    snapshot interval), whatever the window: summing a whole window over ten thousand streams would read
+    millions of samples for one page. Each row shows that same rate beside its sparkline, so the list is
+    ordered by the figure it shows at every window (the sparkline's own last point is a bucket of the
+    window: a 24-minute maximum at 24 h). The bus's own streams (:func:`is_internal_stream`: its metrics
+    streams move with every handled event) are left out unless ``include_internal``. DLQs are ranked by
+    their depth now, which is the figure they show.
     """
     now = timezone.now()
     as_of = _as_of()
-    busiest: list[OverviewRow] = []
-    dlqs: list[OverviewRow] = []
-    if as_of is not None:
-        recent = (
-            StreamSample.objects.filter(resolution="raw", at__gt=as_of - timedelta(minutes=1), at__lte=as_of,
-                                        stream__deleted_at__isnull=True, stream__is_dlq=False)
-            .values("stream_id")
-            .annotate(total=Sum("added"))
-            .filter(total__gt=0)
-            .order_by("-total")[:OVERVIEW_ROWS]
-        )
-        ids = [r["stream_id"] for r in recent]
-        mirrors = StreamMirror.objects.in_bulk(ids)
-        for sid in ids:
-            m = mirrors[sid]
-            chart = _chart("stream", sid, "rate", title=m.key_text, window=window, now=now, unit="rate", size="spark")
-            busiest.append(OverviewRow(m, chart))
-        for m in StreamMirror.objects.filter(is_dlq=True, deleted_at__isnull=True).order_by("-length", "key_text")[:OVERVIEW_ROWS]:
-            chart = _chart("dlq", m.pk, "depth", title=m.key_text, window=window, now=now, size="spark", tone="bad")
-            dlqs.append(OverviewRow(m, chart))
-    return OverviewPanel(url=url, window=window, busiest=busiest, dlqs=dlqs, as_of=as_of, no_data=as_of is None)
+    panel = OverviewPanel(url=url, window=window, busiest=[], dlqs=[], as_of=as_of, no_data=as_of is None,
+                          include_internal=include_internal)
+    if as_of is None:
+        return panel
+    span = max(BUSIEST_SPAN, timedelta(seconds=settings.BUSCONSOLE_SNAPSHOT_INTERVAL_S))
+    ranked = (
+        StreamSample.objects.filter(resolution="raw", at__gt=as_of - span, at__lte=as_of,
+                                    stream__deleted_at__isnull=True, stream__is_dlq=False)
+        .values("stream_id", "stream__key")
+        .annotate(rate=Avg("rate_per_s"))
+        .filter(rate__gt=0)
+        .order_by("-rate", "stream_id")
+    )
+    picked: list[tuple[int, float, bool]] = []
+    # Internal streams are told by their key's bytes (no column says it), so the ranking is read in order
+    # until enough application streams are found: at most every stream that added an entry in the span.
+    for row in ranked.iterator(chunk_size=4 * OVERVIEW_ROWS):
+        internal = is_internal_stream(bytes(row["stream__key"]))
+        if internal and not include_internal:
+            panel.internal_left_out += 1
+            continue
+        picked.append((row["stream_id"], row["rate"], internal))
+        if len(picked) == OVERVIEW_ROWS:
+            break
+    mirrors = StreamMirror.objects.in_bulk([sid for sid, _, _ in picked])
+    for sid, rate, internal in picked:
+        m = mirrors[sid]
+        chart = _chart("stream", sid, "rate", title=m.key_text, window=window, now=now, unit="rate", size="spark")
+        panel.busiest.append(OverviewRow(m, chart, figure=rate, figure_label=format_value(rate, "rate"),
+                                         internal=internal))
+    for m in StreamMirror.objects.filter(is_dlq=True, deleted_at__isnull=True).order_by("-length", "key_text")[:OVERVIEW_ROWS]:
+        chart = _chart("dlq", m.pk, "depth", title=m.key_text, window=window, now=now, size="spark", tone="bad")
+        panel.dlqs.append(OverviewRow(m, chart, figure=m.length, figure_label=format_value(m.length)))
+    return panel

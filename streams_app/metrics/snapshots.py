@@ -14,7 +14,7 @@ Three beat tasks (thin interfaces in :mod:`streams_app.tasks`) call into this mo
   gets no run is recorded as a :class:`SnapshotSkip` by the next run that does (the gap between the two
   ticks): the overview and ``/metrics`` show them (:func:`snapshot_health`).
 - :func:`samples_downsample` rolls raw samples up into 1-minute and 1-hour rows (averages of length, rate,
-  lag, pending and depth; maximum of the oldest pending entry's idle time; sum of entries added) and
+  lag, pending and depth; maximum of the longest pending idle time; sum of entries added) and
   :func:`samples_prune` applies the retention: raw rows are deleted only once both rollups cover them.
   Both work in bounded steps within a time budget: a rollup bucket per query, and deletions of at most
   :data:`PRUNE_BATCH` rows per short transaction with a pause between them, so a snapshot's commit never
@@ -158,7 +158,8 @@ def _snapshot_take(tick: datetime) -> SnapshotRun:
                     dlq_rows.append((stream_id, tick, raw, s.length))
                 for g in s.groups:
                     group_id = group_ids[(stream_id, name_hash(g.name))]
-                    group_rows.append((group_id, tick, raw, g.lag, g.pending, g.oldest_pending_idle_ms))
+                    idle = g.longest_idle.idle_ms if g.longest_idle else None  # max over the PEL, bounded
+                    group_rows.append((group_id, tick, raw, g.lag, g.pending, idle))
         rows_insert(StreamSample, _STREAM_SAMPLE, stream_rows, ignore_conflicts=True)
         rows_insert(GroupSample, _GROUP_SAMPLE, group_rows, ignore_conflicts=True)
         rows_insert(DlqSample, _DLQ_SAMPLE, dlq_rows, ignore_conflicts=True)
@@ -525,7 +526,8 @@ def series(
 ) -> list[tuple[datetime, float | None]]:
     """``[(at, value)]`` of one metric of one object, oldest first.
 
-    ``kind`` is "stream" (metrics "length", "rate"), "group" ("lag", "pending", "oldest_pending_idle_ms")
+    ``kind`` is "stream" (metrics "length", "rate"), "group" ("lag", "pending", "oldest_pending_idle_ms": the
+    longest idle time among the group's pending entries, named before it was the maximum over the PEL)
     or "dlq" ("depth"; ``obj_id`` is the DLQ's StreamMirror id). None values are gaps (a lag Redis could
     not tell, a rate without a previous tick).
     """

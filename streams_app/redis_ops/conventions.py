@@ -577,3 +577,28 @@ def dlq_candidates(key: bytes, group_names: Iterable[bytes] = ()) -> list[bytes]
     if key.startswith(b"omni-stream:"):
         candidates += [b"omni-dlq:" + name for name in group_names]
     return candidates
+
+
+# ----------------------------------------------------------------------------- the bus's own streams
+
+_METRICS_STREAM = bus_keys.METRICS_STREAM.encode()
+_METRICS_SUFFIX = bus_keys.METRICS_SUFFIX.encode()
+
+
+def is_internal_stream(key: bytes) -> bool:
+    """Whether ``key`` is one of the event bus's own bookkeeping streams rather than an application's.
+
+    Internal: the bus's metric events, the old shared ``eventbus:metrics`` and a stream's own
+    ``{S}:metrics`` named exactly as the bus names it (:func:`eventbus.keys.metrics_key`), so a user's
+    ``orders:metrics`` (which the bus would have named ``{orders}:metrics``) stays an application stream.
+    Not internal: dead-letter queues (an operator's work list, shown with their own "DLQ" pill), progress
+    streams (a task's output, read by applications), and whatever else an application writes. The bus's
+    other companion keys (``{S}:retry``, ``{S}:unique``) are sorted sets, never listed as streams.
+    Pages mark internal streams and the overview's "busiest" leaves them out unless asked: the bus's
+    metrics stream moves with every handled event, so it would top the list on any busy bus.
+    """
+    key = as_bytes(key)
+    if key == _METRICS_STREAM:
+        return True
+    stream = bus_keys.stream_of(key, _METRICS_SUFFIX)
+    return stream is not None and bus_keys.in_slot_of(stream, _METRICS_SUFFIX) == key

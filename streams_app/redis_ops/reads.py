@@ -12,8 +12,9 @@ missed (``missed``): the page or reply says it is partial rather than looking co
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from operator import attrgetter
 from typing import Generic, TypeVar
 
@@ -31,7 +32,17 @@ from .parsers import (
     parse_pending_summary,
     parse_stream,
 )
-from .types import ConsumerInfo, Entry, GroupInfo, PendingEntry, PendingSummary, StreamInfo, StreamSummary
+from .pending_idle import first_probe, longest_idle
+from .types import (
+    ConsumerInfo,
+    Entry,
+    GroupInfo,
+    PendingEntry,
+    PendingIdle,
+    PendingSummary,
+    StreamInfo,
+    StreamSummary,
+)
 
 MAX_PAGE = 1000
 DEFAULT_PAGE = 50
@@ -387,10 +398,27 @@ def groups_page(
 
 
 def group_info(conn: str, key: bytes, group: bytes) -> GroupInfo:
+    """The group's XINFO GROUPS row, its longest pending idle time filled in (:func:`pending_longest_idle`)."""
     for g in groups(conn, key):
         if g.name == group:
-            return g
+            if not g.pending:
+                return g
+            return replace(g, longest_idle=pending_longest_idle(conn, key, group, pending=g.pending))
     raise NotFound("No such consumer group on this stream.", conn=conn)
+
+
+def pending_longest_idle(conn: str, key: bytes, group: bytes, *, pending: int) -> PendingIdle | None:
+    """The longest idle time among the group's ``pending`` entries and its entry (None: nothing pending).
+
+    Bounded as :mod:`.pending_idle` says: one ``XPENDING - + K`` and, only for a PEL longer than K (and
+    not longer than the walk limit), up to a few ``XPENDING ... IDLE`` rounds; ``exact=False`` when the
+    figure is a lower bound.
+    """
+    sent_at = time.monotonic()
+    with translated(conn):
+        reply = get_client(conn).execute_command(*first_probe(key, group))
+    figures, _, _ = longest_idle(conn, [(key, group, pending, reply)], sent_at=sent_at)
+    return figures[0]
 
 
 def consumers(conn: str, key: bytes, group: bytes) -> tuple[ConsumerInfo, ...]:

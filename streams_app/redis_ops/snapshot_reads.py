@@ -4,10 +4,16 @@ A server may hold ten thousand streams and must never be blocked for it (SPEC se
 
 - keys are found by ``SCAN ... TYPE stream`` with a bounded ``COUNT`` per call (never ``KEYS``);
 - per-stream facts are pipelined in chunks of :data:`CHUNK` keys: one round trip sends ``XINFO STREAM``
-  (never ``FULL``) and ``XINFO GROUPS`` for the chunk, a second sends, per group, ``XPENDING key group - + 1``
-  (the oldest pending entry and its idle time; only for groups with pending entries) and, for the mirror,
-  ``XINFO CONSUMERS``. Every command is O(1) or O(log N) in the stream's size; a chunk is a few thousand
-  small commands, so other clients wait at most a millisecond or two between chunks.
+  (never ``FULL``) and ``XINFO GROUPS`` for the chunk, a second sends, per group with pending entries,
+  ``XPENDING key group - + K`` (the first probe for the longest pending idle time, see
+  :mod:`.pending_idle`) and, for the mirror, ``XINFO CONSUMERS``. Those commands are O(1) or O(log N)
+  in the stream's size; a chunk is a few thousand small commands, so other clients wait at most a
+  millisecond or two between chunks.
+- only groups whose first K pending entries are not their whole PEL need more: up to
+  :data:`~.pending_idle.PROBE_ROUNDS` further round trips per chunk, each one ``XPENDING ... IDLE t`` per
+  undecided group (O(pending), and never for a PEL longer than
+  :data:`~.pending_idle.SCAN_PENDING_MAX`). A bus whose groups each hold fewer than K pending entries
+  costs no extra round trip.
 
 On a Redis Cluster the keys are found on every primary (:func:`~.commands.scan_streams`) and the
 pipelines are split by node. A primary that does not answer is named in ``ServerFacts.missed``: its
@@ -15,9 +21,9 @@ streams are absent from the facts because they could not be read, not because th
 whoever keeps a copy (the mirror) must not take their absence as a deletion.
 
 A key deleted or retyped between SCAN and XINFO is left out (it vanished); a group deleted between the two
-round trips keeps its XINFO facts with no oldest-pending figure. Replies are parsed by :mod:`.parsers` into
-the same :mod:`.types` the pages show: a :class:`StreamInfo` whose groups carry the oldest pending entry
-(and, for the mirror, their consumers).
+round trips keeps its XINFO facts with no pending-idle figure. Replies are parsed by :mod:`.parsers` into
+the same :mod:`.types` the pages show: a :class:`StreamInfo` whose groups carry their longest pending idle
+time and its entry (and, for the mirror, their consumers).
 """
 
 from __future__ import annotations
@@ -27,9 +33,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .commands import SCAN_COUNT, keyed_pipeline, scan_streams
-from .parsers import parse_consumer, parse_pending_entry
+from .parsers import parse_consumer
+from .pending_idle import first_probe, longest_idle
 from .reads import stream_infos_covered
-from .types import ConsumerInfo, GroupInfo, StreamInfo
+from .types import ConsumerInfo, GroupInfo, PendingIdle, StreamInfo
 
 #: Keys per pipelined chunk.
 CHUNK = 500
@@ -92,35 +99,41 @@ def streams_read_covered(
                 if consumers and g.consumers > 0:
                     asked.setdefault(stream.key, []).append((n, j, "consumers"))
         commands = {key: [_extra_command(found, key, q) for q in questions] for key, questions in asked.items()}
+        sent_at = time.monotonic()
         extra = keyed_pipeline(conn, list(commands), commands.__getitem__)
         if asked:
             round_trips += 1
             missed.update(dict.fromkeys(extra.missed))
 
-        oldest: dict[tuple[int, int], tuple[str, int]] = {}
+        firsts: list[tuple[bytes, bytes, int, object]] = []  # the first pending-idle probes' replies
+        at: list[tuple[int, int]] = []
         members: dict[tuple[int, int], tuple[ConsumerInfo, ...]] = {}
         for key, replies in zip(asked, extra.replies, strict=True):
             for (n, j, what), reply in zip(asked[key], replies or (), strict=False):
                 if isinstance(reply, Exception):
                     continue  # the group vanished between the round trips
                 if what == "pending":
-                    if reply:
-                        first = parse_pending_entry(reply[0])
-                        oldest[(n, j)] = (first.id, first.idle_ms)
+                    group = found[n].groups[j]
+                    firsts.append((key, group.name, group.pending, reply))
+                    at.append((n, j))
                 else:
                     members[(n, j)] = tuple(parse_consumer(c) for c in reply)
+        idle, trips, unread = longest_idle(conn, firsts, sent_at=sent_at)
+        round_trips += trips
+        missed.update(dict.fromkeys(unread))
+        longest = {place: figure for place, figure in zip(at, idle, strict=True) if figure is not None}
 
         for n, stream in enumerate(found):
-            out.append(_with_extras(stream, n, oldest, members, consumers))
+            out.append(_with_extras(stream, n, longest, members, consumers))
     return out, round_trips, tuple(missed)
 
 
 def _extra_command(found: list[StreamInfo], key: bytes, question: tuple[int, int, str]) -> tuple[object, ...]:
-    """The second round trip's command for one group: its oldest pending entry, or its consumers."""
+    """The second round trip's command for one group: the first pending-idle probe, or its consumers."""
     n, j, what = question
     group = found[n].groups[j].name
     if what == "pending":
-        return ("XPENDING", key, group, "-", "+", 1)
+        return first_probe(key, group)
     return ("XINFO", "CONSUMERS", key, group)
 
 
@@ -141,11 +154,11 @@ def server_read(conn: str, *, consumers: bool = False, chunk: int = CHUNK) -> Se
 def _with_extras(
     stream: StreamInfo,
     n: int,
-    oldest: dict[tuple[int, int], tuple[str, int]],
+    longest: dict[tuple[int, int], PendingIdle],
     members: dict[tuple[int, int], tuple[ConsumerInfo, ...]],
     consumers: bool,
 ) -> StreamInfo:
-    """``stream`` with each group's oldest pending entry and (when read) its consumers filled in.
+    """``stream`` with each group's longest pending idle time and (when read) its consumers filled in.
 
     Built field by field rather than with ``dataclasses.replace``, which costs ten times as much: a
     snapshot of ten thousand streams makes thirty thousand of these.
@@ -154,12 +167,10 @@ def _with_extras(
         return stream
     groups = []
     for j, g in enumerate(stream.groups):
-        oldest_id, oldest_idle = oldest.get((n, j), (None, None))
         groups.append(
             GroupInfo(
                 g.name, g.consumers, g.pending, g.last_delivered_id, g.entries_read, g.lag,
-                oldest_pending_id=oldest_id,
-                oldest_pending_idle_ms=oldest_idle,
+                longest_idle=longest.get((n, j)),
                 consumer_list=(members.get((n, j), ()) if consumers else None),
             )
         )

@@ -40,11 +40,26 @@ class ConsumerInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class PendingIdle:
+    """The longest idle time among a group's pending entries, and the entry that has been idle that long.
+
+    Idle is the time since the entry was last delivered (XREADGROUP, XCLAIM, XAUTOCLAIM): the maximum
+    over the PEL is how long work has waited, whatever the entries' IDs. ``exact`` is False when the
+    bounded search of :mod:`.pending_idle` stopped early: the figure is then a lower bound ("at least").
+    """
+
+    id: str
+    idle_ms: int
+    exact: bool
+
+
+@dataclass(frozen=True, slots=True)
 class GroupInfo:
     """One row of XINFO GROUPS, plus what the snapshot reader adds from other replies.
 
-    The last three fields are read only by :mod:`.snapshot_reads` (None there too when not asked for):
-    the oldest pending entry comes from ``XPENDING key group - + 1``, the consumers from XINFO CONSUMERS.
+    The last two fields are filled only by the readers that ask for them (None otherwise):
+    ``longest_idle`` (the snapshot reader and :func:`.reads.group_info`) comes from the bounded
+    XPENDING probes of :mod:`.pending_idle`, ``consumer_list`` (the mirror's reads) from XINFO CONSUMERS.
     """
 
     name: bytes
@@ -53,8 +68,7 @@ class GroupInfo:
     last_delivered_id: str
     entries_read: int | None  # None: Redis < 7 or unknown
     lag: int | None  # None: Redis cannot tell (see SPEC section 9)
-    oldest_pending_id: str | None = None
-    oldest_pending_idle_ms: int | None = None
+    longest_idle: PendingIdle | None = None  # None: nothing pending, or not read
     consumer_list: tuple[ConsumerInfo, ...] | None = None  # None: not read (snapshots skip consumers)
 
 
@@ -77,6 +91,18 @@ class StreamInfo:
         return sum(g.pending for g in self.groups)
 
 
+def groups_lag(groups: Sequence[GroupInfo]) -> int | None:
+    """The largest lag of ``groups``, the stream's lag: None when there is no group, and None when any
+    group's lag is unknown (the largest of 5 and "unknown" is unknown, not 5; never a guess).
+
+    With groups, None means unknown (:attr:`StreamSummary.lag_unknown`); the mirror stores the same figure.
+    """
+    lags = [g.lag for g in groups]
+    if not lags or any(lag is None for lag in lags):
+        return None
+    return max(lag for lag in lags if lag is not None)
+
+
 @dataclass(frozen=True, slots=True)
 class StreamSummary:
     """The facts shown in one row of the streams list: a :class:`StreamInfo` with its groups counted."""
@@ -88,6 +114,12 @@ class StreamSummary:
     last_generated_id: str | None
     groups: int
     pending: int
+    lag: int | None = None  # :func:`groups_lag`: None without groups, or when a group's lag is unknown
+
+    @property
+    def lag_unknown(self) -> bool:
+        """Whether the stream has groups but Redis cannot tell the lag of one of them."""
+        return self.groups > 0 and self.lag is None
 
     @classmethod
     def of(cls, info: StreamInfo) -> StreamSummary:
@@ -99,6 +131,7 @@ class StreamSummary:
             last_generated_id=info.last_generated_id,
             groups=len(info.groups),
             pending=info.pending,
+            lag=groups_lag(info.groups),
         )
 
 

@@ -67,11 +67,18 @@ def dlq_charts(context: template.Context) -> dict[str, Any]:
     }
 
 
+def _include_internal(context: template.Context) -> bool:
+    """``?internal=1``: the overview's "busiest" includes the bus's own streams (left out by default)."""
+    request = context.get("request")
+    return request is not None and request.GET.get("internal") == "1"
+
+
 @register.inclusion_tag("streams_app/_overview_panel.html", takes_context=True)
 def overview_charts(context: template.Context) -> dict[str, Any]:
     open_alerts, open_count = alerts_open(limit=OVERVIEW_ALERTS)
     return {
-        "panel": panels.overview_panel(window=_window(context), url="/charts/overview/"),
+        "panel": panels.overview_panel(window=_window(context), url="/charts/overview/",
+                                       include_internal=_include_internal(context)),
         "open_alerts": open_alerts,
         "open_count": open_count,
         "console_connections": context.get("console_connections", []),

@@ -64,7 +64,8 @@ class SnapshotCollector(Collector):
         pending = GaugeMetricFamily("busconsole_group_pending", "Entries delivered, not acknowledged.", labels=labels)
         oldest = GaugeMetricFamily(
             "busconsole_group_oldest_pending_age_seconds",
-            "Idle time of the group's oldest pending entry (0 when none is pending).",
+            "Longest idle time among the group's pending entries, i.e. the age of its oldest delivery "
+            "(the maximum over the PEL; 0 when none is pending).",
             labels=labels,
         )
         for g in families_order(ex.groups):
@@ -103,7 +104,7 @@ class SnapshotCollector(Collector):
             ("pending", "Pending entries, all groups.", lambda a: a.pending),
             ("lag", "Lag summed over the groups that report one.", lambda a: a.lag),
             ("lag_max", "The largest lag of a group.", lambda a: a.lag_max),
-            ("oldest_pending_age_seconds_max", "Idle time of the oldest pending entry of any group.",
+            ("oldest_pending_age_seconds_max", "Longest idle time of a pending entry, any group.",
              lambda a: None if a.oldest_pending_age_ms_max is None else a.oldest_pending_age_ms_max / 1000),
             ("dlqs", "Dead-letter queues.", lambda a: a.dlqs),
             ("dlq_depth", "Entries in all the dead-letter queues.", lambda a: a.dlq_depth),

@@ -17,6 +17,7 @@ from streams_app.redis_ops.types import (
     Entry,
     GroupInfo,
     PendingEntry,
+    PendingIdle,
     PendingSummary,
     StreamInfo,
     StreamSummary,
@@ -149,6 +150,11 @@ def _first_groups(conn: str, info: StreamInfo) -> dict:
         "groups_total": page.total,
         "groups_url": links.api_stream_url(conn, info.key) + "groups/",
     }
+
+
+def pending_idle_json(figure: PendingIdle | None) -> dict | None:
+    """The group's longest pending idle time (API ``summary.longest_idle``); ``exact`` false: a lower bound."""
+    return None if figure is None else {"id": figure.id, "idle_ms": figure.idle_ms, "exact": figure.exact}
 
 
 def pending_json(summary: PendingSummary, entries: tuple[PendingEntry, ...], nxt: str | None) -> dict:

@@ -6,6 +6,11 @@ servers with more streams than a SCAN page can sort, and the rows on screen get 
 pipelined read. Until then (a fresh install), or with ``?live=1``, it pages by SCAN cursor over Redis
 (over every primary of a cluster, one after another).
 
+Both modes show each stream's lag, the largest of its groups' (read live with the other figures): a
+stream with a group whose lag Redis cannot tell shows "unknown" (never 0), and "most lag first" puts
+those after the known lags and before the streams without a group (:data:`mirror.MIRROR_SORTS`).
+Streams the event bus keeps for itself (its metrics streams) carry an "internal" pill.
+
 Either way a page that could not reach every primary says so: ``missed`` names the nodes whose
 streams are absent (a scan) or shown with the mirror's figures instead of live ones (the mirror).
 """
@@ -17,7 +22,7 @@ from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
 from streams_app.metrics import mirror
-from streams_app.redis_ops import commands, reads
+from streams_app.redis_ops import commands, conventions, reads
 from streams_app.redis_ops.errors import OpsError
 from streams_app.redis_ops.types import StreamSummary
 from streams_app.views.common import connection_context, render_screen
@@ -51,12 +56,18 @@ def streams_list(request: HttpRequest, conn: str) -> HttpResponse:
     context.update(
         missed=missed,
         params=params,
-        rows=[{"s": s, "dlq": dlq_convention(s.key)} for s in rows],
+        rows=[_row(s) for s in rows],
         next_cursor=next_cursor,
         scan_budget=settings.BUSCONSOLE_SCAN_BUDGET,
         mode="live",
     )
     return render_screen(request, "streams_app/streams.html", context, partial="streams-table")
+
+
+def _row(s: StreamSummary, **more: object) -> dict:
+    """One row of the list: the stream's figures, its DLQ convention and whether it is the bus's own."""
+    return {"s": s, "dlq": dlq_convention(s.key), "internal": conventions.is_internal_stream(s.key),
+            "lag": s.lag, **more}
 
 
 def mirror_rows(conn: str, page: mirror.MirrorPage) -> dict:
@@ -76,17 +87,15 @@ def mirror_rows(conn: str, page: mirror.MirrorPage) -> dict:
     rows = []
     for m in page.rows:
         s = live.get(m.key_bytes)
-        rows.append({
-            "s": s or StreamSummary(
+        rows.append(_row(
+            s or StreamSummary(
                 key=m.key_bytes, length=m.length, first_id=m.first_id, last_id=m.last_id,
-                last_generated_id=m.last_generated_id, groups=m.groups_count, pending=m.pending,
+                last_generated_id=m.last_generated_id, groups=m.groups_count, pending=m.pending, lag=m.lag,
             ),
-            "dlq": dlq_convention(m.key_bytes),
-            "lag": m.lag,
-            "live": s is not None,
+            live=s is not None,
             # not read live because its node did not answer (not "gone")
-            "unread": s is None and bool(unread) and commands.node_of(conn, m.key_bytes) in unread,
-        })
+            unread=s is None and bool(unread) and commands.node_of(conn, m.key_bytes) in unread,
+        ))
     offset, count = page.offset, page.count
     return {
         "rows": rows,

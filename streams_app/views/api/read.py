@@ -13,8 +13,9 @@ from django.http import HttpRequest, JsonResponse
 from django.utils import timezone
 
 from streams_app.metrics import mirror
-from streams_app.redis_ops import client, reads
+from streams_app.redis_ops import client, conventions, reads
 from streams_app.redis_ops.errors import InvalidArgument
+from streams_app.redis_ops.types import StreamSummary
 from streams_app.views import presenters
 from streams_app.views import streams as streams_view
 from streams_app.views.api import replies
@@ -59,7 +60,7 @@ def streams(request: HttpRequest, conn: str) -> JsonResponse:
     page = reads.streams_scan(conn, match=match, cursor=params.cursor, count=params.count)
     return JsonResponse(
         {
-            "streams": [presenters.stream_summary_json(conn, s) for s in page.streams],
+            "streams": [_stream_row(conn, s) for s in page.streams],
             "next_cursor": page.next_cursor or None,
             "complete": page.complete,
             "missed": list(page.missed),
@@ -77,8 +78,7 @@ def _sorted_streams(conn: str, params: StreamsQuery) -> dict[str, object]:
         shown = streams_view.mirror_rows(conn, page)
         stale_after = timedelta(seconds=3 * settings.BUSCONSOLE_MIRROR_INTERVAL_S)
         return {
-            "streams": [{**presenters.stream_summary_json(conn, row["s"]), "lag": row["lag"], "live": row["live"]}
-                        for row in shown["rows"]],
+            "streams": [{**_stream_row(conn, row["s"]), "live": row["live"]} for row in shown["rows"]],
             "source": "mirror",
             "total": page.total,
             "next_offset": shown["next_offset"],
@@ -96,7 +96,7 @@ def _sorted_streams(conn: str, params: StreamsQuery) -> dict[str, object]:
     ranked = reads.streams_by_length(conn, match=params.match.encode(), count=params.count, offset=params.offset)
     more = params.offset + len(ranked.streams) < ranked.sorted_among
     return {
-        "streams": [presenters.stream_summary_json(conn, s) for s in ranked.streams],
+        "streams": [_stream_row(conn, s) for s in ranked.streams],
         "next_offset": params.offset + len(ranked.streams) if more else None,
         "sorted_among": ranked.sorted_among,
         "scan_complete": ranked.scan_complete,
@@ -105,6 +105,12 @@ def _sorted_streams(conn: str, params: StreamsQuery) -> dict[str, object]:
         "complete": not ranked.missed,
         "missed": list(ranked.missed),
     }
+
+
+def _stream_row(conn: str, s: StreamSummary) -> dict[str, object]:
+    """A streams-list row as the page shows it: its lag null (not 0) when unknown, and whether it is internal."""
+    return {**presenters.stream_summary_json(conn, s), "lag": s.lag, "lag_unknown": s.lag_unknown,
+            "internal": conventions.is_internal_stream(s.key)}
 
 
 @api_endpoint(method="GET", summary="One stream: XINFO STREAM and its groups", tag="streams",
@@ -142,7 +148,10 @@ def pending(request: HttpRequest, conn: str, key: bytes, group: bytes) -> JsonRe
         conn, key, group, consumer=params.consumer.encode() if params.consumer else None,
         min_idle_ms=params.min_idle_ms, after=params.after, count=params.count,
     )
-    return JsonResponse(presenters.pending_json(page.summary, page.entries, page.next))
+    body = presenters.pending_json(page.summary, page.entries, page.next)
+    longest = reads.pending_longest_idle(conn, key, group, pending=page.summary.count) if page.summary.count else None
+    body["summary"]["longest_idle"] = presenters.pending_idle_json(longest)
+    return JsonResponse(body)
 
 
 @api_endpoint(method="GET", summary="A stream's consumer groups (XINFO GROUPS), one page", tag="groups",

@@ -78,6 +78,9 @@ class StreamRow(Reply):
     groups: int
     pending: int
     is_dlq: bool
+    lag: int | None = None  # the largest lag of its groups; null without a group or when a group's lag is unknown
+    lag_unknown: bool = False  # true: a group's lag Redis cannot tell, so the stream's is unknown (never 0)
+    internal: bool = False  # the event bus's own bookkeeping stream (its metric events)
 
 
 class StreamsScanReply(Reply):
@@ -201,11 +204,22 @@ class EntriesReply(Reply):
     )
 
 
+class LongestIdle(Reply):
+    """The entry pending the longest since its last delivery, and for how long: the maximum over the whole
+    pending list (not the lowest ID's), read with a few bounded XPENDING probes. ``exact`` is false when
+    the search stopped before the end of a long list: ``idle_ms`` is then a lower bound."""
+
+    id: EntryIdText
+    idle_ms: int
+    exact: bool
+
+
 class PendingSummary(Reply):
     count: int
     min_id: EntryIdText | None
     max_id: EntryIdText | None
     consumers: dict[str, int]
+    longest_idle: LongestIdle | None = None  # null when nothing is pending
 
 
 class PendingRow(Reply):

@@ -21,6 +21,7 @@ from streams_app.metrics.models import ConsumerMirror, SnapshotRun, StreamMirror
 from streams_app.views.presenters import alert_url
 from tests.console.alerts.helpers import Kind, make_rule, open_alerts, snap_and_evaluate
 from tests.console.helpers import CONN
+from tests.console.redis_ops.pel import FRESH, lowest, pel, pel_max
 
 
 def test_group_lag_opens_after_t_and_resolves_when_consumed(r: redis.Redis, db, base: datetime) -> None:
@@ -82,6 +83,29 @@ def test_oldest_pending_idle_opens_and_resolves_on_ack(r: redis.Redis, db, base:
     r.xack("orders", "billing", first)
     snap_and_evaluate(base + timedelta(seconds=10))
     assert open_alerts() == [] and Alert.objects.get().resolved_at == base + timedelta(seconds=10)
+
+
+def test_stuck_alert_opens_on_the_longest_idle_entry_after_the_oldest_was_claimed(
+    r: redis.Redis, db, base: datetime
+) -> None:
+    """The issue's case: the lowest pending ID was just claimed (idle ~0) while 147 entries behind it have
+    waited ten minutes. The rule reads the longest idle over the PEL, so it opens now; a figure taken from
+    the lowest ID (what it read before) stays under T and would not."""
+    ids = pel(r, "orders", "billing", [FRESH] + [600_000] * 147)
+    make_rule(Kind.OLDEST_PENDING_ABOVE, for_seconds=300)
+    lowest_idle, lowest_id = lowest(r, "orders", "billing")
+    assert lowest_id == ids[0] and lowest_idle < 300_000  # the lowest ID alone would not breach
+    before = pel_max(r, "orders", "billing")
+
+    snap_and_evaluate(base)
+    (alert,) = open_alerts()
+    assert alert.target_group == "billing" and before[0] <= alert.last_value <= pel_max(r, "orders", "billing")[0]
+    assert before[1] in alert.message and "idle for 10m" in alert.message
+
+    # Every long-waiting entry acked: only the fresh one is left, and the alert resolves.
+    r.xack("orders", "billing", *ids[1:])
+    snap_and_evaluate(base + timedelta(seconds=10))
+    assert open_alerts() == []
 
 
 def test_dlq_growth_within_t(r: redis.Redis, db, base: datetime) -> None:

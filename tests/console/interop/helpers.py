@@ -133,6 +133,14 @@ def assert_console_matches_redis(client: Client, r: redis.Redis, key: str, *, is
         summary = r.xpending(key, name)
         rows = r.xpending_range(key, name, min="-", max="+", count=1000)
         pending = get_json(client, stream_api(key, f"groups/{seg(name)}/pending/?count=1000"))
+        longest = pending["summary"].pop("longest_idle")
+        if summary["pending"] == 0:
+            assert longest is None
+        else:  # the idlest of the pending list (tests/console/redis_ops/test_pending_idle.py checks the figure)
+            pending_ids = {row["message_id"].decode() for row in rows}
+            pending_ids |= {row["message_id"].decode() for row in r.xpending_range(key, name, "-", "+", 1000)}
+            assert longest["id"] in pending_ids
+            assert isinstance(longest["idle_ms"], int) and longest["idle_ms"] >= 0
         assert pending["summary"] == {
             "count": summary["pending"],
             "min_id": text(summary["min"]),

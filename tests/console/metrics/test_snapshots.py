@@ -31,13 +31,17 @@ from streams_app.metrics.models import (
 )
 from tests.console.helpers import CONN
 from tests.console.metrics.helpers import T0, bus, group_row, mirror_row
+from tests.console.redis_ops.pel import pel_max
 
 
 def test_snapshot_values_match_xinfo_and_xpending(r: redis.Redis, db) -> None:
     bus(r)
-    before = {g: r.xpending_range("orders", g, "-", "+", 1) for g in ("billing",)}
+    r.xclaim("orders", "billing", "worker-2", 0, [r.xpending_range("orders", "billing", "-", "+", 1)[0]["message_id"]])
+    idlest = r.xpending_range("orders", "billing", "-", "+", 10)[-1]["message_id"]  # claimed long ago (below)
+    r.xclaim("orders", "billing", "worker-2", 0, [idlest], idle=120_000)
+    before = pel_max(r, "orders", "billing")
     run = snapshots.snapshot_take(tick=T0)
-    after = r.xpending_range("orders", "billing", "-", "+", 1)
+    after = pel_max(r, "orders", "billing")
     assert run.tick == T0 and run.errors == [] and run.finished_at is not None
     assert (run.streams, run.groups) == (4, 3)
 
@@ -51,11 +55,11 @@ def test_snapshot_values_match_xinfo_and_xpending(r: redis.Redis, db) -> None:
             assert (gs.lag, gs.pending) == (g["lag"], g["pending"])
             if g["pending"] == 0:
                 assert gs.oldest_pending_idle_ms is None
+    # The sample holds the longest idle time over the PEL (the lowest ID was just claimed), the mirror its entry.
     billing = GroupSample.objects.get(group=group_row("orders", "billing"), at=T0)
-    oldest_before, oldest_after = before["billing"][0], after[0]
-    assert oldest_before["message_id"] == oldest_after["message_id"]
-    assert oldest_before["time_since_delivered"] <= billing.oldest_pending_idle_ms <= oldest_after["time_since_delivered"]
-    assert group_row("orders", "billing").oldest_pending_id == oldest_after["message_id"].decode()
+    assert before[1] == after[1] == idlest.decode()
+    assert before[0] <= billing.oldest_pending_idle_ms <= after[0]
+    assert group_row("orders", "billing").oldest_pending_id == idlest.decode()
 
     dlqs = {bytes(s.stream.key): s.depth for s in DlqSample.objects.filter(at=T0).select_related("stream")}
     assert dlqs == {b"orders:dlq": r.xlen("orders:dlq")}

@@ -155,7 +155,9 @@ def test_a_missing_object_found_by_a_view_is_json_404_not_500(viewer_client: Cli
 def test_pending_shape(viewer_client: Client, r: redis.Redis, stream) -> None:
     r.xdel("s", stream[1])
     data = viewer_client.get(stream_api("s", "groups/g/pending/")).json()
+    longest = data["summary"].pop("longest_idle")  # its figure: tests/console/views/test_longest_idle.py
     assert data["summary"] == {"count": 3, "min_id": stream[0], "max_id": stream[2], "consumers": {"c1": 3}}
+    assert set(longest) == {"id", "idle_ms", "exact"} and longest["id"] in stream[:3]
     assert [(e["id"], e["consumer"], e["deliveries"], e["exists"]) for e in data["entries"]] == [
         (stream[0], "c1", 1, True), (stream[1], "c1", 1, False), (stream[2], "c1", 1, True)]
     assert data["next"] is None

@@ -1,0 +1,87 @@
+"""Figures Redis may not be able to tell (a group's lag, a consumer's inactive time), shown the same way
+on every page: the number when there is one, else a visible marker whose hover text says why Redis
+cannot tell and what makes the figure known again. Never a 0 or a blank standing in for "unknown".
+
+``{% load figures %}`` then ``{% lag_figure g.lag version=health.redis_version %}`` (a group),
+``{% lag_figure s.lag groups=s.groups of="stream" version=health.redis_version %}`` (a stream: its largest
+lag, unknown when any group's is, see :func:`streams_app.redis_ops.types.groups_lag`) and
+``{% inactive_figure c.inactive_ms version=health.redis_version %}``. ``version`` is the server's
+``redis_version`` (the page's ``health``), which tells "this server is too old to report it" from
+"Redis cannot count it now".
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from django import template
+
+from streams_app.metrics.charts import format_duration_ms
+
+register = template.Library()
+
+#: Why a group's lag is unknown on Redis 7.0+ (SPEC section 9), and what makes it known again.
+LAG_UNKNOWN = (
+    "Lag unknown: Redis cannot count the entries between the group's position and the end of the stream. "
+    "The group was moved with XGROUP SETID to an arbitrary ID without ENTRIESREAD, or entries in that range "
+    "were deleted (XDEL). It becomes known again when the group reads past the last entry, or after a rewind "
+    "with ENTRIESREAD (the console's rewind sets it)."
+)
+LAG_UNKNOWN_STREAM = (
+    "Lag unknown: Redis cannot count the lag of at least one group of this stream, so the stream's largest lag "
+    "is unknown too (not 0). " + LAG_UNKNOWN.removeprefix("Lag unknown: ")
+)
+LAG_TOO_OLD = "Lag n/a: Redis reports a group's lag only from 7.0 (XINFO GROUPS has no lag field before)."
+LAG_NO_GROUP = "No consumer group reads this stream: there is no lag to tell."
+INACTIVE_TOO_OLD = (
+    "Inactive n/a: XINFO CONSUMERS reports 'inactive' (the time since the consumer's last successful read) "
+    "only from Redis 7.2; this server runs {version}. Idle (the time since its last attempt) is shown instead."
+)
+INACTIVE_NEVER = (
+    "This consumer has never read an entry successfully (Redis reports -1): no inactive time yet."
+)
+
+
+def server_version(version: str | None) -> tuple[int, int] | None:
+    """``"7.0.15"`` -> ``(7, 0)``; None when unknown or unreadable."""
+    match = re.match(r"(\d+)\.(\d+)", version or "")
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+def _short(version: tuple[int, int] | None) -> str:
+    return f"Redis {version[0]}.{version[1]}" if version else "this Redis"
+
+
+@register.inclusion_tag("streams_app/_figure.html")
+def lag_figure(
+    lag: int | None, *, version: str | None = None, groups: int = 1, of: str = "group"
+) -> dict[str, Any]:
+    """A lag cell: the number (bold when not 0), or "unknown" / "n/a on Redis 6.2" with its reason."""
+    if groups == 0:
+        return {"text": "—", "title": LAG_NO_GROUP, "css": "muted"}
+    if lag is not None:
+        return {"text": lag, "title": "", "css": "", "strong": lag > 0}
+    parsed = server_version(version)
+    if parsed is not None and parsed < (7, 0):
+        return {"text": f"n/a on {_short(parsed)}", "title": LAG_TOO_OLD, "css": "unknown-figure"}
+    return {
+        "text": "unknown",
+        "title": LAG_UNKNOWN_STREAM if of == "stream" else LAG_UNKNOWN,
+        "css": "unknown-figure",
+    }
+
+
+@register.inclusion_tag("streams_app/_figure.html")
+def inactive_figure(inactive_ms: int | None, *, version: str | None = None) -> dict[str, Any]:
+    """An Inactive cell: the duration, "n/a on Redis 7.0" before 7.2, or "never" when the consumer never read."""
+    if inactive_ms is not None:
+        return {"text": format_duration_ms(inactive_ms), "title": "", "css": ""}
+    parsed = server_version(version)
+    if parsed is None or parsed < (7, 2):
+        return {
+            "text": f"n/a on {_short(parsed)}",
+            "title": INACTIVE_TOO_OLD.format(version=version or "an unknown version"),
+            "css": "unknown-figure",
+        }
+    return {"text": "never", "title": INACTIVE_NEVER, "css": "unknown-figure"}
