@@ -5,11 +5,12 @@ from __future__ import annotations
 from datetime import datetime
 
 from django import template
+from django.utils.html import format_html
 
 from streams_app.alerts.models import Alert
 from streams_app.metrics.charts import format_duration_ms
 from streams_app.redis_ops.decoding import display_text
-from streams_app.redis_ops.ids import id_ms, id_time
+from streams_app.redis_ops.ids import U64_MAX, id_ms, id_time
 from streams_app.views import links, presenters
 
 register = template.Library()
@@ -108,3 +109,36 @@ def msdate(ms: int | None) -> datetime | None:
     if ms is None:
         return None
     return id_time(int(ms))
+
+
+@register.simple_tag
+def id_with_time(entry_id: str | None, lead: str = "id") -> str:
+    """A stream ID with its human time beside it: ``{% id_with_time entry.id %}``.
+
+    Renders ``<code class="stream-id">ID</code> <time datetime="ISO">YYYY-MM-DD HH:MM:SS.mmm UTC</time>``
+    (``lead="time"`` puts the time first and the raw ID in small print, for range bounds where the time
+    is what a reader wants). A bound built as ``<ms>-18446744073709551615`` says on hover that it runs
+    to the end of that millisecond. Anything that is not an ID with a time (``-``, ``+``, ``$``, ``0-0``,
+    nothing) is shown as given, in ``<code>``, without a time. Built with ``format_html``: the ID is
+    escaped like any other value.
+    """
+    if entry_id in (None, ""):
+        return format_html('<span class="muted">—</span>')
+    raw = str(entry_id)
+    ms = id_ms(raw)
+    if not ms:
+        return format_html('<code class="stream-id">{}</code>', raw)
+    moment = id_time(ms)
+    _, _, seq = raw.partition("-")
+    hint = "the time in the ID's millisecond part"
+    if seq == str(U64_MAX):
+        hint = "up to the end of this millisecond (the ID's sequence is the largest there is)"
+    when = format_html(
+        '<time class="small muted" datetime="{}" title="{}">{} UTC</time>',
+        moment.isoformat(timespec="milliseconds"),
+        hint,
+        moment.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3],
+    )
+    if lead == "time":
+        return format_html('{} <code class="stream-id small muted" title="stream ID">{}</code>', when, raw)
+    return format_html('<code class="stream-id">{}</code> {}', raw, when)

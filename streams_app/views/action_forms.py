@@ -189,6 +189,8 @@ class RewindForm(forms.Form):
 
 class DlqPageForm(forms.Form):
     error = forms.CharField(required=False, max_length=200)
+    # an error signature from /reports/ (pipeline.signatures.normalize_error): exactly its entries
+    signature = forms.CharField(required=False, max_length=300, strip=False)
     before = EntryIdField(required=False)
     count = forms.IntegerField(required=False, min_value=1, max_value=500)
 
@@ -196,6 +198,7 @@ class DlqPageForm(forms.Form):
         data = super().clean()
         data["count"] = data.get("count") or 50
         data["error"] = data.get("error") or None
+        data["signature"] = data.get("signature") or None
         return data
 
 

@@ -67,7 +67,8 @@ def dlq_detail(request: HttpRequest, conn: str, key: bytes) -> HttpResponse:
     kind = services.dlq_require(conn=conn, key=key)
     info = reads.stream_info(conn, key)
     entries, older = actions.dlq_entries(
-        conn, key, before=params["before"], count=params["count"], error_contains=params["error"]
+        conn, key, before=params["before"], count=params["count"], error_contains=params["error"],
+        error_signature=params["signature"],
     )
     rows = [dlq_entry_view(conn, key, entry) for entry in entries]
     context.update(

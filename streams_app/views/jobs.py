@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.views.decorators.http import require_GET, require_POST
 
 from streams_app import services
+from streams_app.jobs import runner
 from streams_app.jobs.models import Job
 from streams_app.redis_ops.errors import OpsError
 from streams_app.views import links
@@ -17,6 +20,38 @@ from streams_app.views.forms import validated
 from streams_app.views.paging import newest_first
 
 PAGE = 50
+
+
+@dataclass(frozen=True, slots=True)
+class KindDisplay:
+    """How a job kind is shown: what its ``done``/``total`` count, and which of its fields apply.
+
+    A pipeline run counts steps and works on every connection, so its page has no Connection or
+    Stream to show; requeue and replay count entries of one key on one connection.
+    """
+
+    unit: str  # plural: "7 of 7 steps"
+    key_label: str | None  # the row naming the job's key; None: the kind has no key
+    connection: bool  # whether the job belongs to one connection
+    scope: str  # what the job works on, said once where Connection and key do not apply
+
+
+_ENTRIES = "entries"
+KIND_DISPLAY = {
+    runner.KIND_REQUEUE_ALL: KindDisplay(unit=_ENTRIES, key_label="DLQ", connection=True, scope=""),
+    runner.KIND_REPLAY: KindDisplay(unit=_ENTRIES, key_label="Stream", connection=True, scope=""),
+    runner.KIND_PIPELINE: KindDisplay(
+        unit="steps",
+        key_label=None,
+        connection=False,
+        scope="Every configured connection: export to the lake, five Spark rollups, load into the reports.",
+    ),
+}
+_UNKNOWN_KIND = KindDisplay(unit=_ENTRIES, key_label="Stream", connection=True, scope="")
+
+
+def kind_display(kind: str) -> KindDisplay:
+    return KIND_DISPLAY.get(kind, _UNKNOWN_KIND)
 
 
 def job_links(job: Job) -> dict[str, str | None]:
@@ -40,7 +75,7 @@ def jobs_list(request: HttpRequest) -> HttpResponse:
         rows = rows.filter(state=params["state"])
     page = newest_first(rows, before=params["before"], size=PAGE)
     context = {
-        "jobs": page.rows,
+        "jobs": [(job, kind_display(job.kind)) for job in page.rows],
         "older": page.older,
         "params": params,
         "states": [state.value for state in Job.State],
@@ -56,7 +91,13 @@ def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
         percent = min(100, round(100 * job.done / job.total))
     elif job.state == Job.State.DONE:
         percent = 100
-    context = {"job": job, "percent": percent, "links": job_links(job), "url": links.job_url(job.pk)}
+    context = {
+        "job": job,
+        "percent": percent,
+        "links": job_links(job),
+        "url": links.job_url(job.pk),
+        "display": kind_display(job.kind),
+    }
     return render_screen(request, "streams_app/job.html", context, partial="progress")
 
 

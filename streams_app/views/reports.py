@@ -29,11 +29,16 @@ class SignatureLink:
 
 
 def _signature_link(row: report_data.SignatureRow) -> SignatureLink:
+    """The DLQ filtered on the signature itself (``?signature=``), not on a substring of it: two
+    signatures sharing their longest literal part ("ValueError: order <num> not found" and "ValueError:
+    order <num> was cancelled") would otherwise open the same list."""
     rollup, url = row.rollup, None
     if row.connected:
-        url = links.dlq_url(rollup.connection, rollup.dlq_bytes)
-        if rollup.search:
-            url += "?" + urlencode({"error": rollup.search})
+        url = (
+            links.dlq_url(rollup.connection, rollup.dlq_bytes)
+            + "?"
+            + urlencode({"signature": rollup.signature})
+        )
     return SignatureLink(rollup=rollup, dlq_url=url)
 
 

@@ -22,6 +22,8 @@ from typing import Any
 
 import redis
 
+from pipeline.signatures import normalize_error
+
 from ..client import get_client, is_cluster, slot_of
 from ..commands import entries_by_id, require_stream, stream_read
 from ..conventions import (
@@ -313,6 +315,7 @@ def dlq_entries(
     before: str | None = None,
     count: int = 50,
     error_contains: str | None = None,
+    error_signature: str | None = None,
     scan_limit: int = 5000,
 ) -> tuple[list[DlqEntry], str | None]:
     """DLQ entries newest first, between the exclusive bounds ``after`` and ``before``, parsed by convention.
@@ -320,7 +323,9 @@ def dlq_entries(
     Returns the page and the cursor to pass as ``before`` for the next (older) page, or None when the
     range is exhausted. With ``error_contains`` only entries whose error text contains it (case
     insensitive) are kept, and at most ``scan_limit`` entries are read per call: the page may then be
-    short (even empty) with a cursor to continue the search from.
+    short (even empty) with a cursor to continue the search from. With ``error_signature`` only
+    entries whose error normalizes to exactly it (:func:`pipeline.signatures.normalize_error`, the
+    rule the reports group dead letters by) are kept, scanned the same way.
     """
     _key(dlq_key, "DLQ key")
     count = _positive(count, "count", cap=MAX_IDS)
@@ -328,20 +333,21 @@ def dlq_entries(
     upper = "(" + str(parse_id(before, allow_bare=False, what="before")) if before else "+"
     lower = "(" + str(parse_id(after, allow_bare=False, what="after")) if after else "-"
     needle = error_contains.casefold() if error_contains else None
+    filtered = needle is not None or error_signature is not None
     client = get_client(conn)
     page: list[DlqEntry] = []
     scanned = 0
     with translated(conn):
         while True:
-            step = count + 1 if needle is None else min(max(count, 200), scan_limit - scanned)
+            step = count + 1 if not filtered else min(max(count, 200), scan_limit - scanned)
             raw = stream_read(conn, client, dlq_key, "XREVRANGE", dlq_key, upper, lower, "COUNT", step)
-            if needle is None:
+            if not filtered:
                 entries = [_parsed(dlq_key, item) for item in raw[:count]]
                 return entries, entries[-1].id if len(raw) > count else None
             for item in raw:
                 scanned += 1
                 entry = _parsed(dlq_key, item)
-                if entry.error and needle in entry.error.casefold():
+                if _error_matches(entry, needle, error_signature):
                     page.append(entry)
                     if len(page) == count:
                         return page, entry.id
@@ -350,6 +356,12 @@ def dlq_entries(
             upper = "(" + reply_text(raw[-1][0])
             if scanned >= scan_limit:
                 return page, reply_text(raw[-1][0])
+
+
+def _error_matches(entry: DlqEntry, needle: str | None, signature: str | None) -> bool:
+    if needle is not None and not (entry.error and needle in entry.error.casefold()):
+        return False
+    return signature is None or normalize_error(entry.error) == signature
 
 
 def _parsed(dlq_key: bytes, raw: Sequence) -> DlqEntry:

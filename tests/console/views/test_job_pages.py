@@ -6,6 +6,9 @@ numbers; cancel and resume are refused to viewers and each press leaves one audi
 
 from __future__ import annotations
 
+import re
+from datetime import UTC, datetime, timedelta
+
 from streams_app.audit.models import AuditEvent
 from streams_app.jobs.models import Job
 from tests.console.helpers import CONN
@@ -40,3 +43,42 @@ def test_operator_cancels_and_resumes_a_job(operator_client, viewer_client, oper
     assert list(AuditEvent.objects.order_by("pk").values_list("action", "outcome")) == [
         ("job.cancel", "denied"), ("job.cancel", "ok"), ("job.resume", "ok")
     ]
+
+
+def test_a_pipeline_job_counts_steps_and_shows_no_empty_connection_or_stream(viewer_client, operator, r) -> None:
+    job = Job.objects.create(kind="pipeline", connection="", created_by=operator, total=7, done=7, state="done",
+                             parameters={"key": "", "key_text": ""})
+    body = viewer_client.get(f"/jobs/{job.pk}/").content.decode()
+    assert '<strong id="job-done">7</strong> of <span id="job-total">7</span> <span id="job-unit">steps</span>' in body
+    assert "entries" not in body.split('<section id="job-progress"')[1].split("</section>")[0]
+    parameters = body.split("<h2>Parameters</h2>")[1].split("</table>")[0]
+    assert "<th>Connection</th>" not in parameters and "<th>Stream</th>" not in parameters
+    assert "Every configured connection" in parameters
+    assert not re.search(r"<td>\s*</td>|<td><span class=\"mono\"></span></td>", parameters)  # no empty cell
+    listing = viewer_client.get("/jobs/").content.decode()
+    row = listing.split(f'href="/jobs/{job.pk}/"')[1].split("</tr>")[0]
+    assert "steps" in row and not re.search(r"<td>\s*</td>|<td class=\"mono small\"></td>", row)
+
+
+def test_a_replay_job_shows_the_human_time_of_its_range_bounds(viewer_client, operator, r) -> None:
+    start, end = "1795458500000-0", f"1795458509000-{2**64 - 1}"
+    job = Job.objects.create(kind="replay", connection=CONN, created_by=operator, state="queued",
+                             parameters={"key": b"orders".hex(), "key_text": "orders", "start": start, "end": end,
+                                         "target": b"orders".hex(), "target_text": "orders", "match": []})
+    body = viewer_client.get(f"/jobs/{job.pk}/").content.decode()
+    assert '<span id="job-unit">entries</span>' in body
+    cell = body.split('<td id="job-range">')[1].split("</td>")[0]
+    for bound in (start, end):
+        moment = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(milliseconds=int(bound.split("-")[0]))
+        human = moment.strftime("%Y-%m-%d %H:%M:%S.") + f"{moment.microsecond // 1000:03d} UTC"
+        assert f'datetime="{moment.isoformat(timespec="milliseconds")}"' in cell
+        assert human in cell
+        assert f'<code class="stream-id small muted" title="stream ID">{bound}</code>' in cell  # the raw ID, small
+    assert cell.index(human) < cell.index(end)  # the time leads, the raw ID follows
+
+
+def test_ids_beside_their_time_are_escaped_like_any_value(viewer_client, operator, r) -> None:
+    job = Job.objects.create(kind="dlq.requeue_all", connection=CONN, created_by=operator, state="queued",
+                             parameters={"key": b"orders:dlq".hex(), "key_text": "orders:dlq", "up_to": "<b>5</b>-0"})
+    body = viewer_client.get(f"/jobs/{job.pk}/").content.decode()
+    assert "<b>5</b>" not in body and '<code class="stream-id">&lt;b&gt;5&lt;/b&gt;-0</code>' in body
