@@ -17,6 +17,7 @@ from streams_app.views import (
     alerts,
     audit,
     charts,
+    confirm,
     dlq,
     group,
     handlers,
@@ -74,6 +75,7 @@ group_routes = [
     path(GROUP + "handlers/", handlers.group_handlers, name="group-handlers"),
     path(GROUP + "claim/", actions.claim, name="claim"),
     path(GROUP + "autoclaim/", actions.autoclaim, name="autoclaim"),
+    path(GROUP + "autoclaim/confirm/", confirm.autoclaim_confirm, name="autoclaim-confirm"),
     path(GROUP + "ack/", actions.ack, name="ack"),
     path(GROUP + "rewind/preview/", actions.rewind_preview, name="rewind-preview"),
     path(GROUP + "rewind/", actions.rewind, name="rewind"),
@@ -87,6 +89,7 @@ dlq_routes = [
     path(DLQ, dlq.dlq_detail, name="dlq"),
     path(DLQ + "charts/", charts.dlq_charts, name="dlq-charts"),
     path(DLQ + "requeue/", actions.dlq_requeue, name="dlq-requeue"),
+    path(DLQ + "requeue/confirm/", confirm.dlq_requeue_all_confirm, name="dlq-requeue-confirm"),
     path(DLQ + "delete/", actions.dlq_delete, name="dlq-delete"),
     path(DLQ + "purge/", actions.dlq_purge, name="dlq-purge"),
 ]

@@ -57,11 +57,78 @@
     }, true);
   }
 
+  // Row selection: <input data-select-all="FORM"> ticks or clears every row box of the form FORM
+  // (input[name=ids] owned by it, through form="FORM"), and each [data-selection-count="FORM"] next
+  // to the buttons says how many are ticked. The boxes are hidden until this runs: without script,
+  // rows are ticked one by one. Synced again after htmx swaps a table in and when the page is shown
+  // from the back/forward cache (the browser restores ticks without "change" events).
+  function rowBoxes(formId) {
+    var form = document.getElementById(formId);
+    var out = [];
+    if (!form) return out;
+    for (var i = 0; i < form.elements.length; i++) {
+      var el = form.elements[i];
+      if (el.type === "checkbox" && el.name === "ids") out.push(el);
+    }
+    return out;
+  }
+
+  function selectionSync(formId) {
+    var boxes = rowBoxes(formId);
+    var ticked = 0;
+    for (var i = 0; i < boxes.length; i++) if (boxes[i].checked) ticked++;
+    var alls = document.querySelectorAll('[data-select-all="' + formId + '"]');
+    for (var j = 0; j < alls.length; j++) {
+      alls[j].hidden = boxes.length === 0;
+      alls[j].checked = boxes.length > 0 && ticked === boxes.length;
+      alls[j].indeterminate = ticked > 0 && ticked < boxes.length;
+    }
+    var labels = document.querySelectorAll('[data-selection-count="' + formId + '"]');
+    for (var k = 0; k < labels.length; k++) {
+      labels[k].textContent = boxes.length ? ticked + " selected" : "";
+    }
+  }
+
+  function selectionSyncAll() {
+    var seen = {};
+    var marked = document.querySelectorAll("[data-select-all], [data-selection-count]");
+    for (var i = 0; i < marked.length; i++) {
+      var formId = marked[i].getAttribute("data-select-all") || marked[i].getAttribute("data-selection-count");
+      if (!seen[formId]) {
+        seen[formId] = true;
+        selectionSync(formId);
+      }
+    }
+  }
+
+  function rowSelection() {
+    document.addEventListener("change", function (event) {
+      var box = event.target;
+      if (!box || box.type !== "checkbox") return;
+      var formId = box.getAttribute("data-select-all");
+      if (formId) {
+        var boxes = rowBoxes(formId);
+        for (var i = 0; i < boxes.length; i++) boxes[i].checked = box.checked;
+        selectionSync(formId);
+      } else if (box.name === "ids" && box.form && box.form.id) {
+        selectionSync(box.form.id);
+      }
+    });
+    document.addEventListener("htmx:afterSettle", selectionSyncAll);
+    window.addEventListener("pageshow", selectionSyncAll);
+  }
+
   confirmButtons();
   relayStreamEvents();
-  if (document.readyState === "loading") {
-    document.addEventListener("DOMContentLoaded", startAutorefresh);
-  } else {
+  rowSelection();
+  function ready() {
     startAutorefresh();
+    selectionSyncAll();
+  }
+
+  if (document.readyState === "loading") {
+    document.addEventListener("DOMContentLoaded", ready);
+  } else {
+    ready();
   }
 })();

@@ -54,19 +54,23 @@ from streams_app.services.dlq import (
     DLQ_SAMPLED_MAX,
     DlqListing,
     DlqSummary,
+    RequeueAllPreview,
     dlq_convention_of,
     dlq_delete,
     dlq_list,
     dlq_purge,
     dlq_requeue,
     dlq_requeue_all,
+    dlq_requeue_all_preview,
     dlq_require,
 )
 from streams_app.services.groups import (
+    SweepPreview,
     group_rewind,
     group_rewind_preview,
     pending_ack,
     pending_autoclaim,
+    pending_autoclaim_preview,
     pending_claim,
 )
 from streams_app.services.job_control import job_cancel, job_resume
@@ -88,7 +92,9 @@ __all__ = [
     "group_rewind",
     "group_rewind_preview",
     "pending_ack",
+    "SweepPreview",
     "pending_autoclaim",
+    "pending_autoclaim_preview",
     "pending_claim",
     # dlq
     "DLQ_SAMPLE",
@@ -102,6 +108,8 @@ __all__ = [
     "dlq_require",
     "dlq_requeue",
     "dlq_requeue_all",
+    "dlq_requeue_all_preview",
+    "RequeueAllPreview",
     # replay
     "ReplayPreview",
     "stream_replay",

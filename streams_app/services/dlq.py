@@ -146,6 +146,30 @@ def dlq_requeue_all(*, user: UserLike | None, conn: str, key: bytes, up_to: str,
     return job
 
 
+@dataclass(frozen=True, slots=True)
+class RequeueAllPreview:
+    """What "requeue all up to ``up_to``" would move, counted now: ``count`` entries (a lower bound
+    when ``complete`` is False), of a DLQ ``depth`` deep; the ``depth - count`` newer ones stay."""
+
+    up_to: str
+    count: int
+    depth: int
+    complete: bool
+
+
+def dlq_requeue_all_preview(*, conn: str, key: bytes, up_to: str) -> RequeueAllPreview:
+    """Count the DLQ entries not newer than ``up_to``: the exact set a requeue-all job would start with.
+
+    A read for the confirm page (no audit row: nothing changes; the requeue is audited), counted
+    inside Redis by the replay dry run's bounded script over ``-`` .. ``up_to`` (never XLEN: entries
+    newer than ``up_to`` are not part of it).
+    """
+    dlq_require(conn=conn, key=key)
+    info = reads.stream_info(conn, key)  # a missing DLQ is a 404 here, as on its page
+    counted = actions.replay_count_detail(conn, key, start="-", end=up_to)
+    return RequeueAllPreview(up_to=up_to, count=counted.matched, depth=info.length, complete=counted.complete)
+
+
 def dlq_delete(*, user: UserLike | None, conn: str, key: bytes, ids: Sequence[str]) -> int:
     """Delete DLQ entries for good (admin): for messages nobody should ever process."""
     with action_audit(user=user, conn=conn, action="dlq.delete", stream=key, ids=ids) as record:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from streams_app.redis_ops import actions
+from streams_app.redis_ops import actions, reads
 from streams_app.services.audit import action_audit, action_run
 
 if TYPE_CHECKING:
@@ -47,14 +48,74 @@ def pending_autoclaim(
     consumer: bytes,
     min_idle_ms: int,
     count: int,
+    limit: int | None = None,
 ) -> actions.ClaimResult:
-    """Sweep: claim up to ``count`` entries idle at least ``min_idle_ms`` to ``consumer`` (XAUTOCLAIM)."""
+    """Sweep: claim entries idle at least ``min_idle_ms`` to ``consumer`` (XAUTOCLAIM), ``count`` per call.
+
+    With ``limit`` the sweep stops once it claimed that many (the page's sweep claims exactly what its
+    confirm page counted, :func:`pending_autoclaim_preview`); without, it runs until the PEL is swept.
+    """
+    params: dict[str, object] = {"consumer": consumer, "min_idle_ms": min_idle_ms, "count": count}
+    if limit is not None:
+        params["limit"] = limit
     return action_run(
-        user=user, conn=conn, action="autoclaim", stream=key, group=group,
-        params={"consumer": consumer, "min_idle_ms": min_idle_ms, "count": count},
-        fn=lambda: actions.autoclaim(conn, key, group, consumer=consumer, min_idle_ms=min_idle_ms, count=count),
+        user=user, conn=conn, action="autoclaim", stream=key, group=group, params=params,
+        fn=lambda: actions.autoclaim(
+            conn, key, group, consumer=consumer, min_idle_ms=min_idle_ms, count=count, limit=limit
+        ),
         affected=lambda result: len(result.claimed) + len(result.deleted),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class SweepPreview:
+    """What a sweep limited to ``limit`` entries would do now, read from XPENDING ... IDLE.
+
+    ``will_claim`` idle entries whose message exists, the first ``limit`` in ID order (what
+    XAUTOCLAIM takes); ``deleted`` idle pending IDs seen on the way whose message is gone (the sweep
+    drops them from the pending list instead of claiming them); ``more``: further idle entries stay
+    pending for another sweep; ``complete`` is False when the read stopped at its bound before it
+    could tell (``will_claim`` is then a lower bound).
+    """
+
+    min_idle_ms: int
+    limit: int
+    will_claim: tuple[str, ...]
+    deleted: tuple[str, ...]
+    more: bool
+    complete: bool = True
+
+
+#: XPENDING pages a sweep preview reads at most (only deleted entries can make it read a second one).
+SWEEP_PREVIEW_PAGES = 10
+
+
+def pending_autoclaim_preview(*, conn: str, key: bytes, group: bytes, min_idle_ms: int, limit: int) -> SweepPreview:
+    """Count, changing nothing, the entries a sweep limited to ``limit`` would claim now.
+
+    A read, shown on the sweep's confirm page before anything changes (no audit row: nothing is
+    done; the sweep itself is audited). Pending entries idle at least ``min_idle_ms`` are read in ID
+    order with ``XPENDING ... IDLE``, a page of at most ``limit`` (<= 1000) with each message's
+    existence, until ``limit`` existing ones are found: XAUTOCLAIM does not count deleted ones.
+    """
+    will_claim: list[str] = []
+    deleted: list[str] = []
+    after: str | None = None
+    for _ in range(SWEEP_PREVIEW_PAGES):
+        page = reads.pending_page(
+            conn, key, group, min_idle_ms=min_idle_ms, after=after, count=limit - len(will_claim)
+        )
+        for entry in page.entries:
+            if not entry.exists:
+                deleted.append(entry.id)
+            elif len(will_claim) < limit:
+                will_claim.append(entry.id)
+        if page.next is None:
+            return SweepPreview(min_idle_ms, limit, tuple(will_claim), tuple(deleted), more=False)
+        if len(will_claim) >= limit:
+            return SweepPreview(min_idle_ms, limit, tuple(will_claim), tuple(deleted), more=True)
+        after = page.next
+    return SweepPreview(min_idle_ms, limit, tuple(will_claim), tuple(deleted), more=True, complete=False)
 
 
 def pending_ack(*, user: UserLike | None, conn: str, key: bytes, group: bytes, ids: Sequence[str]) -> int:

@@ -167,6 +167,21 @@ class AutoclaimForm(forms.Form):
         return data
 
 
+class NextField(forms.CharField):
+    """The page a confirm step returns to (checked to be a path on this site where it is used)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("max_length", 4096)
+        kwargs.setdefault("required", False)
+        super().__init__(**kwargs)
+
+
+class AutoclaimConfirmForm(AutoclaimForm):
+    """The sweep's confirm page (GET): what the sweep form sent, and the page to come back to."""
+
+    next = NextField()
+
+
 class AckForm(forms.Form):
     ids = IdListField()
 
@@ -220,6 +235,13 @@ class DlqRequeueForm(forms.Form):
         elif not data.get("ids"):
             raise forms.ValidationError("Select at least one entry (ids), or give all with up_to.")
         return data
+
+
+class RequeueAllConfirmForm(forms.Form):
+    """"Requeue all up to ``up_to``"'s confirm page (GET): the newest ID the operator saw."""
+
+    up_to = EntryIdField()
+    next = NextField()
 
 
 class DlqDeleteForm(forms.Form):

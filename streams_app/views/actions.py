@@ -8,6 +8,7 @@ operator came from, which still shows the current state.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from functools import wraps
 from typing import Any
@@ -27,12 +28,17 @@ from streams_app.views import links
 from streams_app.views.forms import action_data
 
 
-def _back(request: HttpRequest, fallback: str) -> str:
-    """Where to go after the action: the form's ``next`` when it is a local URL, else ``fallback``."""
-    target = request.POST.get("next", "")
+def local_next(request: HttpRequest, target: str | None, fallback: str) -> str:
+    """``target`` when it is a path on this site (``/...``, no scheme, no other host, not ``//host``),
+    else ``fallback``: a form's ``next`` must not turn an action into an open redirect."""
     if target and url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}) and target.startswith("/"):
         return target
     return fallback
+
+
+def _back(request: HttpRequest, fallback: str) -> str:
+    """Where to go after the action: the form's ``next`` when it is a local URL, else ``fallback``."""
+    return local_next(request, request.POST.get("next", ""), fallback)
 
 
 def _plural(n: int, word: str, plural: str | None = None) -> str:
@@ -101,11 +107,13 @@ def claim(request: HttpRequest, conn: str, key: bytes, group: bytes) -> str:
 
 @action_view(_group_page)
 def autoclaim(request: HttpRequest, conn: str, key: bytes, group: bytes) -> str:
+    """The page's sweep (confirmed on :func:`streams_app.views.confirm.autoclaim_confirm`): it claims at
+    most ``count`` entries, the number its confirm page counted."""
     data = action_data(request, conn, "autoclaim", af.AutoclaimForm, request.POST, key=key, group=group)
-    result = services.pending_autoclaim(user=request.user, conn=conn, key=key, group=group, **data)
+    result = services.pending_autoclaim(user=request.user, conn=conn, key=key, group=group, limit=data["count"], **data)
     text = _claim_message(result, consumer=data["consumer"], min_idle_ms=data["min_idle_ms"])
     if result.next:
-        text += f" More idle entries remain after {result.next}: run the sweep again."
+        text += f" The sweep stopped at its limit of {data['count']}: entries after {result.next} may still be idle."
     return text
 
 
@@ -143,9 +151,10 @@ def rewind_preview(request: HttpRequest, conn: str, key: bytes, group: bytes) ->
     """Show what a rewind would redeliver, with the button that does it (to the resolved ID)."""
     data = action_data(request, conn, "rewind.preview", af.RewindForm, request.POST, key=key, group=group)
     plan = services.group_rewind_preview(user=request.user, conn=conn, key=key, group=group, to=data["to"])
+    back = _back(request, links.group_url(conn, key, group))
     context = _preview_context(
         conn, key, group=group, group_text=display_text(group), what="rewind", to=data["to"], plan=plan,
-        confirm_url=links.group_url(conn, key, group) + "rewind/", back_url=links.group_url(conn, key, group),
+        confirm_url=links.group_url(conn, key, group) + "rewind/", back_url=back, next=back,
     )
     return render(request, "streams_app/action_preview.html", context)
 
@@ -176,14 +185,8 @@ def dlq_requeue(request: HttpRequest, conn: str, key: bytes) -> str | HttpRespon
         messages.info(request, f"Requeueing every entry up to {data['up_to']} in the background (job {job.pk}).")
         return HttpResponseRedirect(links.job_url(job.pk))
     result = services.dlq_requeue(user=request.user, conn=conn, key=key, ids=data["ids"])
-    targets = sorted({display_text(r.stream) for r in result.requeued})
-    text = f"Requeued {_plural(len(result.requeued), 'entry', 'entries')}"
-    text += f" to {', '.join(targets)}." if targets else "."
-    if result.missing:
-        text += (
-            f" {_plural(len(result.missing), 'entry was', 'entries were')} already gone "
-            f"(requeued or deleted by someone else): {_ids_text(result.missing)}."
-        )
+    text = requeue_message(result)
+    requeued_links_keep(request, conn, key, result)
     if result.failed:
         messages.error(
             request,
@@ -191,6 +194,57 @@ def dlq_requeue(request: HttpRequest, conn: str, key: bytes) -> str | HttpRespon
             + "; ".join(f"{f.dlq_id}: {f.reason}" for f in result.failed[:5]),
         )
     return text
+
+
+#: New entries a requeue's flash names, and links to, before it says "and k more".
+REQUEUE_SHOWN = 10
+#: Session key of the last requeue's new entries, shown (with links) by the DLQ page it returns to.
+REQUEUED_SESSION_KEY = "busconsole.requeued"
+#: How long that list is worth showing: it belongs to the redirect right after the requeue.
+REQUEUED_FRESH_S = 120
+
+
+def requeue_message(result: Any) -> str:
+    """What a requeue did, with the new IDs per target: "Requeued 3 entries to orders: 1712-0, …"."""
+    by_target: dict[str, list[str]] = {}
+    for r in result.requeued:
+        by_target.setdefault(display_text(r.stream), []).append(r.new_id)
+    if len(by_target) == 1:
+        [(target, new_ids)] = by_target.items()
+        text = f"Requeued {_plural(len(new_ids), 'entry', 'entries')} to {target}: {_ids_text(new_ids, REQUEUE_SHOWN)}."
+    elif by_target:
+        text = f"Requeued {_plural(len(result.requeued), 'entry', 'entries')}: " + "; ".join(
+            f"{len(new_ids)} to {target} ({_ids_text(new_ids, REQUEUE_SHOWN)})" for target, new_ids in by_target.items()
+        ) + "."
+    else:
+        text = "Requeued 0 entries."
+    if result.missing:
+        text += (
+            f" {_plural(len(result.missing), 'entry was', 'entries were')} already gone "
+            f"(requeued or deleted by someone else): {_ids_text(result.missing)}."
+        )
+    return text
+
+
+def requeued_links_keep(request: HttpRequest, conn: str, key: bytes, result: Any) -> None:
+    """Keep the first new entries' links for the DLQ page the requeue returns to (a flash is text)."""
+    shown = result.requeued[:REQUEUE_SHOWN]
+    request.session[REQUEUED_SESSION_KEY] = {
+        "dlq": links.dlq_url(conn, key),
+        "at": time.time(),
+        "links": [[r.new_id, display_text(r.stream), links.entry_url(conn, r.stream, r.new_id)] for r in shown],
+        "more": len(result.requeued) - len(shown),
+    }
+
+
+def requeued_links_take(request: HttpRequest, conn: str, key: bytes) -> dict[str, Any] | None:
+    """The links :func:`requeued_links_keep` left for this DLQ's page, once, while fresh."""
+    kept = request.session.pop(REQUEUED_SESSION_KEY, None)
+    if not isinstance(kept, dict) or kept.get("dlq") != links.dlq_url(conn, key):
+        return None
+    if time.time() - float(kept.get("at", 0)) > REQUEUED_FRESH_S:
+        return None
+    return kept
 
 
 @action_view(_dlq_page)

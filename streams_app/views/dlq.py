@@ -13,7 +13,8 @@ from streams_app.redis_ops.conventions import DlqEntry
 from streams_app.redis_ops.decoding import DecodedField, decode_fields, display_text
 from streams_app.views import links
 from streams_app.views.action_forms import DlqPageForm
-from streams_app.views.common import connection_context, render_screen
+from streams_app.views.actions import requeued_links_take
+from streams_app.views.common import connection_context, is_htmx, render_screen
 from streams_app.views.forms import validated
 
 
@@ -91,5 +92,7 @@ def dlq_detail(request: HttpRequest, conn: str, key: bytes) -> HttpResponse:
         api_url=links.api_dlq_url(conn, key),
         # Where the buttons come back to, filters kept (built from the key: request.path is decoded).
         here=links.with_query(links.dlq_url(conn, key), request),
+        # The new entries of the requeue that just came back here, linked (the flash is text only).
+        requeued=None if is_htmx(request) else requeued_links_take(request, conn, key),
     )
     return render_screen(request, "streams_app/dlq.html", context, partial="entries")

@@ -11,6 +11,7 @@ from streams_app.views import links
 from streams_app.views.common import connection_context, is_htmx, render_screen
 from streams_app.views.forms import PendingForm, validated
 from streams_app.views.paging import ranked_window, ranking
+from streams_app.views.presenters import pending_previews
 
 #: Up to this many consumers with pending entries, the pending filter is a list to pick from; beyond
 #: it, a text field (a select of 10,000 names alone weighs hundreds of kilobytes).
@@ -39,6 +40,8 @@ def group_detail(request: HttpRequest, conn: str, key: bytes, group: bytes) -> H
         ),
         consumer_choices=len(pending.summary.consumers) <= CONSUMER_CHOICES,
         pending=pending,
+        # The message of each row (its type, or the start of its payload): one pipelined read per page.
+        pending_rows=list(zip(pending.entries, pending_previews(conn, key, pending.entries), strict=True)),
         params=params,
         here=links.with_query(links.group_url(conn, key, group), request),
     )

@@ -7,10 +7,11 @@ API agree. Everything here is data: templates escape it, the API serialises it.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from streams_app.alerts.models import Alert, AlertRule
-from streams_app.redis_ops import conventions
+from streams_app.redis_ops import conventions, reads
 from streams_app.redis_ops.decoding import DecodedField, decode_fields, display_text, escape_bidi
 from streams_app.redis_ops.reads import GROUP_SORTS, ranked
 from streams_app.redis_ops.types import (
@@ -58,6 +59,49 @@ def _oneline(field: DecodedField) -> str:
 
 def _compact(value: object) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+#: Characters of the payload a pending row shows when the entry has no ``type`` field.
+PENDING_PREVIEW_CHARS = 80
+#: Bytes of each field decoded for that preview: enough for a line, however big the payload.
+PENDING_PREVIEW_BYTES = 1024
+#: The field that names an event's type (the event bus's, SPEC section 5).
+TYPE_FIELD = b"type"
+
+
+@dataclass(frozen=True, slots=True)
+class PendingPreview:
+    """What a pending row says of its message: ``kind`` is ``type`` (the entry's type field),
+    ``payload`` (the start of its decoded fields) or ``deleted`` (no longer in the stream)."""
+
+    kind: str
+    text: str
+
+    @property
+    def deleted(self) -> bool:
+        return self.kind == "deleted"
+
+
+def pending_preview(entry: Entry | None) -> PendingPreview:
+    """The type field when the entry has one, else a short preview of its decoded payload."""
+    if entry is None:
+        return PendingPreview("deleted", "deleted")
+    for name, value in entry.fields:
+        if name == TYPE_FIELD and value:
+            return PendingPreview("type", _cut(display_text(value[: PENDING_PREVIEW_CHARS * 4])))
+    fields = decode_fields(list(entry.fields), limit=PENDING_PREVIEW_BYTES)
+    return PendingPreview("payload", _cut("  ".join(f"{f.name}={_oneline(f)}" for f in fields[:4])))
+
+
+def pending_previews(conn: str, key: bytes, entries: Sequence[PendingEntry]) -> list[PendingPreview]:
+    """:func:`pending_preview` of each pending entry, read in ONE pipelined round trip for the page
+    (:func:`streams_app.redis_ops.reads.entries_at`)."""
+    found = reads.entries_at(conn, key, [p.id for p in entries])
+    return [pending_preview(found.get(p.id)) for p in entries]
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= PENDING_PREVIEW_CHARS else text[: PENDING_PREVIEW_CHARS - 1] + "…"
 
 
 def key_text(key: bytes) -> str:

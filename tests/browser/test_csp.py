@@ -46,7 +46,11 @@ NOT_OPENED = {
     "progress-events": "Server-Sent Events: the response never ends, so a GET probe would never finish",
 }
 # Query strings a route needs to answer at all.
-QUERIES = {"entry-raw": "?field=0"}
+QUERIES = {
+    "entry-raw": "?field=0",
+    "autoclaim-confirm": "?consumer=sweeper&min_idle_ms=0&count=10",
+    "dlq-requeue-confirm": "?up_to=9999999999999-0",
+}
 SKIPPED_PREFIXES = ("api/v1/", "admin/")  # the JSON API; Django's admin has a test of its own below
 
 EXPECTED_DIRECTIVES = {

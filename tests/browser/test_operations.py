@@ -42,7 +42,7 @@ def test_requeue_one_dlq_entry_and_see_it_leave_the_list(operator_page, r: redis
 
     row.locator('button[data-action="requeue-one"]').click()
 
-    expect(page.locator(".messages")).to_contain_text("Requeued 1 entry to orders.")
+    expect(page.locator(".messages")).to_contain_text("Requeued 1 entry to orders: ")
     expect(page.locator(f'tr[data-id="{ids[1]}"]')).to_have_count(0)
     expect(page.locator("tr[data-id]")).to_have_count(2)
     assert [e[0].decode() for e in r.xrange("orders:dlq")] == [ids[0], ids[2]]

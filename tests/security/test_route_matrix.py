@@ -91,6 +91,9 @@ ROUTES: dict[str, Route] = {
     "c/<conn:conn>/streams/<seg:key>/groups/<seg:group>/handlers/": READ,
     "c/<conn:conn>/streams/<seg:key>/groups/<seg:group>/claim/": OPERATOR,
     "c/<conn:conn>/streams/<seg:key>/groups/<seg:group>/autoclaim/": OPERATOR,
+    "c/<conn:conn>/streams/<seg:key>/groups/<seg:group>/autoclaim/confirm/": Route(
+        "read", "none", query="?consumer=w&min_idle_ms=0&count=1"
+    ),
     "c/<conn:conn>/streams/<seg:key>/groups/<seg:group>/ack/": OPERATOR,
     "c/<conn:conn>/streams/<seg:key>/groups/<seg:group>/rewind/preview/": OPERATOR,
     "c/<conn:conn>/streams/<seg:key>/groups/<seg:group>/rewind/": OPERATOR,
@@ -101,6 +104,7 @@ ROUTES: dict[str, Route] = {
     "c/<conn:conn>/dlq/<seg:key>/": READ,
     "c/<conn:conn>/dlq/<seg:key>/charts/": READ,
     "c/<conn:conn>/dlq/<seg:key>/requeue/": OPERATOR,
+    "c/<conn:conn>/dlq/<seg:key>/requeue/confirm/": Route("read", "none", query="?up_to=0-1"),
     "c/<conn:conn>/dlq/<seg:key>/delete/": ADMIN,
     "c/<conn:conn>/dlq/<seg:key>/purge/": ADMIN,
     "c/<conn:conn>/streams/<seg:key>/tail/": READ,

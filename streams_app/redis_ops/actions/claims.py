@@ -108,12 +108,15 @@ def autoclaim(
     count: int = 1000,
     start: str = "0-0",
     max_batches: int = 100,
+    limit: int | None = None,
 ) -> ClaimResult:
     """Sweep the PEL from ``start`` with XAUTOCLAIM, ``count`` (at most 1000) entries per call.
 
-    Stops when Redis returns the cursor 0-0 (``next`` is then None) or after ``max_batches`` calls
-    (``next`` is where to continue). Redis 7's third reply element, pending IDs whose message was
-    deleted (dropped from the PEL by the sweep), is collected into ``deleted``.
+    Stops when Redis returns the cursor 0-0 (``next`` is then None), after ``max_batches`` calls or
+    once ``limit`` entries are claimed (``next`` is then where to continue). With ``limit`` each call
+    asks for no more than the rest, so the sweep claims the first ``limit`` idle entries in ID order:
+    exactly what its confirm page counted with XPENDING IDLE. Redis 7's third reply element, pending
+    IDs whose message was deleted (dropped from the PEL by the sweep), is collected into ``deleted``.
     """
     _key(key)
     _name(group, "group")
@@ -121,21 +124,24 @@ def autoclaim(
     _non_negative(min_idle_ms, "min_idle_ms")
     count = _positive(count, "count", cap=MAX_AUTOCLAIM_COUNT)
     max_batches = _positive(max_batches, "max_batches")
+    if limit is not None:
+        limit = _positive(limit, "limit")
     cursor = str(parse_id(start, what="start"))
     client = get_client(conn)
     claimed: list[str] = []
     deleted: list[str] = []
     with translated(conn):
         for _ in range(max_batches):
+            step = count if limit is None else min(count, limit - len(claimed))
             reply = client.execute_command(
-                "XAUTOCLAIM", key, group, consumer, min_idle_ms, cursor, "COUNT", count
+                "XAUTOCLAIM", key, group, consumer, min_idle_ms, cursor, "COUNT", step
             )
             cursor = reply_text(reply[0])
             # Redis 6.2 may answer nil for an entry deleted meanwhile: it was claimed, but has no ID here.
             claimed += [reply_text(item[0]) for item in reply[1] if item]
             if len(reply) > 2:
                 deleted += [reply_text(entry_id) for entry_id in reply[2]]
-            if cursor == ZERO_ID:
+            if cursor == ZERO_ID or (limit is not None and len(claimed) >= limit):
                 break
     return ClaimResult(
         claimed=tuple(claimed), skipped=(), deleted=tuple(deleted), next=None if cursor == ZERO_ID else cursor

@@ -115,7 +115,7 @@ def test_rewind_preview_page_then_confirm(operator_client, bus) -> None:
 def test_group_page_offers_claim_ack_sweep_and_rewind_to_operators_only(operator_client, viewer_client, bus) -> None:
     body = operator_client.get(group_url("orders", "billing")).content.decode()
     assert body.count('form="pending-select"') == 4  # one checkbox per pending entry
-    for action in ("claim/", "ack/", "autoclaim/", "rewind/preview/"):
+    for action in ("claim/", "ack/", "autoclaim/confirm/", "rewind/preview/"):
         assert f'{group_url("orders", "billing")}{action}"' in body
     viewer_body = viewer_client.get(group_url("orders", "billing")).content.decode()
     assert "Claim selected" not in viewer_body
