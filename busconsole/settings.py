@@ -44,6 +44,8 @@ BUSCONSOLE_DLQ_PATTERNS = envstr("BUSCONSOLE_DLQ_PATTERNS", "")
 BUSCONSOLE_REDIS_TIMEOUT = float(envint("BUSCONSOLE_REDIS_TIMEOUT_MS", 5000)) / 1000
 # How many keys one streams-list page may SCAN before it stops and hands back a cursor.
 BUSCONSOLE_SCAN_BUDGET = envint("BUSCONSOLE_SCAN_BUDGET", 20000)
+# Bytes of field names and values one entry added from the console may hold (the "Add entry" form and API).
+BUSCONSOLE_ENTRY_MAX_BYTES = envint("BUSCONSOLE_ENTRY_MAX_BYTES", 1048576)
 # Live tail (streams_app/live/hub.py): per-client queue, reconnect replay cap, XREAD BLOCK, and how long
 # a stream's reader may stay behind before it jumps to the newest entry.
 BUSCONSOLE_TAIL_QUEUE = envint("BUSCONSOLE_TAIL_QUEUE", 500)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from streams_app.views.api import actions, admin_actions, openapi, read
+from streams_app.views.api import actions, admin_actions, entries, openapi, read
 
 STREAM = "c/<conn:conn>/streams/<seg:key>/"
 GROUP = STREAM + "groups/<seg:group>/"
@@ -22,7 +22,7 @@ streams_routes = [
 
 stream_routes = [
     path(STREAM, read.stream, name="api-stream"),
-    path(STREAM + "entries/", read.entries, name="api-entries"),
+    path(STREAM + "entries/", entries.entries_route, name="api-entries"),  # GET reads, POST adds one
     path(STREAM + "groups/", read.groups, name="api-groups"),
     path(STREAM + "replay", actions.replay, name="api-replay"),
     path(STREAM + "trim", admin_actions.trim, name="api-trim"),

@@ -19,6 +19,8 @@ from streams_app.views import (
     charts,
     confirm,
     dlq,
+    dlq_entry,
+    entry_add,
     group,
     handlers,
     jobs,
@@ -94,6 +96,14 @@ dlq_routes = [
     path(DLQ + "purge/", actions.dlq_purge, name="dlq-purge"),
 ]
 
+# A dead letter's own page (issue 13, item 10) and adding an entry by hand (item 17).
+dead_letter_routes = [
+    path(DLQ + "entries/<eid:entry_id>/", dlq_entry.dlq_entry_detail, name="dlq-entry"),
+]
+entry_add_routes = [
+    path(STREAM + "add/", entry_add.entry_add, name="entry-add"),
+]
+
 # Live views of a stream: the websocket tail page and a progress stream as Server-Sent Events.
 live_routes = [
     path(STREAM + "tail/", tail, name="tail"),
@@ -140,6 +150,8 @@ urlpatterns = [
     *entry_routes,
     *group_routes,
     *dlq_routes,
+    *dead_letter_routes,
+    *entry_add_routes,
     *live_routes,
     *jobs_routes,
     *audit_routes,

@@ -479,6 +479,45 @@ def pending_page(
     )
 
 
+@dataclass(frozen=True, slots=True)
+class EntryPending:
+    """One group holding an entry in its pending list: who has it, how long idle, how often delivered."""
+
+    group: bytes
+    consumer: bytes
+    idle_ms: int
+    deliveries: int
+
+
+def entry_pending(conn: str, key: bytes, entry_id: str, groups: Sequence[bytes]) -> tuple[EntryPending, ...]:
+    """The groups among ``groups`` whose pending list holds ``entry_id``, in the order given.
+
+    ``XPENDING key group id id 1`` per group, all in one pipelined round trip to the key's node
+    (:func:`keyed_pipeline`: every command touches ``key`` only). A group deleted since the caller
+    listed it answers NOGROUP and is left out; a node that does not answer is :class:`Unreachable`.
+    """
+    _validate_key(key)
+    sid = str(parse_id(entry_id, allow_bare=False, what="entry ID"))
+    if not groups:
+        return ()
+    read = keyed_pipeline(conn, [key], lambda k: [("XPENDING", k, group, sid, sid, 1) for group in groups])
+    replies = read.replies[0]
+    if replies is None:
+        raise Unreachable(f"The node holding this stream did not answer: {', '.join(read.missed)}.", conn=conn)
+    out: list[EntryPending] = []
+    for group, reply in zip(groups, replies, strict=True):
+        if isinstance(reply, Exception):
+            if "NOGROUP" in str(reply):
+                continue
+            with translated(conn):
+                raise reply
+        if reply:
+            row = parse_pending_entry(reply[0])
+            out.append(EntryPending(group=group, consumer=row.consumer, idle_ms=row.idle_ms,
+                                    deliveries=row.deliveries))
+    return tuple(out)
+
+
 def server_overview(conn: str) -> dict[str, object]:
     """A few INFO facts for the overview page: one INFO and DBSIZE per primary.
 

@@ -64,6 +64,7 @@ from streams_app.services.dlq import (
     dlq_requeue_all_preview,
     dlq_require,
 )
+from streams_app.services.entries import entry_add, entry_add_action
 from streams_app.services.groups import (
     SweepPreview,
     group_rewind,
@@ -110,6 +111,9 @@ __all__ = [
     "dlq_requeue_all",
     "dlq_requeue_all_preview",
     "RequeueAllPreview",
+    # entries added by hand
+    "entry_add",
+    "entry_add_action",
     # replay
     "ReplayPreview",
     "stream_replay",

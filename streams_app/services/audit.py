@@ -41,6 +41,8 @@ ACTION_ROLES: dict[str, Role] = {
     "job.cancel": Role.OPERATOR,
     "job.resume": Role.OPERATOR,
     "pipeline.run": Role.OPERATOR,  # starts the export, the Spark rollups and their load
+    "entry.add": Role.OPERATOR,  # one entry written by hand (the "Add entry" form, POST .../entries/)
+    "entry.add.trim": Role.ADMIN,  # the same with MAXLEN: it trims the stream, as stream.trim does
     "dlq.delete": Role.ADMIN,
     "dlq.purge": Role.ADMIN,
     # admin actions: previews too, so a viewer never sees what a deletion would take

@@ -200,5 +200,10 @@ def api_dlq_url(conn: str, key: bytes) -> str:
     return f"/api/v1/c/{conn}/dlq/{key_segment(key)}/"
 
 
+def dlq_entry_url(conn: str, key: bytes, entry_id: str) -> str:
+    """One dead letter's own page: its parsed error, origin and payload, with its buttons."""
+    return f"{dlq_url(conn, key)}entries/{entry_id}/"
+
+
 def job_url(job_id: int) -> str:
     return f"/jobs/{int(job_id)}/"

@@ -3,6 +3,8 @@ cursors)."""
 
 from __future__ import annotations
 
+import json
+
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
@@ -53,9 +55,34 @@ def stream_detail(request: HttpRequest, conn: str, key: bytes) -> HttpResponse:
 
 @require_GET
 def entry_detail(request: HttpRequest, conn: str, key: bytes, entry_id: str) -> HttpResponse:
+    """One entry: its fields decoded, the groups that have it pending (consumer, idle, deliveries), copy
+    buttons for its ID and payload and, when the stream is a DLQ, the way to the dead letter's own page."""
     context = connection_context(request, conn)
     entry = reads.entry_get(conn, key, entry_id)
-    context.update(key=key, key_text=display_text(key), e=entry_view(conn, key, entry))
+    groups = reads.groups(conn, key)
+    pending = reads.entry_pending(conn, key, entry.id, [g.name for g in groups])
+    context.update(
+        key=key,
+        key_text=display_text(key),
+        e=entry_view(conn, key, entry),
+        group_count=len(groups),
+        pending=[
+            {
+                "group": display_text(p.group),
+                "group_url": links.group_url(conn, key, p.group),
+                "consumer": display_text(p.consumer),
+                "idle_ms": p.idle_ms,
+                "deliveries": p.deliveries,
+            }
+            for p in pending
+        ],
+        # What "Copy payload" copies: the fields as stored, one JSON object of texts (bytes that are not
+        # UTF-8 as \xNN), so a JSON value comes out exactly as the producer wrote it.
+        payload_json=json.dumps(
+            {display_text(name): display_text(value) for name, value in entry.fields}, ensure_ascii=False, indent=2
+        ),
+        dead_letter_url=links.dlq_entry_url(conn, key, entry.id) if conventions.detect_dlq(key) else None,
+    )
     return render_screen(request, "streams_app/entry.html", context)
 
 

@@ -150,6 +150,8 @@ def fill(route: str, name: str, values: dict[str, str]) -> str:
         kwarg = match.group(1)
         if kwarg == "key" and name.startswith("dlq"):
             return values["dlq_key"]
+        if kwarg == "entry_id" and name.startswith("dlq"):
+            return values["dlq_entry_id"]  # a dead letter's own page names an entry of the DLQ
         if kwarg not in values:
             raise AssertionError(f"route {name!r} ({route}) has <{kwarg}>: give test_csp.py a value for it")
         return values[kwarg]
@@ -164,8 +166,8 @@ def make_console_data(r: redis.Redis, admin) -> dict[str, str]:
     r.xgroup_create(STREAM, GROUP, id="0")
     r.xreadgroup(GROUP, CONSUMER, {STREAM: ">"}, count=3)
     for i in range(2):
-        r.xadd(DLQ, {"type": "order.created", "data": "{}", "dlq_original_stream": "orders", "dlq_group": "billing",
-                     "dlq_error": f"ValueError: order {i} declined", "dlq_retries": "3"})
+        dlq_entry_id = r.xadd(DLQ, {"type": "order.created", "data": "{}", "dlq_original_stream": "orders", "dlq_group": "billing",
+                     "dlq_error": f"ValueError: order {i} declined", "dlq_retries": "3"}).decode()
     AlertRule.objects.create(name="billing lags", kind=AlertRule.Kind.GROUP_LAG_ABOVE, threshold=0, for_seconds=0,
                              created_by=admin)
     redis_client.reset()
@@ -189,6 +191,7 @@ def make_console_data(r: redis.Redis, admin) -> dict[str, str]:
     return {
         "conn": "default", "key": quote(STREAM, safe=""), "dlq_key": quote(DLQ, safe=""),
         "group": quote(GROUP, safe=""), "consumer": quote(CONSUMER, safe=""), "entry_id": ids[0],
+        "dlq_entry_id": dlq_entry_id,
         "job_id": str(job.pk), "rule_id": str(AlertRule.objects.get().pk), "token_id": str(token.pk),
     }
 

@@ -107,6 +107,8 @@ ROUTES: dict[str, Route] = {
     "c/<conn:conn>/dlq/<seg:key>/requeue/confirm/": Route("read", "none", query="?up_to=0-1"),
     "c/<conn:conn>/dlq/<seg:key>/delete/": ADMIN,
     "c/<conn:conn>/dlq/<seg:key>/purge/": ADMIN,
+    "c/<conn:conn>/dlq/<seg:key>/entries/<eid:entry_id>/": READ,  # a dead letter's own page
+    "c/<conn:conn>/streams/<seg:key>/add/": Route("read", "operator"),  # the "Add entry" form
     "c/<conn:conn>/streams/<seg:key>/tail/": READ,
     "c/<conn:conn>/progress/<seg:key>/events/": READ,
     "jobs/": READ,
@@ -127,7 +129,7 @@ ROUTES: dict[str, Route] = {
     "api/v1/connections/": READ,
     "api/v1/c/<conn:conn>/streams/": READ,
     "api/v1/c/<conn:conn>/streams/<seg:key>/": READ,
-    "api/v1/c/<conn:conn>/streams/<seg:key>/entries/": READ,
+    "api/v1/c/<conn:conn>/streams/<seg:key>/entries/": Route("read", "operator"),  # GET reads, POST adds one
     "api/v1/c/<conn:conn>/streams/<seg:key>/groups/": READ,
     "api/v1/c/<conn:conn>/streams/<seg:key>/replay": OPERATOR,
     "api/v1/c/<conn:conn>/streams/<seg:key>/trim": ADMIN,
@@ -210,7 +212,7 @@ def world(r: redis.Redis, viewer: User, operator: User, admin_user: User, outsid
     entry_id = r.xrange("orders", count=1)[0][0].decode()
     r.xgroup_create("orders", "workers", id="0")
     r.xreadgroup("workers", "c1", {"orders": ">"}, count=3)  # three pending entries, consumer c1
-    r.xadd("orders:dlq", {"dlq_original_stream": "orders", "dlq_error": "boom", "n": "9"})
+    dlq_entry_id = r.xadd("orders:dlq", {"dlq_original_stream": "orders", "dlq_error": "boom", "n": "9"}).decode()
     job = Job.objects.create(kind="replay", connection=CONN, parameters={"key": b"orders".hex(), "key_text": "orders"})
     rule = AlertRule.objects.create(name="lag", kind=AlertRule.Kind.GROUP_LAG_ABOVE, threshold=5)
     token = token_create(user=admin_user, name="matrix")[0]
@@ -222,6 +224,7 @@ def world(r: redis.Redis, viewer: User, operator: User, admin_user: User, outsid
     snapshots.snapshot_take(tick=snapshots.snapshot_tick_for(now=timezone.now()))
     values = {
         "conn": CONN, "key": "orders", "group": "workers", "consumer": "c1", "entry_id": entry_id,
+        "dlq_entry_id": dlq_entry_id,
         "job_id": str(job.pk), "rule_id": str(rule.pk), "token_id": str(token.pk),
         # the admin site's regex routes
         "app_label": "auth", "url": "no-such-page/",
@@ -267,6 +270,7 @@ def url_of(found: Found, world: World) -> str:
         values["object_id"] = _object_id(found.route)
     if "/dlq/" in found.route:
         values["key"] = "orders:dlq"
+        values["entry_id"] = values["dlq_entry_id"]  # a dead letter's page names an entry of the DLQ
     if isinstance(found.pattern.pattern, RegexPattern):
         return "/" + _fill_regex(found.route, values)
     return "/" + _fill_converters(found.route, values)

@@ -78,6 +78,31 @@ def endpoint_of(view: Callable[..., Any]) -> Endpoint | None:
     return getattr(view, "api_endpoint", None)
 
 
+def api_methods(*views: Callable[..., Any]) -> Callable[..., Any]:
+    """One route served by several ``@api_endpoint`` views, one per method (a collection that GET
+    reads and POST adds to); any other method is a 405. The OpenAPI document describes each view
+    (:func:`views_of`)."""
+    by_method: dict[str, Callable[..., Any]] = {}
+    for view in views:
+        endpoint = endpoint_of(view)
+        if endpoint is None or endpoint.method in by_method:
+            raise TypeError(f"{view.__name__}: each view needs its own @api_endpoint method")
+        by_method[endpoint.method] = view
+
+    @require_http_methods(list(by_method))
+    def route(request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
+        return by_method[request.method](request, *args, **kwargs)
+
+    route.api_views = tuple(views)  # type: ignore[attr-defined]
+    route.__name__ = "_".join(view.__name__ for view in views)
+    return route
+
+
+def views_of(callback: Callable[..., Any]) -> tuple[Callable[..., Any], ...]:
+    """The described views a route's callback stands for: itself, or those of :func:`api_methods`."""
+    return getattr(callback, "api_views", (callback,))
+
+
 def read_json(request: HttpRequest) -> dict[str, Any]:
     """The request's JSON object. 413 when the body is over :data:`MAX_BODY_BYTES` (by its declared
     length before reading, else by what arrives), 400 for anything but a JSON object; an empty body

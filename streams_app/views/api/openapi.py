@@ -36,7 +36,7 @@ from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
 from streams_app.views.api import replies
-from streams_app.views.api.endpoint import MAX_BODY_BYTES, Endpoint, api_endpoint, endpoint_of
+from streams_app.views.api.endpoint import MAX_BODY_BYTES, Endpoint, api_endpoint, endpoint_of, views_of
 from streams_app.views.api.schemas import MAX_SELECTION
 from streams_app.views.links import BytesSegmentConverter, ConnConverter
 
@@ -264,23 +264,27 @@ def _error_responses() -> dict[str, Any]:
 @cache
 def openapi_document() -> dict[str, Any]:
     """The whole document (built once per process: routes and models do not change while it runs)."""
-    routes = [(route, pattern, endpoint_of(pattern.callback)) for route, pattern in api_routes()]
-    missing = [route for route, _, endpoint in routes if endpoint is None]
+    routes = [
+        (route, pattern, view, endpoint_of(view))
+        for route, pattern in api_routes()
+        for view in views_of(pattern.callback)  # one route may serve GET and POST (api_methods)
+    ]
+    missing = [route for route, _, _, endpoint in routes if endpoint is None]
     if missing:
         raise LookupError(f"API routes without @api_endpoint (so undescribed): {missing}")
-    endpoints = [endpoint for _, _, endpoint in routes if endpoint is not None]
+    endpoints = [endpoint for _, _, _, endpoint in routes if endpoint is not None]
     _, defs = models_json_schema([(m, "validation") for m in _models(endpoints)], ref_template=_REF)
     schemas = defs.get("$defs", {})
     paths: dict[str, dict[str, Any]] = {}
     seen: set[str] = set()
-    for route, pattern, endpoint in routes:
+    for route, pattern, view, endpoint in routes:
         assert endpoint is not None
         # One view may serve two routes (a job with and without its trailing slash).
-        operation_id = pattern.callback.__name__
+        operation_id = view.__name__
         while operation_id in seen:
             operation_id += "_"
         seen.add(operation_id)
-        operation = _operation(pattern.callback, endpoint, pattern, operation_id, schemas)
+        operation = _operation(view, endpoint, pattern, operation_id, schemas)
         paths.setdefault(openapi_path(route), {})[endpoint.method.lower()] = operation
     return {
         "openapi": "3.1.0",
