@@ -9,6 +9,7 @@ from __future__ import annotations
 from django.urls import path
 
 from streams_app.views.api import actions, admin_actions, entries, openapi, read
+from streams_app.views.api import retries as retry_api
 
 STREAM = "c/<conn:conn>/streams/<seg:key>/"
 GROUP = STREAM + "groups/<seg:group>/"
@@ -60,6 +61,15 @@ audit_routes = [
     path("audit/", actions.audit, name="api-audit"),
 ]
 
+# The event bus's delayed retries (issue 13, item 16).
+retry_routes = [
+    path("c/<conn:conn>/retries/", retry_api.retries_list, name="api-retries-list"),
+    path(STREAM + "retries/", retry_api.retries_page, name="api-retries"),
+    path(STREAM + "retries/retry", retry_api.retry_now, name="api-retries-retry"),
+    path(STREAM + "retries/dead-letter", retry_api.retry_dead_letter, name="api-retries-dead-letter"),
+    path(STREAM + "retries/delete", retry_api.retry_delete, name="api-retries-delete"),
+]
+
 # The OpenAPI description of every route here, and its reference page.
 meta_routes = [
     path("openapi.json", openapi.openapi_json, name="api-openapi"),
@@ -67,5 +77,5 @@ meta_routes = [
 ]
 
 urlpatterns = [
-    *streams_routes, *stream_routes, *group_routes, *dlq_routes, *jobs_routes, *audit_routes, *meta_routes
+    *streams_routes, *stream_routes, *group_routes, *dlq_routes, *retry_routes, *jobs_routes, *audit_routes, *meta_routes
 ]

@@ -32,6 +32,7 @@ from streams_app.views import (
     streams,
     tokens,
 )
+from streams_app.views import retries as retry_views
 from streams_app.views.links import BytesSegmentConverter, ConnConverter, EntryIdConverter
 from streams_app.views.tail import tail
 
@@ -104,6 +105,16 @@ entry_add_routes = [
     path(STREAM + "add/", entry_add.entry_add, name="entry-add"),
 ]
 
+# The event bus's delayed retries (issue 13, item 16): a connection's retry sets, one stream's schedule.
+retry_routes = [
+    path("c/<conn:conn>/retries/", retry_views.retries_list, name="retries-list"),
+    path(STREAM + "retries/", retry_views.retries_page, name="retries"),
+    path(STREAM + "retries/retry/", retry_views.retry_now, name="retries-retry"),
+    path(STREAM + "retries/dead-letter/", retry_views.retry_dead_letter, name="retries-dead-letter"),
+    path(STREAM + "retries/delete/", retry_views.retry_delete, name="retries-delete"),
+    path(STREAM + "retries/all/preview/", retry_views.retry_all_preview, name="retries-all-preview"),
+]
+
 # Live views of a stream: the websocket tail page and a progress stream as Server-Sent Events.
 live_routes = [
     path(STREAM + "tail/", tail, name="tail"),
@@ -152,6 +163,7 @@ urlpatterns = [
     *dlq_routes,
     *dead_letter_routes,
     *entry_add_routes,
+    *retry_routes,
     *live_routes,
     *jobs_routes,
     *audit_routes,

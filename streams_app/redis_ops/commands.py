@@ -77,8 +77,12 @@ def scan_streams(
     count: int = SCAN_COUNT,
     grow_to: int | None = None,
     budget: int | None = None,
+    key_type: str = "stream",
 ) -> Iterator[ScanStep]:
     """``SCAN cursor [MATCH match] COUNT count TYPE stream`` on every primary in turn, one step per call.
+
+    ``key_type`` names another type for the few listings of other keys (``zset``: the event bus's
+    delayed-retry sets), so there stays one SCAN loop.
 
     SCAN answers for one node only, so on a cluster the iteration walks the primaries in slot order,
     one after another, and ``cursor`` carries the node's index with that node's own cursor
@@ -106,7 +110,7 @@ def scan_streams(
         args: list[object] = ["SCAN", node_cursor]
         if match is not None:
             args += ["MATCH", match]
-        args += ["COUNT", step, "TYPE", "stream"]
+        args += ["COUNT", step, "TYPE", key_type]
         state = None
         try:
             with translated(conn):

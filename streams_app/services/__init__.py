@@ -77,6 +77,7 @@ from streams_app.services.groups import (
 from streams_app.services.job_control import job_cancel, job_resume
 from streams_app.services.pipeline import pipeline_start
 from streams_app.services.replay import ReplayPreview, stream_replay, stream_replay_count
+from streams_app.services.retries import retry_act, retry_act_count, retry_list
 from streams_app.services.tokens import token_issue, token_revoke
 
 __all__ = [
@@ -118,6 +119,10 @@ __all__ = [
     "ReplayPreview",
     "stream_replay",
     "stream_replay_count",
+    # the event bus's delayed retries
+    "retry_act",
+    "retry_act_count",
+    "retry_list",
     # jobs
     "job_cancel",
     "job_resume",

@@ -45,6 +45,13 @@ ACTION_ROLES: dict[str, Role] = {
     "entry.add.trim": Role.ADMIN,  # the same with MAXLEN: it trims the stream, as stream.trim does
     "dlq.delete": Role.ADMIN,
     "dlq.purge": Role.ADMIN,
+    # the event bus's delayed retries (retries page); .count: what "all" would take, shown first
+    "retry.now": Role.OPERATOR,
+    "retry.now.count": Role.OPERATOR,
+    "retry.dead_letter": Role.OPERATOR,
+    "retry.dead_letter.count": Role.OPERATOR,
+    "retry.delete": Role.ADMIN,
+    "retry.delete.count": Role.ADMIN,
     # admin actions: previews too, so a viewer never sees what a deletion would take
     "consumer.delete.preview": Role.ADMIN,
     "consumer.delete": Role.ADMIN,

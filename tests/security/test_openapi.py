@@ -190,6 +190,21 @@ def test_every_operation_answers_as_documented(doc, admin_user, api_token, bus) 
     c.call("post", D + "{key}/delete", {"ids": [bus.dlq_ids[1]]}, status=200, **dlq)
     c.call("post", D + "{key}/purge", {"up_to": bus.dlq_ids[2], "confirm": "orders:dlq"}, status=200, **dlq)
 
+    # the event bus's delayed retries (issue 13, item 16): one member as the bus packs it
+    import hashlib
+
+    import msgpack
+
+    member = msgpack.packb([b"type", b"order.created", b"id", b"evt-9", b"_retries", b"1", b"_group", b"billing"])
+    bus.r.zadd("{orders}:retry", {member: 1_700_000_000_000})
+    retry_ref = "1700000000000-" + hashlib.sha1(member).hexdigest()
+    c.call("get", "/api/v1/c/{conn}/retries/", status=200)
+    c.call("get", K + "retries/", status=200)
+    c.call("post", K + "retries/retry", {"all": True, "up_to": 1_700_000_000_000, "dry_run": True}, status=200)
+    c.call("post", K + "retries/dead-letter", {"refs": [retry_ref]}, status=200)
+    c.call("post", K + "retries/retry", {"refs": [retry_ref]}, status=200)
+    c.call("post", K + "retries/delete", {"refs": [retry_ref]}, status=200)
+
     job_id = str(replay_job["job"])
     c.call("get", "/api/v1/jobs/", status=200)
     c.call("get", "/api/v1/jobs/{job_id}", status=200, job_id=job_id)

@@ -109,6 +109,13 @@ ROUTES: dict[str, Route] = {
     "c/<conn:conn>/dlq/<seg:key>/purge/": ADMIN,
     "c/<conn:conn>/dlq/<seg:key>/entries/<eid:entry_id>/": READ,  # a dead letter's own page
     "c/<conn:conn>/streams/<seg:key>/add/": Route("read", "operator"),  # the "Add entry" form
+    # the event bus's delayed retries (issue 13, item 16)
+    "c/<conn:conn>/retries/": READ,
+    "c/<conn:conn>/streams/<seg:key>/retries/": READ,
+    "c/<conn:conn>/streams/<seg:key>/retries/retry/": OPERATOR,
+    "c/<conn:conn>/streams/<seg:key>/retries/dead-letter/": OPERATOR,
+    "c/<conn:conn>/streams/<seg:key>/retries/delete/": ADMIN,
+    "c/<conn:conn>/streams/<seg:key>/retries/all/preview/": OPERATOR,
     "c/<conn:conn>/streams/<seg:key>/tail/": READ,
     "c/<conn:conn>/progress/<seg:key>/events/": READ,
     "jobs/": READ,
@@ -147,6 +154,11 @@ ROUTES: dict[str, Route] = {
     "api/v1/c/<conn:conn>/dlq/<seg:key>/requeue": OPERATOR,
     "api/v1/c/<conn:conn>/dlq/<seg:key>/delete": ADMIN,
     "api/v1/c/<conn:conn>/dlq/<seg:key>/purge": ADMIN,
+    "api/v1/c/<conn:conn>/retries/": READ,
+    "api/v1/c/<conn:conn>/streams/<seg:key>/retries/": READ,
+    "api/v1/c/<conn:conn>/streams/<seg:key>/retries/retry": OPERATOR,
+    "api/v1/c/<conn:conn>/streams/<seg:key>/retries/dead-letter": OPERATOR,
+    "api/v1/c/<conn:conn>/streams/<seg:key>/retries/delete": ADMIN,
     "api/v1/jobs/": READ,
     "api/v1/jobs/<int:job_id>": READ,
     "api/v1/jobs/<int:job_id>/": READ,

@@ -48,7 +48,7 @@ ZERO_ID = "0-0"
 
 _SCRIPT_NAMES = (
     "requeue", "requeue_rule", "count_range", "purge", "replay", "replay_copy", "consumer_delete", "walk",
-    "move_lease", "move_add",
+    "move_lease", "move_add", "retry_take",
 )
 _scripts: weakref.WeakKeyDictionary[redis.Redis, dict[str, Script]] = weakref.WeakKeyDictionary()
 _scripts_lock = threading.Lock()

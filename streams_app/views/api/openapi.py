@@ -81,6 +81,7 @@ _TAGS = [
     ("streams", "Connections, streams, entries, replay."),
     ("groups", "Consumer groups: pending entries, claim, ack, rewind."),
     ("dlq", "Dead-letter queues: list, read, requeue, delete, purge."),
+    ("retries", "The event bus's scheduled retries: list, retry now, move to the DLQ, delete."),
     ("admin", "Destructive actions, for admins: delete consumers, groups, entries; trim."),
     ("jobs", "Background jobs (bulk requeue, replay)."),
     ("audit", "The audit trail: one row per action attempt."),
