@@ -1,0 +1,406 @@
+"""Every page of the console on a phone (390 px) and on a wide screen (1600 px), in headless Chromium.
+
+Issue 13 item 15: at 390 px pages scrolled sideways, the nav ran off its bar and the overview cut off
+the DLQ depths. For each width this test opens every page (the hand list below plus what a crawl of
+the nav and the overview reaches, same-origin GET links only, bounded) with data that stresses a
+layout: keys and IDs with no place to break, a binary key, a long group and consumer name, pending
+entries, a DLQ, a job, an open alert, report rollups. It fails when
+
+* the document is wider than the viewport (``scrollWidth > innerWidth``: the page scrolls sideways);
+* a link or button of the top bar is not visible and clickable: its box lies inside the viewport and
+  ``elementFromPoint`` at its centre is the link or inside it (at 390 px after opening the menu);
+* on the overview, a DLQ's depth is not shown in full inside its block (the figure Redis reports);
+* at 1600 px the content does not span the screen (a narrow fixed ``max-width``);
+* a page answers 5xx.
+
+Screenshots of the overview, a stream, a group and a DLQ at both widths go to ``artifacts/layout/``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from urllib.parse import quote, urlsplit
+
+import msgpack
+import pytest
+import redis
+from django.utils import timezone
+
+from eventbus import keys as bus_keys
+from streams_app.accounts.tokens import token_create
+from streams_app.alerts.models import AlertRule
+from streams_app.jobs.models import Job
+from streams_app.lake.models import PipelineRun, RetryRollup, ThroughputRollup
+from streams_app.metrics import snapshots
+from streams_app.redis_ops import client as redis_client
+from tests.browser.conftest import login_through_form
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts" / "layout"
+WIDTHS = {"phone": (390, 844), "wide": (1600, 1000)}
+MAX_PAGES = 60
+
+# Keys with nowhere to break, as buses name them; a key that is not UTF-8; names as long as pods make them.
+STREAM = b"tenant-acme-corporation:region-europe-west-1:service-order-management:orders-created-events-v2"
+DLQ = STREAM + b":dlq"
+BINARY = b"bin:\xff\xfe\x00raw-key-\x80\x81"
+BINARY_GROUP = b"grp-\xff"
+GROUP = b"billing-service-settlement-workers-europe-west-1-primary-consumer-group"
+CONSUMER = b"worker-7f3c9a2e-4b1d-4e8f-9a6b-2c5d8e1f0a3b-pod-billing-7d9f8c6b5-xk2lp"
+UNBROKEN = "x" * 40 + "-" + "0123456789abcdef" * 12  # a token-like value: one 233-character word
+
+# Paths the crawl never opens: logging out and what is not an HTML page (downloads, the scrape
+# endpoint, the JSON API, Server-Sent Events). Django's admin is opened where the console links to it.
+SKIP_PREFIXES = ("/logout/", "/static/", "/metrics", "/healthz")
+SKIP_PARTS = ("/raw/", "/events/", "openapi.json")
+API_DOCS = "/api/v1/docs/"
+
+OVERFLOW = """
+() => {
+  const width = window.innerWidth;
+  const wide = [];
+  for (const el of document.body.querySelectorAll("*")) {
+    const box = el.getBoundingClientRect();
+    if (box.width && box.right > width + 0.5 && ![...el.children].some((c) => c.getBoundingClientRect().right > width + 0.5)) {
+      const cls = typeof el.className === "string" && el.className ? "." + el.className.trim().split(/\\s+/).join(".") : "";
+      wide.push(`<${el.tagName.toLowerCase()}${cls}> right=${Math.round(box.right)}`);
+    }
+  }
+  return {scroll: document.documentElement.scrollWidth, inner: width, culprits: wide.slice(0, 6)};
+}
+"""
+
+# Each link or button of the top bar: visible, inside the viewport, and the topmost element at its centre.
+NAV_CHECK = """
+() => {
+  const problems = [];
+  const items = document.querySelectorAll(".topbar a[href], .topbar button");
+  for (const el of items) {
+    const name = (el.textContent || "").trim() || el.getAttribute("href");
+    const box = el.getBoundingClientRect();
+    if (!box.width || !box.height) { problems.push(`${name}: not displayed`); continue; }
+    if (box.left < 0 || box.top < 0 || box.right > window.innerWidth || box.bottom > window.innerHeight) {
+      problems.push(`${name}: outside the viewport (${Math.round(box.left)},${Math.round(box.top)})-(${Math.round(box.right)},${Math.round(box.bottom)})`);
+      continue;
+    }
+    const hit = document.elementFromPoint(box.left + box.width / 2, box.top + box.height / 2);
+    if (!hit || !(hit === el || el.contains(hit))) {
+      problems.push(`${name}: covered by <${hit ? hit.tagName.toLowerCase() + "." + hit.className : "nothing"}>`);
+    }
+  }
+  return {count: items.length, problems};
+}
+"""
+
+DLQ_DEPTHS = """
+() => [...document.querySelectorAll(".overview-activity .activity-block")]
+  .filter((b) => (b.querySelector("h3") || {}).textContent.includes("Dead-letter"))
+  .flatMap((block) => [...block.querySelectorAll("tr")].map((tr) => {
+    const fig = tr.querySelector(".spark-last");
+    fig.scrollIntoView({block: "center"});
+    const outer = block.getBoundingClientRect(), box = fig.getBoundingClientRect();
+    const hit = document.elementFromPoint(box.left + box.width / 2, box.top + box.height / 2);
+    return {key: tr.querySelector("a").title, text: fig.textContent.trim(),
+            inside: box.width > 0 && box.left >= outer.left && box.right <= outer.right && box.right <= window.innerWidth,
+            clipped: fig.scrollWidth > fig.clientWidth + 1, topmost: !!hit && fig.contains(hit)};
+  }))
+"""
+
+
+def make_layout_data(r: redis.Redis, admin) -> dict[str, str]:
+    """What stresses a layout, in Redis and the database; returns the paths of the hand list."""
+    long_value = {
+        "type": "order.created",
+        "token": UNBROKEN,
+        "data": json.dumps({"order_id": 1, "customer": "c" * 180, "note": UNBROKEN}),
+    }
+    ids = [r.xadd(STREAM, {**long_value, "n": str(i)}).decode() for i in range(8)]
+    r.xgroup_create(STREAM, GROUP, id="0")
+    r.xreadgroup(GROUP, CONSUMER, {STREAM: ">"}, count=4)
+    r.xgroup_createconsumer(STREAM, GROUP, b"idle-" + CONSUMER)
+    binary_ids = [
+        r.xadd(BINARY, {b"\xff\xfe": b"\x00\x01" + bytes(range(200, 256)), "n": str(i)}).decode()
+        for i in range(3)
+    ]
+    r.xgroup_create(BINARY, BINARY_GROUP, id="0")
+    r.xreadgroup(BINARY_GROUP, b"c-\xfe", {BINARY: ">"}, count=2)
+    dlq_ids = [
+        r.xadd(
+            DLQ,
+            {
+                **long_value,
+                "dlq_original_stream": STREAM,
+                "dlq_original_id": ids[i],
+                "dlq_group": GROUP,
+                "dlq_error": f"ValueError: {UNBROKEN} declined {i}",
+                "dlq_retries": "5",
+                "dlq_traceback": "Traceback (most recent call last):\n  " + UNBROKEN,
+                "dlq_failed_at": "1700000000000",
+            },
+        ).decode()
+        for i in range(3)
+    ]
+    r.xadd(b"orders:dlq", {"type": "t", "data": "{}", "dlq_original_stream": "orders", "dlq_error": "E"})
+    # Two delayed retries as the bus schedules them: the packed entry, scored by its due time in ms.
+    for i, due_ms in enumerate((1_700_000_000_000, 4_000_000_000_000)):
+        member = msgpack.packb(
+            [
+                b"type",
+                b"order.created",
+                b"token",
+                UNBROKEN.encode(),
+                b"_retries",
+                str(i + 1).encode(),
+                b"_group",
+                GROUP,
+            ]
+        )
+        r.zadd(bus_keys.retry_key(STREAM.decode()), {member: due_ms})
+    AlertRule.objects.create(
+        name="billing lags " + "behind-" * 8,
+        kind=AlertRule.Kind.GROUP_LAG_ABOVE,
+        threshold=0,
+        for_seconds=0,
+        created_by=admin,
+    )
+    redis_client.reset()
+    start = snapshots.snapshot_tick_for(now=timezone.now() - timedelta(minutes=2), interval_s=10)
+    for i in range(3):
+        r.xadd(STREAM, {**long_value, "n": f"late-{i}"})
+        snapshots.snapshot_take(tick=start + timedelta(seconds=10 * i))
+    job = Job.objects.create(
+        kind="dlq.requeue_all",
+        connection="default",
+        state=Job.State.RUNNING,
+        done=1,
+        total=3,
+        parameters={"key_text": DLQ.decode()},
+        created_by=admin,
+    )
+    token, _ = token_create(user=admin, name="dashboards-" + "grafana" * 6)
+    monday = datetime(2026, 1, 5, 14, tzinfo=UTC)
+    rollup = {
+        "connection": "default",
+        "stream": STREAM,
+        "stream_text": STREAM.decode(),
+        "stream_hash": hashlib.sha256(STREAM).hexdigest(),
+    }
+    for hours, entries in ((0, 40), (1, 7), (24, 19), (50, 3)):
+        ThroughputRollup.objects.create(
+            **rollup,
+            scope="stream",
+            event_type="",
+            resolution="hour",
+            bucket=monday + timedelta(hours=hours),
+            entries=entries,
+            bytes=entries * 10,
+        )
+    RetryRollup.objects.create(**rollup, retries=3, count=2)
+    PipelineRun.objects.create(
+        started_at=monday, finished_at=monday + timedelta(minutes=1), as_of=monday, state="done"
+    )
+
+    s, d, b = (
+        f"/c/default/streams/{quote(STREAM, safe='')}",
+        f"/c/default/dlq/{quote(DLQ, safe='')}",
+        f"/c/default/streams/{quote(BINARY, safe='')}",
+    )
+    g, c = f"{s}/groups/{quote(GROUP, safe='')}", quote(CONSUMER, safe="")
+    hand = {
+        "overview": "/",
+        "overview charts": "/charts/overview/",
+        "streams": "/c/default/streams/",
+        "stream": f"{s}/",
+        "stream charts": f"{s}/charts/",
+        "stream handlers": f"{s}/handlers/",
+        "entry": f"{s}/entries/{ids[0]}/",
+        "tail": f"{s}/tail/",
+        "trim preview": f"{s}/trim/preview/",
+        "binary stream": f"{b}/",
+        "binary entry": f"{b}/entries/{binary_ids[0]}/",
+        "binary group": f"{b}/groups/{quote(BINARY_GROUP, safe='')}/",
+        "group": f"{g}/",
+        "group charts": f"{g}/charts/",
+        "group handlers": f"{g}/handlers/",
+        "consumer delete preview": f"{g}/consumers/{c}/delete/preview/",
+        "dlq list": "/c/default/dlq/",
+        "dlq": f"{d}/",
+        "dlq charts": f"{d}/charts/",
+        "dead letter": f"{d}/entries/{dlq_ids[0]}/",
+        "add entry": f"{s}/add/",
+        "retries list": "/c/default/retries/",
+        "retries": f"{s}/retries/",
+        "jobs": "/jobs/",
+        "job": f"/jobs/{job.pk}/",
+        "audit": "/audit/",
+        "alerts": "/alerts/",
+        "alert rule new": "/alerts/rules/new/",
+        "alert rule": f"/alerts/rules/{AlertRule.objects.get().pk}/",
+        "reports": "/reports/",
+        "tokens": "/tokens/",
+        "api docs": API_DOCS,
+        "admin tokens": "/admin/streams_app/apitoken/",
+        "404": "/no-such-page/",
+        "missing stream": "/c/default/streams/no-such-stream/",
+    }
+    return hand
+
+
+def crawlable(url: str, origin: str) -> str | None:
+    """The path (and query) to open for a link, or None when the crawl must not follow it."""
+    parts = urlsplit(url)
+    if f"{parts.scheme}://{parts.netloc}" != origin:
+        return None
+    path = parts.path
+    if path.startswith(SKIP_PREFIXES) or any(p in path for p in SKIP_PARTS):
+        return None
+    if path.startswith("/api/") and path != API_DOCS:
+        return None
+    return path + (f"?{parts.query}" if parts.query else "")
+
+
+def page_kind(url: str) -> str:
+    """A link's path with entry IDs and numbers blanked: one entry page per stream, one job page, etc."""
+    return re.sub(r"/\d+(-\d+)?/", "/N/", urlsplit(url).path)
+
+
+def links(page, selector: str, origin: str) -> list[str]:
+    hrefs = page.eval_on_selector_all(selector, "els => els.map((a) => a.href)")
+    return [p for p in (crawlable(h, origin) for h in hrefs) if p]
+
+
+def pages_to_check(page, hand: dict[str, str], origin: str) -> dict[str, str]:
+    """The hand list, then what the nav and the overview link to, then one more hop; one URL per kind."""
+    found = dict(hand)
+    seen = {page_kind(u) for u in found.values()}
+
+    def add(paths: list[str]) -> list[str]:
+        added = []
+        for p in paths:
+            if len(found) >= MAX_PAGES or page_kind(p) in seen:
+                continue
+            seen.add(page_kind(p))
+            found[f"crawled {p}"] = p
+            added.append(p)
+        return added
+
+    page.goto("/")
+    first_hop = add(links(page, ".topbar a[href], main a[href]", origin))
+    for p in [*first_hop, *hand.values()]:
+        if len(found) >= MAX_PAGES:
+            break
+        if p.startswith("/admin/"):  # checked where the console links to it, not crawled: Django's own pages
+            continue
+        response = page.goto(p)
+        if response and "text/html" in response.headers.get("content-type", ""):
+            add(links(page, ".topbar a[href], main a[href]", origin))
+    return found
+
+
+def open_menu(page) -> None:
+    """At a phone's width the nav sits behind its menu toggle: open it like a person would."""
+    toggle = page.locator(".topbar .nav-menu > summary")
+    if toggle.count() and toggle.is_visible():
+        toggle.click()
+
+
+def layout_problems(page, name: str, path: str, width: int) -> list[str]:
+    response = page.goto(path)
+    assert response is not None, f"{name} ({path}): no response"
+    if "text/html" not in response.headers.get("content-type", ""):
+        return []
+    where = f"{name} ({path if len(path) < 70 else path[:40] + '...' + path[-25:]}) at {width} px"
+    problems = [f"{where}: answered {response.status}"] if response.status >= 500 else []
+    found = page.evaluate(OVERFLOW)
+    if found["scroll"] > found["inner"]:
+        problems.append(
+            f"{where}: the document is {found['scroll']} px wide in a {found['inner']} px viewport; "
+            f"widest: {', '.join(found['culprits'])}"
+        )
+    if page.locator(".topbar").count():
+        open_menu(page)
+        nav = page.evaluate(NAV_CHECK)
+        problems += [f"{where}: nav {p}" for p in nav["problems"]]
+        if (
+            page.locator(".nav-menu").count() and nav["count"] < 9
+        ):  # brand, a server, 5 links, Tokens, Log out
+            problems.append(f"{where}: the top bar has only {nav['count']} links and buttons")
+    return problems
+
+
+@pytest.mark.parametrize("screen", WIDTHS)
+def test_every_page_fits_the_screen_and_keeps_its_nav_reachable(
+    screen, page, admin_user, asgi_server, r: redis.Redis
+) -> None:
+    width, height = WIDTHS[screen]
+    hand = make_layout_data(r, admin_user)
+    page.set_viewport_size({"width": width, "height": height})
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+
+    problems = layout_problems(page, "login", "/login/", width)
+    login_through_form(page, admin_user, asgi_server)
+    to_check = pages_to_check(page, hand, asgi_server.url)
+    assert len(to_check) > len(hand), "the crawl found no page beyond the hand list"
+    for name, path in to_check.items():
+        problems += layout_problems(page, name, path, width)
+    (ARTIFACTS / f"pages-{width}.txt").write_text("".join(f"{n}\t{p}\n" for n, p in to_check.items()))
+
+    # The overview's key figures: each DLQ's depth, whole, inside its block, the number Redis holds.
+    page.goto("/")
+    depths = {row["key"]: row for row in page.evaluate(DLQ_DEPTHS)}
+    expected = {k.decode(): str(r.xlen(k)) for k in (DLQ, b"orders:dlq")}
+    assert {k: v["text"] for k, v in depths.items()} == expected
+    problems += [
+        f"overview at {width} px: DLQ depth of {k} cut off or covered: {v}"
+        for k, v in depths.items()
+        if not (v["inside"] and v["topmost"] and not v["clipped"])
+    ]
+
+    if screen == "wide":  # the width is used: the content spans most of the screen, not a narrow column
+        used, room = page.evaluate(
+            "[document.querySelector('main').getBoundingClientRect().width, "
+            "document.documentElement.clientWidth]"
+        )
+        if used < 0.95 * room:
+            problems.append(f"overview at {width} px: main is only {used:.0f} px wide of {room} px")
+
+    for name in ("overview", "stream", "group", "dlq"):
+        page.goto(hand[name])
+        page.screenshot(path=str(ARTIFACTS / f"{name}-{width}.png"), full_page=True)
+
+    assert problems == [], "\n".join(problems)
+
+
+def test_the_menu_opens_and_closes_without_javascript(browser, asgi_server, admin_user) -> None:
+    """The fold is a <details>: no script to load or to be refused by the CSP, and none needed."""
+    context = browser.new_context(
+        base_url=asgi_server.url,
+        java_script_enabled=False,
+        viewport={"width": WIDTHS["phone"][0], "height": WIDTHS["phone"][1]},
+    )
+    page = context.new_page()
+    try:
+        login_through_form(page, admin_user, asgi_server)
+        links = page.locator(".topbar nav a, .topbar .who a, .topbar .who button")
+        assert links.count() >= 6
+        assert not any(link.is_visible() for link in links.all())  # folded behind "Menu"
+
+        page.click(".nav-menu > summary")
+        assert page.evaluate(NAV_CHECK)["problems"] == []
+        page.click("text=Audit")
+        page.wait_for_url(f"{asgi_server.url}/audit/")
+
+        page.click(".nav-menu > summary")
+        page.click(".nav-menu > summary")  # and folds again
+        assert not any(link.is_visible() for link in links.all())
+
+        page.set_viewport_size({"width": WIDTHS["wide"][0], "height": WIDTHS["wide"][1]})
+        assert not page.locator(".nav-menu > summary").is_visible()  # a wide screen shows the links in a row
+        assert page.evaluate(NAV_CHECK)["problems"] == []
+    finally:
+        context.close()
