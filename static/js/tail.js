@@ -28,6 +28,7 @@
   var rateEl = document.getElementById("tail-rate");
   var countEl = document.getElementById("tail-count");
   var lastEl = document.getElementById("tail-last");
+  var lastTimeEl = document.getElementById("tail-last-time");
   var noticeEl = document.getElementById("tail-notice");
 
   var lastId = root.dataset.after || null; // newest ID the page has (the server replays after it)
@@ -89,6 +90,8 @@
   function setLast(id) {
     lastId = id;
     lastEl.textContent = id;
+    var when = idTime(id);
+    lastTimeEl.textContent = when ? when + " UTC" : "";
     saveUrlSoon();
   }
 

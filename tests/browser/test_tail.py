@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import UTC, datetime
 from urllib.parse import quote
 
 import pytest
@@ -231,6 +232,11 @@ def test_nested_filter_and_the_row_counter(page, asgi_server, viewer, r: redis.R
     page.goto("/c/default/streams/nested/tail/")
     expect(page.locator("#tail-state")).to_have_attribute("data-state", "live")
     expect(page.locator("#tail-count")).to_have_text(f"{len(entries)} rows")
+    # the last ID has its human time beside it, computed here from the ID's millisecond part
+    newest = max(entries, key=lambda i: tuple(map(int, i.split("-"))))
+    expect(page.locator("#tail-last")).to_have_text(newest)
+    when = datetime.fromtimestamp(int(newest.split("-")[0]) / 1000, tz=UTC)
+    expect(page.locator("#tail-last-time")).to_have_text(when.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC")
 
     def visible_ids() -> list[str]:
         return page.locator("#tail-rows tr:visible td:first-child a").all_inner_texts()[::-1]
