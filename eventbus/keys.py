@@ -159,6 +159,16 @@ def metrics_key(stream: AnyStr) -> AnyStr:
     return in_slot_of(stream, METRICS_SUFFIX.encode() if isinstance(stream, bytes) else METRICS_SUFFIX)
 
 
+def is_metrics_key(key: bytes) -> bool:
+    """Whether ``key`` is a stream of the bus's metric events: the old shared ``eventbus:metrics`` or a
+    stream's own ``{S}:metrics`` named exactly as :func:`metrics_key` names it (a user's ``orders:metrics``,
+    which the bus would have named ``{orders}:metrics``, is an ordinary stream)."""
+    if key == METRICS_STREAM.encode():
+        return True
+    stream = stream_of(key, METRICS_SUFFIX.encode())
+    return stream is not None and in_slot_of(stream, METRICS_SUFFIX.encode()) == key
+
+
 def legacy_key(stream: str, suffix: str) -> str:
     """The pre-cluster name of a companion key (``orders:dlq``), for migrating what is left there."""
     return f"{stream}{suffix}"

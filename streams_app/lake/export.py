@@ -54,7 +54,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from busconsole.locks import LockError, renewable_lock
-from eventbus.keys import METRICS_STREAM, in_slot_of, stream_of
+from eventbus.keys import is_metrics_key
 from pipeline import convert, lake
 from streams_app.lake import worker
 from streams_app.lake.checkpoints import (
@@ -88,16 +88,6 @@ PARALLEL_MIN_ENTRIES = 200_000
 LOCK_NAME = "pipeline-lock"  # the key is busconsole:pipeline-lock (busconsole.locks)
 LOCK_TIMEOUT_S = 600
 
-_METRICS_KEY = METRICS_STREAM.encode()
-
-
-def _is_metrics_stream(key: bytes) -> bool:
-    """The bus's metric events: the old shared ``eventbus:metrics`` or a stream's own ``{S}:metrics``
-    (named exactly as the bus names it, so a user's ``orders:metrics`` stays an ordinary stream)."""
-    if key == _METRICS_KEY:
-        return True
-    stream = stream_of(key, b":metrics")
-    return stream is not None and in_slot_of(stream, b":metrics") == key
 
 
 class ExportBusy(Exception):
@@ -394,7 +384,7 @@ def _export_stream(
     if newest is None or (checkpoint.last_id and parse_id(newest) <= parse_id(checkpoint.last_id)):
         return  # empty, or nothing new since the last run
     text = display_text(key)
-    is_metrics = _is_metrics_stream(key)
+    is_metrics = is_metrics_key(key)
     is_dlq = conventions.detect_dlq(key) is not None
     pieces: list[pa.Table] = []
     metrics: list[pa.Table] = []

@@ -581,9 +581,6 @@ def dlq_candidates(key: bytes, group_names: Iterable[bytes] = ()) -> list[bytes]
 
 # ----------------------------------------------------------------------------- the bus's own streams
 
-_METRICS_STREAM = bus_keys.METRICS_STREAM.encode()
-_METRICS_SUFFIX = bus_keys.METRICS_SUFFIX.encode()
-
 
 def is_internal_stream(key: bytes) -> bool:
     """Whether ``key`` is one of the event bus's own bookkeeping streams rather than an application's.
@@ -597,8 +594,4 @@ def is_internal_stream(key: bytes) -> bool:
     Pages mark internal streams and the overview's "busiest" leaves them out unless asked: the bus's
     metrics stream moves with every handled event, so it would top the list on any busy bus.
     """
-    key = as_bytes(key)
-    if key == _METRICS_STREAM:
-        return True
-    stream = bus_keys.stream_of(key, _METRICS_SUFFIX)
-    return stream is not None and bus_keys.in_slot_of(stream, _METRICS_SUFFIX) == key
+    return bus_keys.is_metrics_key(as_bytes(key))
