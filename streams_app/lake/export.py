@@ -89,7 +89,6 @@ LOCK_NAME = "pipeline-lock"  # the key is busconsole:pipeline-lock (busconsole.l
 LOCK_TIMEOUT_S = 600
 
 
-
 class ExportBusy(Exception):
     """Another export or pipeline run holds the lock."""
 
