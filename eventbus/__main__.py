@@ -1,6 +1,8 @@
-"""Command line: ``python -m eventbus {worker,publish,migrate,demo} ...``.
+"""Command line: ``python -m eventbus {worker,publish,migrate,demo,list,inspect,groups,pending,dlq,stats,
+requeue,claim} ...``.
 
-``publish``, ``migrate`` and ``demo`` use ``--url``, else ``$BUS_REDIS_URL``, else
+The console's screens on the command line (``list`` ... ``claim``) are :mod:`eventbus.cli`.
+Every command but ``worker`` uses ``--url``, else ``$BUS_REDIS_URL``, else
 ``redis://localhost:6379/0``; ``worker`` uses the URL of the ``Bus`` it imports. When that Redis cannot
 be reached (refused, unknown host, timed out) or refuses the login, the command prints one line naming
 the URL (password masked) and what sets it, and exits with status 69 (see :mod:`eventbus.redis_errors`).
@@ -17,6 +19,7 @@ import sys
 from collections.abc import Sequence
 
 from .bus import Bus
+from .cli import add_commands
 from .connection import REDIS_ERRORS
 from .errors import DuplicateEvent
 from .redis_errors import EXIT_UNAVAILABLE, explain
@@ -26,9 +29,11 @@ URL_VARIABLE = "BUS_REDIS_URL"
 
 DESCRIPTION = """\
 The event bus's command line: run workers, publish an event, move keys left
-under pre-cluster names, or run demo traffic.
+under pre-cluster names, run demo traffic; and the console's screens without
+the console: list streams, inspect entries, groups, pending entries, DLQs,
+stats, requeue dead letters, claim pending entries (tables, or --json).
 
-Redis: publish, migrate and demo connect to --url, else $BUS_REDIS_URL, else
+Redis: every command but worker connects to --url, else $BUS_REDIS_URL, else
 redis://localhost:6379/0. worker connects where the Bus it imports says.
 """
 
@@ -38,9 +43,12 @@ examples:
   python -m eventbus publish orders order.created '{"order_id": 7}'
   BUS_REDIS_URL=redis://:secret@redis.internal:6379/0 python -m eventbus migrate orders
   python -m eventbus demo --url redis://localhost:6379/0
+  python -m eventbus list
+  python -m eventbus requeue '{orders}:dlq' --all --up-to 1700000000000-0 --json
 
-exit status: 0 done, 1 refused (a duplicate event), 2 bad arguments,
-69 Redis could not be reached or refused the login.
+exit status: 0 done; 1 refused (a duplicate event), nothing done or only part
+of it (an ID missing or refused, nothing matched), or the key is not there;
+2 bad arguments; 69 Redis could not be reached or refused the login.
 """
 
 
@@ -138,6 +146,18 @@ def _migrate(args: argparse.Namespace) -> int:
     if not results:
         print("nothing to migrate: no retry or unique set under an old name")
     return 0
+
+
+def _connect(args: argparse.Namespace) -> Bus:
+    """The Bus of a screen command, its Redis answering (else :class:`Unavailable`: exit 69)."""
+    url, variable, fix = _where(args)
+    bus = Bus.from_url(url)
+    try:
+        _reachable(bus, variable, fix)
+    except BaseException:
+        bus.close()
+        raise
+    return bus
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -240,6 +260,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--url", default=None, help=url_help)
     demo.set_defaults(func=_demo)
+
+    add_commands(commands, _parser, url_help, _connect)
     return parser
 
 

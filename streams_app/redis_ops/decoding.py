@@ -39,6 +39,9 @@ from datetime import date, datetime, time
 
 import msgpack
 
+# One copy, shared with the bus's command line (Django-free); re-exported under the names pages import.
+from eventbus.text import BIDI_CONTROLS, as_bytes, display_text, escape_bidi  # noqa: F401
+
 PREVIEW_LIMIT = 64 * 1024
 """Bytes of a value that are decoded; the rest is left for the raw download."""
 
@@ -53,11 +56,6 @@ _FASTSTREAM_FIXED = struct.Struct(">HII")  # version, headers_start, data_start
 _FASTSTREAM_MIN_HEADERS_START = len(FASTSTREAM_MAGIC) + _FASTSTREAM_FIXED.size  # 18
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
-
-BIDI_CONTROLS = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
-"""Unicode's bidirectional formatting characters (ALM, LRM, RLM, the embeddings and overrides, the
-isolates): invisible, yet they reorder the text around them, so ``pay\u202eexe.txt`` reads as another name."""
-_BIDI = re.compile(f"[{BIDI_CONTROLS}]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,23 +88,6 @@ class DecodedField:
     name_raw: bytes
     index: int
     decoded: Decoded
-
-
-def display_text(raw: bytes) -> str:
-    """Bytes as text for display: UTF-8, any byte that is not part of valid UTF-8 as ``\\xNN``, NUL as
-    ``\\x00`` and any bidi control character as ``\\uNNNN``.
-
-    Every name the console shows (keys, groups, consumers, field names) goes through here, so two names
-    that differ only by invisible reordering characters never look alike. The same text is stored in the
-    database (mirror, audit, jobs, rollups), and PostgreSQL refuses a NUL in text and JSON columns.
-    """
-    return escape_bidi(as_bytes(raw).decode("utf-8", "backslashreplace")).replace("\x00", "\\x00")
-
-
-def escape_bidi(text: str) -> str:
-    """``text`` with each bidi control character written as ``\\uNNNN``: visible, and unable to reorder
-    what a page shows after it."""
-    return _BIDI.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def decode_value(raw: bytes, *, limit: int = PREVIEW_LIMIT) -> Decoded:
@@ -406,14 +387,3 @@ def _key(key: object) -> str:
     if isinstance(key, bytes | bytearray):
         return _bin_text(bytes(key))
     return json.dumps(_jsonable(key), ensure_ascii=False, separators=(",", ":"))
-
-
-def as_bytes(value: object) -> bytes:
-    """Bytes as given; ``str`` (a client with ``decode_responses``) as UTF-8; anything else as its str."""
-    if isinstance(value, bytes):
-        return value
-    if isinstance(value, bytearray | memoryview):
-        return bytes(value)
-    if isinstance(value, str):
-        return value.encode("utf-8", "surrogateescape")
-    return str(value).encode("utf-8", "backslashreplace")

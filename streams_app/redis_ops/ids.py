@@ -12,6 +12,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+# One copy, shared with the bus's command line; re-exported under the name the console imports.
+from eventbus.text import id_ms  # noqa: F401
+
 from .errors import InvalidArgument
 
 U64_MAX = 2**64 - 1
@@ -44,15 +47,6 @@ def parse_id(value: str, *, allow_bare: bool = True, what: str = "ID") -> Stream
     if ms > U64_MAX or seq > U64_MAX:
         raise InvalidArgument(f"{what} {value[:64]!r} is out of range.")
     return StreamId(ms, seq)
-
-
-def id_ms(entry_id: str | None) -> int | None:
-    """The millisecond part of an entry ID as Redis gave it; None for a missing or malformed one."""
-    if not entry_id:
-        return None
-    head = str(entry_id).split("-", 1)[0]
-    # ASCII and decimal: "²" is a digit that int() refuses, "١" a decimal that int() accepts.
-    return int(head) if head.isascii() and head.isdecimal() else None
 
 
 def id_order(entry_id: str) -> tuple[int, int]:

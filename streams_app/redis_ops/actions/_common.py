@@ -63,9 +63,14 @@ _PRELUDES = {
 }
 
 
+#: Scripts the bus's command line runs too: their one copy is in eventbus/lua/.
+_BUS_SCRIPTS = frozenset({"requeue"})
+
+
 def _lua(name: str) -> str:
-    # The scripts live in redis_ops/lua/, one level above this package.
-    return resources.files("streams_app.redis_ops").joinpath("lua", f"{name}.lua").read_text()
+    # The scripts live in redis_ops/lua/, one level above this package (the shared ones in eventbus/lua/).
+    package = "eventbus" if name in _BUS_SCRIPTS else "streams_app.redis_ops"
+    return resources.files(package).joinpath("lua", f"{name}.lua").read_text()
 
 
 def _source(name: str) -> str:

@@ -1,0 +1,53 @@
+"""Keys, names and values as text a human can trust, and an entry ID's time: Django-free, so the console
+and the bus's command line share one copy (``streams_app.redis_ops.decoding`` and ``.ids`` re-export).
+
+Keys and values are bytes and nothing assumes UTF-8: :func:`display_text` shows any byte that is not
+valid UTF-8 as ``\\xNN`` and makes bidi control characters visible, so two names that differ only by
+invisible reordering characters never look alike, on a page or in a terminal.
+"""
+
+from __future__ import annotations
+
+import re
+
+BIDI_CONTROLS = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+"""Unicode's bidirectional formatting characters (ALM, LRM, RLM, the embeddings and overrides, the
+isolates): invisible, yet they reorder the text around them, so ``pay\u202eexe.txt`` reads as another name."""
+_BIDI = re.compile(f"[{BIDI_CONTROLS}]")
+
+
+def display_text(raw: bytes) -> str:
+    """Bytes as text for display: UTF-8, any byte that is not part of valid UTF-8 as ``\\xNN``, NUL as
+    ``\\x00`` and any bidi control character as ``\\uNNNN``.
+
+    Every name the console shows (keys, groups, consumers, field names) goes through here, so two names
+    that differ only by invisible reordering characters never look alike. The same text is stored in the
+    database (mirror, audit, jobs, rollups), and PostgreSQL refuses a NUL in text and JSON columns.
+    """
+    return escape_bidi(as_bytes(raw).decode("utf-8", "backslashreplace")).replace("\x00", "\\x00")
+
+
+def escape_bidi(text: str) -> str:
+    """``text`` with each bidi control character written as ``\\uNNNN``: visible, and unable to reorder
+    what a page shows after it."""
+    return _BIDI.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def as_bytes(value: object) -> bytes:
+    """Bytes as given; ``str`` (a client with ``decode_responses``) as UTF-8; anything else as its str."""
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, bytearray | memoryview):
+        return bytes(value)
+    if isinstance(value, str):
+        return value.encode("utf-8", "surrogateescape")
+    return str(value).encode("utf-8", "backslashreplace")
+
+
+def id_ms(entry_id: str | None) -> int | None:
+    """The millisecond part of an entry ID as Redis gave it; None for a missing or malformed one."""
+    if not entry_id:
+        return None
+    head = str(entry_id).split("-", 1)[0]
+    # ASCII and decimal: "²" is a digit that int() refuses, "١" a decimal that int() accepts.
+    return int(head) if head.isascii() and head.isdecimal() else None
