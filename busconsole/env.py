@@ -6,6 +6,7 @@ process at start-up, not quietly fall back to a default.
 
 from __future__ import annotations
 
+import json
 import os
 from ipaddress import IPv4Network, IPv6Network, ip_network
 from urllib.parse import parse_qsl, urlsplit
@@ -90,3 +91,73 @@ def parse_connections(raw: str) -> dict[str, str]:
     if not connections:
         raise ImproperlyConfigured("BUS_REDIS_URLS names no connection")
     return connections
+
+
+#: What a masking rule may do to the value it selects (streams_app/masking).
+MASK_ACTIONS = ("mask", "hash", "remove")
+_MASK_RULE_KEYS = frozenset({"stream", "field", "action"})
+
+
+def mask_path_split(path: str) -> tuple[str, ...]:
+    """A masking rule's field path as its segments: ``data.customer.email`` -> ``("data", "customer", "email")``.
+
+    The first segment is a top-level field name; the rest walk into that field's decoded JSON (object keys,
+    list indexes as digits). ``*`` is a whole segment that matches every field, key or list item. A field
+    name or key holding a dot cannot be named: the rule would read as a deeper path. Raises ValueError with
+    the reason (the settings parser and the admin form say it to the person who wrote the path).
+    """
+    if not isinstance(path, str) or not path.strip():
+        raise ValueError("the field path is empty")
+    segments = tuple(path.strip().split("."))
+    if any(not segment for segment in segments):
+        raise ValueError(f"{path!r} has an empty segment (two dots, or a dot at an end)")
+    if any("*" in segment and segment != "*" for segment in segments):
+        raise ValueError(f"{path!r}: '*' must be a whole segment (data.*.email), not part of one")
+    return segments
+
+
+def parse_mask_rules(raw: str, name: str = "BUSCONSOLE_MASK_RULES") -> tuple[dict[str, str], ...]:
+    """Validate ``BUSCONSOLE_MASK_RULES``: a JSON list of ``{"stream": glob, "field": path, "action": ...}``.
+
+    ``stream`` is a Redis glob (default ``*``), ``field`` a path for :func:`mask_path_split`, ``action`` one
+    of :data:`MASK_ACTIONS` (default ``mask``). A rule that cannot be read stops start-up: a typo here would
+    otherwise show the very values the rule was written to hide.
+    """
+    if not raw.strip():
+        return ()
+    try:
+        items = json.loads(raw)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name} is not valid JSON: {exc}") from None
+    if not isinstance(items, list):
+        raise ImproperlyConfigured(f"{name} must be a JSON list of objects.")
+    rules: list[dict[str, str]] = []
+    for index, item in enumerate(items):
+        where = f"{name}[{index}]"
+        if not isinstance(item, dict):
+            raise ImproperlyConfigured(f"{where} must be an object, not {type(item).__name__}.")
+        unknown = sorted(set(item) - _MASK_RULE_KEYS)
+        if unknown:
+            raise ImproperlyConfigured(
+                f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; allowed: action, field, stream."
+            )
+        stream, field, action = item.get("stream", "*"), item.get("field"), item.get("action", "mask")
+        if not isinstance(stream, str) or not stream:
+            raise ImproperlyConfigured(f"{where}.stream must be a non-empty string (a glob such as 'orders*').")
+        try:
+            mask_path_split(field)  # type: ignore[arg-type]
+        except ValueError as exc:
+            raise ImproperlyConfigured(f"{where}.field: {exc}.") from None
+        if action not in MASK_ACTIONS:
+            raise ImproperlyConfigured(f"{where}.action: {action!r} must be one of {', '.join(MASK_ACTIONS)}.")
+        rules.append({"stream": stream, "field": field.strip(), "action": action})
+    return tuple(rules)
+
+
+def parse_unmasked_roles(raw: list[str], name: str = "BUSCONSOLE_UNMASKED_ROLES") -> tuple[str, ...]:
+    """The roles that may ask to see masked values unmasked; any name but a console role stops start-up."""
+    known = ("viewer", "operator", "admin")
+    for role in raw:
+        if role not in known:
+            raise ImproperlyConfigured(f"{name}: {role!r} is not a role; expected some of {', '.join(known)}.")
+    return tuple(raw)

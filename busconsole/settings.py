@@ -12,7 +12,16 @@ import dj_database_url
 from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
-from busconsole.env import envbool, envint, envlist, envnetworks, envstr, parse_connections
+from busconsole.env import (
+    envbool,
+    envint,
+    envlist,
+    envnetworks,
+    envstr,
+    parse_connections,
+    parse_mask_rules,
+    parse_unmasked_roles,
+)
 from pipeline import conf as _spark_conf  # no pyspark: parses BUSCONSOLE_SPARK_CONF
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -40,6 +49,11 @@ REDIS_URL = envstr("REDIS_URL", f"{_private_redis}/1")
 
 BUSCONSOLE_READ_ONLY = envbool("BUSCONSOLE_READ_ONLY", False)
 BUSCONSOLE_DLQ_PATTERNS = envstr("BUSCONSOLE_DLQ_PATTERNS", "")
+# Masking of payload values (streams_app/masking): JSON list of {"stream": glob, "field": path, "action":
+# "mask"|"hash"|"remove"}, refused at start-up when malformed; more rules live on the admin page. The roles
+# listed in BUSCONSOLE_UNMASKED_ROLES may reveal masked values page by page (?unmasked=1), audited.
+BUSCONSOLE_MASK_RULES = parse_mask_rules(envstr("BUSCONSOLE_MASK_RULES", ""))
+BUSCONSOLE_UNMASKED_ROLES = parse_unmasked_roles(envlist("BUSCONSOLE_UNMASKED_ROLES", ["admin"]))
 # Seconds a socket to a monitored Redis may wait before the request fails with a clear error.
 BUSCONSOLE_REDIS_TIMEOUT = float(envint("BUSCONSOLE_REDIS_TIMEOUT_MS", 5000)) / 1000
 # How many keys one streams-list page may SCAN before it stops and hands back a cursor.

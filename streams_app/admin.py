@@ -15,7 +15,9 @@ from django.http import HttpRequest
 
 from streams_app.accounts.models import ApiToken
 from streams_app.audit.models import AuditEvent
+from streams_app.audit.records import ActionRecord, audit_write
 from streams_app.jobs.models import Job
+from streams_app.masking.models import MaskRule
 from streams_app.metrics.models import ConsumerMirror, GroupMirror, SnapshotRun, StreamMirror
 
 
@@ -163,3 +165,34 @@ class SnapshotRunAdmin(_ReadOnlyAdmin):
     fields = ("tick", "started_at", "finished_at", "duration_ms", "redis_ms", "streams", "groups", "errors")
     readonly_fields = fields
     date_hierarchy = "tick"
+
+
+# ------------------------------------------------------------------ masking rules
+# Rules that hide payload values (streams_app/masking); the settings' rules are listed nowhere here, since
+# the environment owns them. Saving or deleting a rule changes what every user sees: each leaves an audit row.
+
+
+@admin.register(MaskRule)
+class MaskRuleAdmin(admin.ModelAdmin):
+    list_display = ("stream_glob", "field_path", "action", "enabled", "note", "updated_at")
+    list_filter = ("action", "enabled")
+    search_fields = ("stream_glob", "field_path", "note")
+
+    def save_model(self, request: HttpRequest, obj: MaskRule, form: Any, change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        _mask_rule_audit(request, obj, "mask_rule.change" if change else "mask_rule.add")
+
+    def delete_model(self, request: HttpRequest, obj: MaskRule) -> None:
+        _mask_rule_audit(request, obj, "mask_rule.delete")
+        super().delete_model(request, obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset: Any) -> None:
+        for obj in queryset:
+            _mask_rule_audit(request, obj, "mask_rule.delete")
+        super().delete_queryset(request, queryset)
+
+
+def _mask_rule_audit(request: HttpRequest, obj: MaskRule, action: str) -> None:
+    params = {"stream_glob": obj.stream_glob, "field_path": obj.field_path, "action": obj.action, "enabled": obj.enabled}
+    record = ActionRecord(action=action, conn="", params=params, affected=1, target=f"mask rule {obj.pk}")
+    audit_write(user=request.user, record=record, outcome=AuditEvent.Outcome.OK, error="")

@@ -20,6 +20,7 @@ from streams_app.lake.models import (
     RetryRollup,
     ThroughputRollup,
 )
+from streams_app.masking.models import MaskRule
 from streams_app.metrics.models import (
     ConsumerMirror,
     DlqSample,
@@ -47,6 +48,7 @@ __all__ = [
     "Job",
     "LagTrendRollup",
     "LatencyRollup",
+    "MaskRule",
     "MirrorState",
     "PipelineRun",
     "RetryRollup",

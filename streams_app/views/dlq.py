@@ -16,6 +16,7 @@ from streams_app.views.action_forms import DlqPageForm
 from streams_app.views.actions import requeued_links_take
 from streams_app.views.common import connection_context, is_htmx, render_screen
 from streams_app.views.forms import validated
+from streams_app.views.masking import masking_context, request_masker
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,12 +67,13 @@ def dlq_detail(request: HttpRequest, conn: str, key: bytes) -> HttpResponse:
     context = connection_context(request, conn)
     params = validated(DlqPageForm, request.GET)
     kind = services.dlq_require(conn=conn, key=key)
+    masker = request_masker(request, conn, key)
     info = reads.stream_info(conn, key)
     entries, older = actions.dlq_entries(
         conn, key, before=params["before"], count=params["count"], error_contains=params["error"],
         error_signature=params["signature"],
     )
-    rows = [dlq_entry_view(conn, key, entry) for entry in entries]
+    rows = [dlq_entry_view(conn, key, masker.dlq_entry(entry)) for entry in entries]
     context.update(
         key=key,
         key_text=display_text(key),
@@ -94,5 +96,7 @@ def dlq_detail(request: HttpRequest, conn: str, key: bytes) -> HttpResponse:
         here=links.with_query(links.dlq_url(conn, key), request),
         # The new entries of the requeue that just came back here, linked (the flash is text only).
         requeued=None if is_htmx(request) else requeued_links_take(request, conn, key),
+        **masking_context(request, masker, links.dlq_url(conn, key)),
     )
+    masker.reveal_record()
     return render_screen(request, "streams_app/dlq.html", context, partial="entries")

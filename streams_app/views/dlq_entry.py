@@ -18,6 +18,7 @@ from streams_app.redis_ops.errors import InvalidArgument, NotFound, Unreachable
 from streams_app.views import links
 from streams_app.views.common import connection_context, render_screen
 from streams_app.views.dlq import dlq_entry_view
+from streams_app.views.masking import masking_context, request_masker
 
 
 def origin_state(conn: str, entry: conventions.DlqEntry) -> str:
@@ -41,8 +42,9 @@ def origin_state(conn: str, entry: conventions.DlqEntry) -> str:
 def dlq_entry_detail(request: HttpRequest, conn: str, key: bytes, entry_id: str) -> HttpResponse:
     context = connection_context(request, conn)
     services.dlq_require(conn=conn, key=key)
+    masker = request_masker(request, conn, key)
     raw = reads.entry_get(conn, key, entry_id)
-    row = dlq_entry_view(conn, key, conventions.parse_dlq_entry(key, raw.id, raw.fields))
+    row = dlq_entry_view(conn, key, masker.dlq_entry(conventions.parse_dlq_entry(key, raw.id, raw.fields)))
     origin = origin_state(conn, row.entry)
     dlq_page = links.dlq_url(conn, key)
     context.update(
@@ -58,5 +60,7 @@ def dlq_entry_detail(request: HttpRequest, conn: str, key: bytes, entry_id: str)
         dlq_page=dlq_page,
         # The buttons come back to the DLQ's list: a requeued or deleted entry has no page any more.
         back=dlq_page,
+        **masking_context(request, masker, links.dlq_entry_url(conn, key, raw.id)),
     )
+    masker.reveal_record()
     return render_screen(request, "streams_app/dlq_entry.html", context)

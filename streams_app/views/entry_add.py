@@ -24,6 +24,7 @@ from streams_app.redis_ops.errors import InvalidArgument
 from streams_app.redis_ops.types import Entry
 from streams_app.views import links
 from streams_app.views.common import connection_context, render_screen
+from streams_app.views.masking import request_masker
 
 #: Empty name/value rows the form offers below the template's fields (the page works without JS).
 BLANK_ROWS = 3
@@ -148,7 +149,11 @@ def _newest(conn: str, key: bytes) -> Entry | None:
 @require_http_methods(["GET", "POST"])
 def entry_add(request: HttpRequest, conn: str, key: bytes) -> HttpResponse:
     if request.method == "GET":
-        context = _form_context(request, conn, key, template=_newest(conn, key))
+        # Prefilled from the newest entry as the user may see it: masked values stay masked here too.
+        template = _newest(conn, key)
+        masker = request_masker(request, conn, key)
+        context = _form_context(request, conn, key, template=template and masker.entry(template))
+        masker.reveal_record()
         return render_screen(request, "streams_app/entry_add.html", context)
     request.console_conn = conn
     client.connection(conn)  # an unknown connection is a 404 before anything is read

@@ -10,6 +10,7 @@ from streams_app.redis_ops.decoding import display_text
 from streams_app.views import links
 from streams_app.views.common import connection_context, is_htmx, render_screen
 from streams_app.views.forms import PendingForm, validated
+from streams_app.views.masking import masking_context, request_masker
 from streams_app.views.paging import ranked_window, ranking
 from streams_app.views.presenters import pending_previews
 
@@ -22,6 +23,7 @@ CONSUMER_CHOICES = 100
 def group_detail(request: HttpRequest, conn: str, key: bytes, group: bytes) -> HttpResponse:
     context = connection_context(request, conn)
     params = validated(PendingForm, request.GET)
+    masker = request_masker(request, conn, key)
     rank = ranking(request.GET, sorts=reads.CONSUMER_SORTS)
     info = reads.group_info(conn, key, group)
     consumer = params["consumer"].encode() if params["consumer"] else None
@@ -41,8 +43,10 @@ def group_detail(request: HttpRequest, conn: str, key: bytes, group: bytes) -> H
         consumer_choices=len(pending.summary.consumers) <= CONSUMER_CHOICES,
         pending=pending,
         # The message of each row (its type, or the start of its payload): one pipelined read per page.
-        pending_rows=list(zip(pending.entries, pending_previews(conn, key, pending.entries), strict=True)),
+        pending_rows=list(zip(pending.entries, pending_previews(conn, key, pending.entries, masker=masker), strict=True)),
         params=params,
         here=links.with_query(links.group_url(conn, key, group), request),
+        **masking_context(request, masker, links.group_url(conn, key, group)),
     )
+    masker.reveal_record()
     return render_screen(request, "streams_app/group.html", context, partial="pending")

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from streams_app.alerts.models import Alert, AlertRule
+from streams_app.masking.apply import Masker
 from streams_app.redis_ops import conventions, reads
 from streams_app.redis_ops.decoding import DecodedField, decode_fields, display_text, escape_bidi
 from streams_app.redis_ops.reads import GROUP_SORTS, ranked
@@ -93,10 +94,14 @@ def pending_preview(entry: Entry | None) -> PendingPreview:
     return PendingPreview("payload", _cut("  ".join(f"{f.name}={_oneline(f)}" for f in fields[:4])))
 
 
-def pending_previews(conn: str, key: bytes, entries: Sequence[PendingEntry]) -> list[PendingPreview]:
+def pending_previews(
+    conn: str, key: bytes, entries: Sequence[PendingEntry], *, masker: Masker | None = None
+) -> list[PendingPreview]:
     """:func:`pending_preview` of each pending entry, read in ONE pipelined round trip for the page
-    (:func:`streams_app.redis_ops.reads.entries_at`)."""
+    (:func:`streams_app.redis_ops.reads.entries_at`), masked by ``masker`` (:mod:`streams_app.masking`)."""
     found = reads.entries_at(conn, key, [p.id for p in entries])
+    if masker is not None:
+        found = {entry_id: entry and masker.entry(entry) for entry_id, entry in found.items()}
     return [pending_preview(found.get(p.id)) for p in entries]
 
 

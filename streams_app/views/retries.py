@@ -7,7 +7,7 @@ due time the operator saw (the rewind and replay pattern): the count comes first
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from django import forms
@@ -25,6 +25,7 @@ from streams_app.views import links
 from streams_app.views.actions import action_view
 from streams_app.views.common import connection_context, render_screen
 from streams_app.views.forms import action_data, validated
+from streams_app.views.masking import request_masker
 
 #: Fields shown in a row's one-line preview before the details open.
 PREVIEW_FIELDS = 4
@@ -148,6 +149,7 @@ def retries_page(request: HttpRequest, conn: str, key: bytes) -> HttpResponse:
     context = connection_context(request, conn)
     params = validated(RetriesPageForm, request.GET)
     rset = retry_reads.retry_set(key, legacy=params["legacy"])
+    masker = request_masker(request, conn, key)
     page = retry_reads.retry_page(conn, rset, after=params["after"], count=params["count"])
     here = retries_url(conn, key)
     context.update(
@@ -158,13 +160,14 @@ def retries_page(request: HttpRequest, conn: str, key: bytes) -> HttpResponse:
         legacy=rset.legacy,
         page=page,
         params=params,
-        rows=[_row(entry, page.now_ms) for entry in page.entries],
+        rows=[_row(replace(e, fields=masker.fields(e.ref, e.fields)), page.now_ms) for e in page.entries],
         retries_page=here,
         stream_page=links.stream_url(conn, key),
         dlq_page=links.dlq_url(conn, rset.dlq),
         api_url=api_retries_url(conn, key) + ("?legacy=1" if rset.legacy else ""),
         here=links.with_query(here, request),
     )
+    masker.reveal_record()
     return render_screen(request, "streams_app/retries.html", context, partial="entries")
 
 

@@ -14,6 +14,7 @@ from streams_app.redis_ops.errors import InvalidArgument
 from streams_app.views import links
 from streams_app.views.common import connection_context, render_screen
 from streams_app.views.forms import EntriesForm, validated
+from streams_app.views.masking import masking_context, request_masker
 from streams_app.views.paging import ranked_window, ranking
 from streams_app.views.presenters import dlq_convention, entry_view
 
@@ -22,6 +23,7 @@ from streams_app.views.presenters import dlq_convention, entry_view
 def stream_detail(request: HttpRequest, conn: str, key: bytes) -> HttpResponse:
     context = connection_context(request, conn)
     params = validated(EntriesForm, request.GET)
+    masker = request_masker(request, conn, key)
     # The groups' own parameters are prefixed: the entries already take ``order``.
     groups_rank = ranking(request.GET, sorts=reads.GROUP_SORTS, prefix="groups")
     info = reads.stream_info(conn, key)
@@ -40,7 +42,7 @@ def stream_detail(request: HttpRequest, conn: str, key: bytes) -> HttpResponse:
         groups=ranked_window(info.groups, groups_rank, sorts=reads.GROUP_SORTS),
         params=params,
         page=page,
-        entries=[entry_view(conn, key, e) for e in page.entries],
+        entries=[entry_view(conn, key, masker.entry(e)) for e in page.entries],
         dlq=dlq_convention(key),
         dlq_missed=dlq_missed,
         dead_letters=[
@@ -49,7 +51,9 @@ def stream_detail(request: HttpRequest, conn: str, key: bytes) -> HttpResponse:
         ],
         api_url=links.api_stream_url(conn, key),
         here=links.with_query(links.stream_url(conn, key), request),
+        **masking_context(request, masker, links.stream_url(conn, key)),
     )
+    masker.reveal_record()
     return render_screen(request, "streams_app/stream.html", context, partial="entries")
 
 
@@ -58,7 +62,8 @@ def entry_detail(request: HttpRequest, conn: str, key: bytes, entry_id: str) -> 
     """One entry: its fields decoded, the groups that have it pending (consumer, idle, deliveries), copy
     buttons for its ID and payload and, when the stream is a DLQ, the way to the dead letter's own page."""
     context = connection_context(request, conn)
-    entry = reads.entry_get(conn, key, entry_id)
+    masker = request_masker(request, conn, key)
+    entry = masker.entry(reads.entry_get(conn, key, entry_id))
     groups = reads.groups(conn, key)
     pending = reads.entry_pending(conn, key, entry.id, [g.name for g in groups])
     context.update(
@@ -82,7 +87,9 @@ def entry_detail(request: HttpRequest, conn: str, key: bytes, entry_id: str) -> 
             {display_text(name): display_text(value) for name, value in entry.fields}, ensure_ascii=False, indent=2
         ),
         dead_letter_url=links.dlq_entry_url(conn, key, entry.id) if conventions.detect_dlq(key) else None,
+        **masking_context(request, masker, links.entry_url(conn, key, entry.id)),
     )
+    masker.reveal_record()
     return render_screen(request, "streams_app/entry.html", context)
 
 
@@ -94,10 +101,13 @@ def entry_raw(request: HttpRequest, conn: str, key: bytes, entry_id: str) -> Htt
         index = int(request.GET.get("field", ""))
     except ValueError:
         raise InvalidArgument("field must be the index of a field of the entry.") from None
-    entry = reads.entry_get(conn, key, entry_id)
+    # The masked entry, as the page that links here shows it (a removed field shifts the indexes with it).
+    masker = request_masker(request, conn, key)
+    entry = masker.entry(reads.entry_get(conn, key, entry_id))
     if not 0 <= index < len(entry.fields):
         raise InvalidArgument(f"This entry has {len(entry.fields)} fields; there is no field {index}.")
     name, value = entry.fields[index]
+    masker.reveal_record()
     response = HttpResponse(value, content_type="application/octet-stream")
     filename = f"{entry_id}-{index}.bin"
     response["Content-Disposition"] = f'attachment; filename="{filename}"'

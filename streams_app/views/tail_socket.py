@@ -35,7 +35,9 @@ from channels.db import database_sync_to_async
 from streams_app.live.broadcast import changed_frame, job_frame
 from streams_app.live.groups import stream_group
 from streams_app.live.hub import Hub, Subscription, get_hub
+from streams_app.masking.apply import masker_cached, rules_load
 from streams_app.redis_ops.errors import OpsError
+from streams_app.redis_ops.types import Entry
 from streams_app.views import links
 from streams_app.views.presenters import entry_json
 from streams_app.views.socket_auth import SessionBoundConsumer
@@ -49,7 +51,14 @@ _CLOSE_CODES = {"bad_request": 4400, "not_found": 4404, "unreachable": 4503}
 
 def tail_hub() -> Hub:
     """This process's tail hub, its entry frames shaped like the page's and the API's entries."""
-    return get_hub(entry_json=entry_json)
+    return get_hub(entry_json=masked_entry_json)
+
+
+def masked_entry_json(conn: str, key: bytes, entry: Entry) -> dict:
+    """The entry frame, masked: encoded once per entry and shared by every subscriber, so the tail never
+    reveals (a masked value is revealed, audited, on the entry's page). Rules as last read in this process;
+    every tail connection reads them first (:func:`streams_app.masking.apply.rules_load`)."""
+    return entry_json(conn, key, masker_cached(conn, key).entry(entry))
 
 
 def tail_key(scope: dict) -> bytes:
@@ -80,6 +89,8 @@ class TailConsumer(SessionBoundConsumer):
         conn = self.scope["url_route"]["kwargs"]["conn"]
         # a key too long for a URL comes as its digest (views/links.py), resolved once signed in
         key = await database_sync_to_async(links.resolve_key)(conn, tail_key(self.scope))
+        # The masking rules as they are now, for the frames this process's hub encodes (it may not query).
+        await database_sync_to_async(rules_load)()
         after = parse_qs(self.scope.get("query_string", b"").decode("latin-1")).get("after", [None])[0] or None
         # Join the stream's event group before going live: an action announced after the client saw
         # "live" must reach it (events that arrive before the subscription exists are dropped).

@@ -32,6 +32,7 @@ from django.utils import timezone
 from streams_app.accounts.tokens import token_create
 from streams_app.alerts.models import AlertRule
 from streams_app.jobs.models import Job
+from streams_app.masking.models import MaskRule
 from streams_app.metrics import snapshots
 from tests.console.conftest import logged_in
 from tests.console.helpers import CONN, seg
@@ -227,6 +228,7 @@ def world(r: redis.Redis, viewer: User, operator: User, admin_user: User, outsid
     dlq_entry_id = r.xadd("orders:dlq", {"dlq_original_stream": "orders", "dlq_error": "boom", "n": "9"}).decode()
     job = Job.objects.create(kind="replay", connection=CONN, parameters={"key": b"orders".hex(), "key_text": "orders"})
     rule = AlertRule.objects.create(name="lag", kind=AlertRule.Kind.GROUP_LAG_ABOVE, threshold=5)
+    MaskRule.objects.create(stream_glob="orders", field_path="secret")  # its admin pages
     token = token_create(user=admin_user, name="matrix")[0]
     # an audit row, mirror rows and a snapshot run, so that every admin page has an object to show
     logged_in(operator).post(

@@ -23,6 +23,7 @@ from streams_app.views.api.endpoint import api_endpoint, body_input, flag, read_
 from streams_app.views.audit import audit_events, audit_json
 from streams_app.views.jobs import PAGE as JOBS_PAGE
 from streams_app.views.jobs import job_links
+from streams_app.views.masking import request_masker
 from streams_app.views.paging import newest_first
 
 
@@ -154,10 +155,13 @@ def dlq_entries(request: HttpRequest, conn: str, key: bytes) -> JsonResponse:
     client.connection(conn)
     params = s.query(s.DlqEntriesQuery, request.GET)
     services.dlq_require(conn=conn, key=key)
+    masker = request_masker(request, conn, key)
     entries, older = actions.dlq_entries(
         conn, key, before=params.before, count=params.count, error_contains=params.error
     )
-    return JsonResponse({"key": display_text(key), "entries": [dlq_entry_json(e) for e in entries], "next": older})
+    rows = [dlq_entry_json(masker.dlq_entry(e)) for e in entries]
+    masker.reveal_record()
+    return JsonResponse({"key": display_text(key), "entries": rows, "next": older})
 
 
 @api_endpoint(method="POST", summary="Requeue dead letters: some now, or all up to an ID as a job", tag="dlq",

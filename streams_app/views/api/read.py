@@ -28,6 +28,7 @@ from streams_app.views.api.schemas import (
     StreamsQuery,
     query,
 )
+from streams_app.views.masking import request_masker
 
 
 @api_endpoint(method="GET", summary="List the Redis connections and their health", tag="streams",
@@ -126,16 +127,17 @@ def entries(request: HttpRequest, conn: str, key: bytes) -> JsonResponse:
     """Entries newest first (or ``order=asc``), each field as text and decoded (JSON, msgpack, ...)."""
     client.connection(conn)
     params = query(EntriesQuery, request.GET)
+    masker = request_masker(request, conn, key)
     page = reads.entries_page(
         conn, key, order=params.order, after=params.after, before=params.before, at=params.at, count=params.count
     )
-    return JsonResponse(
-        {
-            "entries": [presenters.entry_json(conn, key, e) for e in page.entries],
-            "next": page.next,
-            "prev": page.prev,
-        }
-    )
+    reply = {
+        "entries": [presenters.entry_json(conn, key, masker.entry(e)) for e in page.entries],
+        "next": page.next,
+        "prev": page.prev,
+    }
+    masker.reveal_record()
+    return JsonResponse(reply)
 
 
 @api_endpoint(method="GET", summary="A group's pending entries (XPENDING)", tag="groups", query=PendingQuery,

@@ -23,6 +23,7 @@ from streams_app.services.retries import ACTIONS
 from streams_app.views.api import schemas as s
 from streams_app.views.api.endpoint import api_endpoint, body_input, flag, read_json
 from streams_app.views.api.replies import Reply
+from streams_app.views.masking import request_masker
 from streams_app.views.retries import api_retries_url, due_text, retries_url
 
 EXAMPLE_REF = "1700000000000-" + "0" * 40
@@ -167,7 +168,10 @@ def retries_page(request: HttpRequest, conn: str, key: bytes) -> JsonResponse:
     client.connection(conn)
     params = s.query(RetriesQuery, request.GET)
     rset = retry_reads.retry_set(key, legacy=params.legacy)
+    masker = request_masker(request, conn, key)
     page = retry_reads.retry_page(conn, rset, after=params.after, count=params.count)
+    masked = {e.ref: masker.fields(e.ref, e.fields) for e in page.entries}
+    masker.reveal_record()
     return JsonResponse(
         {
             "key": display_text(rset.key),
@@ -195,7 +199,7 @@ def retries_page(request: HttpRequest, conn: str, key: bytes) -> JsonResponse:
                             "value": f.decoded.value,
                             "truncated": f.decoded.truncated,
                         }
-                        for f in decode_fields(e.fields)
+                        for f in decode_fields(masked[e.ref])
                     ],
                 }
                 for e in page.entries

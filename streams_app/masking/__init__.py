@@ -1,0 +1,6 @@
+"""Masking of payload values by rule and role (issue 14 item 4).
+
+Rules come from ``BUSCONSOLE_MASK_RULES`` and from the admin page (:class:`.models.MaskRule`); one
+function applies them, :func:`.apply.masker_for`, wherever a payload leaves the server. See
+:mod:`.apply` for the design (who sees what, the reveal and its audit row).
+"""

@@ -1,0 +1,312 @@
+"""The one function that masks payloads: :func:`masker_for`, and the :class:`Masker` it returns.
+
+Design (issue 14 item 4):
+
+- A rule names streams (a Redis glob, matched by the one glob matcher), a field path and an action.
+  The path's first segment is a top-level field name; further segments walk into the field's JSON
+  (object keys, list indexes, ``*`` for every key or item). ``mask`` shows ``••••``, ``hash`` shows
+  ``hash:<12 hex>`` of a keyed HMAC-SHA256 (key derived from ``SECRET_KEY``: equal values stay
+  comparable, nobody without the key can test a guess), ``remove`` leaves the field or key out. When
+  several rules hit one value the strongest wins (remove, then mask, then hash).
+- Fail closed: a rule with a deeper path on a field that is not JSON (msgpack, text, a bad document)
+  masks the whole field, since the console cannot tell whether the value hides there.
+- Everyone sees masked values, whatever their role. A user whose role is in
+  ``BUSCONSOLE_UNMASKED_ROLES`` may ask for one response unmasked (``?unmasked=1`` on a page or API
+  read); every such response that shows a value some rule would have masked writes one ``payload.reveal``
+  audit row naming the stream and the entry IDs. Anyone else asking is refused (403) and the refusal is
+  audited too. So a payload that leaves the server unmasked always has a row, and a default response
+  never differs by role, which keeps the live tail cheap: the hub encodes one masked frame per entry and
+  shares it between every subscriber (the tail never reveals).
+- A dead letter is masked by the rules of its DLQ key and those of the stream it came from, so a rule
+  written for ``orders`` also hides the field in ``orders:dlq``.
+- Search and export take :meth:`Masker.entry` of each entry before they evaluate or write it, so a
+  masked value cannot be found by searching for it.
+
+Rules are read per request (a handful of rows); the tail, which runs in the event loop and may not
+touch the database, uses the copy the last read left in this process (:func:`rules_cached`), refreshed
+by every tail connection (:func:`rules_load`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from django.conf import settings
+from django.core.exceptions import PermissionDenied
+from django.utils.crypto import salted_hmac
+
+from busconsole.env import mask_path_split
+from streams_app.accounts.roles import role_of
+from streams_app.audit.models import AuditEvent
+from streams_app.audit.records import ActionRecord, audit_write
+from streams_app.masking.models import MaskRule
+from streams_app.redis_ops import conventions
+from streams_app.redis_ops.glob import Glob, glob_compile
+from streams_app.redis_ops.types import Entry
+
+if TYPE_CHECKING:
+    from streams_app.accounts.roles import UserLike
+
+#: What a masked value shows, as text inside JSON and as the bytes of a whole field.
+MASKED = "••••"
+MASKED_BYTES = MASKED.encode()
+#: The audit action of a response that showed masked values unmasked.
+REVEAL_ACTION = "payload.reveal"
+_HASH_SALT = "streams_app.masking.hash"
+_HASH_CHARS = 12
+#: Strongest last: applied in this order, a stronger action overwrites a weaker one on the same value.
+_ORDER = {"hash": 0, "mask": 1, "remove": 2}
+
+Pairs = Sequence[tuple[bytes, bytes]]
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """One compiled rule: ``field`` None is ``*`` (every field); ``path`` walks into the field's JSON."""
+
+    glob: Glob
+    field: bytes | None
+    path: tuple[str, ...]
+    action: str
+    text: str  # the path as written, for the audit row
+
+
+def rule_compile(stream_glob: str, field_path: str, action: str) -> Rule:
+    segments = mask_path_split(field_path)
+    first = segments[0]
+    return Rule(
+        glob=glob_compile(stream_glob.encode("utf-8", "surrogateescape")),
+        field=None if first == "*" else first.encode("utf-8", "surrogateescape"),
+        path=segments[1:],
+        action=action,
+        text=field_path.strip(),
+    )
+
+
+_cached: tuple[Rule, ...] = ()
+
+
+def rules_load() -> tuple[Rule, ...]:
+    """Every rule in force: the settings' and the enabled rows of the admin page (one small query)."""
+    global _cached
+    found = [rule_compile(r["stream"], r["field"], r["action"]) for r in settings.BUSCONSOLE_MASK_RULES]
+    found += [
+        rule_compile(glob, path, action)
+        for glob, path, action in MaskRule.objects.filter(enabled=True).values_list(
+            "stream_glob", "field_path", "action"
+        )
+    ]
+    rules = tuple(sorted(found, key=lambda r: _ORDER[r.action]))
+    if rules != _cached:  # kept when unchanged: the tail's maskers (masker_cached) stay valid
+        _cached = rules
+    return _cached
+
+
+def rules_cached() -> tuple[Rule, ...]:
+    """The rules as the last :func:`rules_load` of this process found them (for async code: no query)."""
+    return _cached
+
+
+def may_reveal(user: UserLike | None) -> bool:
+    return role_of(user).label in settings.BUSCONSOLE_UNMASKED_ROLES
+
+
+class Masker:
+    """Masks the entries of one stream for one response; records what a reveal showed."""
+
+    def __init__(
+        self,
+        rules: Sequence[Rule],
+        *,
+        key: bytes,
+        conn: str = "",
+        user: UserLike | None = None,
+        reveal: bool = False,
+    ) -> None:
+        self._all = tuple(rules)
+        self.key = key
+        self.conn = conn
+        self.user = user
+        self.revealing = reveal
+        self.revealed: list[str] = []
+        self._by_stream: dict[bytes, tuple[Rule, ...]] = {}
+        self._rules = self._for_stream(key)
+        self._dlq = bool(self._all) and conventions.detect_dlq(key) is not None
+        #: Whether any rule could apply here (a DLQ's entries may also follow their origin's rules).
+        self.active = bool(self._rules) or self._dlq
+
+    def _for_stream(self, stream: bytes) -> tuple[Rule, ...]:
+        found = self._by_stream.get(stream)
+        if found is None:
+            found = self._by_stream[stream] = tuple(r for r in self._all if r.glob.matches(stream))
+        return found
+
+    def _with_origin(self, origin: bytes | None) -> tuple[Rule, ...]:
+        if not origin or origin == self.key:
+            return self._rules
+        extra = self._for_stream(origin)
+        if not extra:
+            return self._rules
+        return tuple(sorted({*self._rules, *extra}, key=lambda r: _ORDER[r.action]))
+
+    def _masked(self, entry_id: str, fields: Pairs, rules: Sequence[Rule]) -> list[tuple[bytes, bytes]]:
+        masked = mask_fields(fields, rules) if rules else list(fields)
+        if not self.revealing:
+            return masked
+        if masked != list(fields):
+            self.revealed.append(entry_id)
+        return list(fields)
+
+    def entry(self, entry: Entry) -> Entry:
+        """The entry as this response may show it (for a DLQ key, its origin's rules apply too)."""
+        if not self.active:
+            return entry
+        rules = self._rules
+        if self._dlq:
+            rules = self._with_origin(
+                conventions.parse_dlq_entry(self.key, entry.id, entry.fields).original_stream
+            )
+        fields = self._masked(entry.id, entry.fields, rules)
+        return entry if self.revealing else Entry(id=entry.id, fields=tuple(fields))
+
+    def dlq_entry(self, entry: conventions.DlqEntry) -> conventions.DlqEntry:
+        """A parsed dead letter with its payload (the fields a requeue writes back) masked."""
+        if not self.active:
+            return entry
+        rules = self._with_origin(entry.original_stream)
+        fields = self._masked(entry.id, entry.payload_fields, rules)
+        return entry if self.revealing else replace(entry, payload_fields=fields)
+
+    def fields(self, ref: str, fields: Pairs) -> tuple[tuple[bytes, bytes], ...]:
+        """Fields of something that is not (yet) an entry of the stream, such as a delayed retry."""
+        if not self._rules:
+            return tuple(fields)
+        return tuple(self._masked(ref, fields, self._rules))
+
+    def entries(self, entries: Iterable[Entry]) -> list[Entry]:
+        return [self.entry(e) for e in entries]
+
+    def reveal_record(self) -> None:
+        """One ``payload.reveal`` audit row when this response showed values a rule would have hidden."""
+        if not self.revealed:
+            return
+        ids = list(dict.fromkeys(self.revealed))
+        record = ActionRecord(
+            action=REVEAL_ACTION, conn=self.conn, stream=self.key, ids=ids, affected=len(ids)
+        )
+        audit_write(user=self.user, record=record, outcome=AuditEvent.Outcome.OK, error="")
+        self.revealed.clear()
+
+
+def masker_for(user: UserLike | None, conn: str, key: bytes, *, reveal: bool = False) -> Masker:
+    """The masker of one response about stream ``key``. ``reveal``: the user asked to see values unmasked;
+    refused (PermissionDenied, audited) unless their role is in ``BUSCONSOLE_UNMASKED_ROLES``."""
+    rules = rules_load()
+    if reveal and not may_reveal(user):
+        record = ActionRecord(action=REVEAL_ACTION, conn=conn, stream=key)
+        message = "Your role may not see masked values unmasked."
+        audit_write(user=user, record=record, outcome=AuditEvent.Outcome.DENIED, error=message)
+        raise PermissionDenied(message)
+    return Masker(rules, key=key, conn=conn, user=user, reveal=reveal)
+
+
+def search_mask(user: UserLike | None, conn: str, key: bytes) -> Callable[[Entry], Entry] | None:
+    """What a search or an export by ``user`` sees of each entry (None when no rule applies, so a
+    search of an unmasked stream pays nothing). Never reveals: a search that could find values the page
+    shows masked would tell them, whatever it prints (kafka-ui #4115); revealing is the entry page's."""
+    masker = masker_for(user, conn, key)
+    return masker.entry if masker.active else None
+
+
+def masker_cached(conn: str, key: bytes) -> Masker:
+    """A masking-only masker from this process's last-read rules, kept per stream while the rules stay the
+    same: the live tail asks for one per entry it encodes, and may not query the database."""
+    rules = _cached
+    found = _maskers.get((conn, key))
+    if found is None or found[0] is not rules:
+        if len(_maskers) >= _MASKERS_MAX:
+            _maskers.clear()
+        found = _maskers[(conn, key)] = (rules, Masker(rules, key=key, conn=conn))
+    return found[1]
+
+
+_maskers: dict[tuple[str, bytes], tuple[tuple[Rule, ...], Masker]] = {}
+_MASKERS_MAX = 10000
+
+
+# ------------------------------------------------------------------------------------------ applying
+
+
+def mask_fields(fields: Pairs, rules: Sequence[Rule]) -> list[tuple[bytes, bytes]]:
+    """``fields`` with ``rules`` applied (rules sorted weakest first, as :func:`rules_load` returns them)."""
+    out: list[tuple[bytes, bytes]] = []
+    for name, value in fields:
+        hits = [r for r in rules if r.field is None or r.field == name]
+        if not hits:
+            out.append((name, value))
+            continue
+        whole = [r for r in hits if not r.path]
+        if whole:
+            action = whole[-1].action
+            if action != "remove":
+                out.append((name, MASKED_BYTES if action == "mask" else hash_text(value).encode()))
+            continue
+        out.append((name, _mask_json(value, hits)))
+    return out
+
+
+def _mask_json(value: bytes, rules: Sequence[Rule]) -> bytes:
+    try:
+        doc = json.loads(value)
+    except (ValueError, UnicodeDecodeError):
+        return MASKED_BYTES  # fail closed: the value may hide there in a form we cannot walk
+    changed = False
+    for rule in rules:
+        doc, hit = _walk(doc, rule.path, rule.action)
+        changed = changed or hit
+    if not changed:
+        return value
+    return json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def _walk(node: Any, path: tuple[str, ...], action: str) -> tuple[Any, bool]:
+    """Apply ``action`` at ``path`` under ``node`` (in place); returns the node and whether anything was hit."""
+    segment, rest = path[0], path[1:]
+    if isinstance(node, dict):
+        keys = list(node) if segment == "*" else [segment] if segment in node else []
+        slots: list[Any] = keys
+    elif isinstance(node, list):
+        if segment == "*":
+            slots = list(range(len(node)))
+        elif segment.isdigit() and int(segment) < len(node):
+            slots = [int(segment)]
+        else:
+            slots = []
+    else:
+        return node, False
+    hit = False
+    for slot in reversed(slots):  # reversed: removing list items keeps the earlier indexes right
+        if rest:
+            node[slot], deeper = _walk(node[slot], rest, action)
+            hit = hit or deeper
+        elif action == "remove":
+            del node[slot]
+            hit = True
+        else:
+            node[slot] = MASKED if action == "mask" else hash_text(node[slot])
+            hit = True
+    return node, hit
+
+
+def hash_text(value: Any) -> str:
+    """``hash:<12 hex>`` of a keyed HMAC-SHA256: a string by its UTF-8, bytes as they are, else its JSON."""
+    if isinstance(value, bytes):
+        data = value
+    elif isinstance(value, str):
+        data = value.encode("utf-8", "surrogatepass")
+    else:
+        data = json.dumps(value, sort_keys=True, separators=(",", ":")).encode()
+    return "hash:" + salted_hmac(_HASH_SALT, data, algorithm="sha256").hexdigest()[:_HASH_CHARS]
