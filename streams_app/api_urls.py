@@ -10,6 +10,7 @@ from django.urls import path
 
 from streams_app.views.api import actions, admin_actions, entries, openapi, read
 from streams_app.views.api import retries as retry_api
+from streams_app.views.api import saved_views as saved_view_api
 
 STREAM = "c/<conn:conn>/streams/<seg:key>/"
 GROUP = STREAM + "groups/<seg:group>/"
@@ -70,6 +71,12 @@ retry_routes = [
     path(STREAM + "retries/delete", retry_api.retry_delete, name="api-retries-delete"),
 ]
 
+# Saved views (issue 14, item 2): GET lists, POST saves; delete by id.
+saved_view_routes = [
+    path("views/", saved_view_api.views_route, name="api-views"),
+    path("views/<int:view_id>/delete", saved_view_api.view_delete, name="api-view-delete"),
+]
+
 # The OpenAPI description of every route here, and its reference page.
 meta_routes = [
     path("openapi.json", openapi.openapi_json, name="api-openapi"),
@@ -77,5 +84,6 @@ meta_routes = [
 ]
 
 urlpatterns = [
-    *streams_routes, *stream_routes, *group_routes, *dlq_routes, *retry_routes, *jobs_routes, *audit_routes, *meta_routes
+    *saved_view_routes,
+    *streams_routes, *stream_routes, *group_routes, *dlq_routes, *retry_routes, *jobs_routes, *audit_routes, *meta_routes,
 ]

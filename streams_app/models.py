@@ -32,6 +32,7 @@ from streams_app.metrics.models import (
     StreamMirror,
     StreamSample,
 )
+from streams_app.saved.models import SavedView
 
 __all__ = [
     "Alert",
@@ -52,6 +53,7 @@ __all__ = [
     "MirrorState",
     "PipelineRun",
     "RetryRollup",
+    "SavedView",
     "SnapshotRun",
     "SnapshotSkip",
     "StreamMirror",

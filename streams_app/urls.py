@@ -33,6 +33,7 @@ from streams_app.views import (
     tokens,
 )
 from streams_app.views import retries as retry_views
+from streams_app.views import saved_views as saved_view_pages
 from streams_app.views.links import BytesSegmentConverter, ConnConverter, EntryIdConverter
 from streams_app.views.tail import tail
 
@@ -149,6 +150,13 @@ tokens_routes = [
     path("tokens/<int:token_id>/revoke/", tokens.token_revoke, name="token-revoke"),
 ]
 
+# Saved views (issue 14, item 2): the list, saving (POST from every page's frame), rename, delete.
+saved_view_routes = [
+    path("views/", saved_view_pages.views_list, name="views"),
+    path("views/<int:view_id>/rename/", saved_view_pages.view_rename, name="view-rename"),
+    path("views/<int:view_id>/delete/", saved_view_pages.view_delete, name="view-delete"),
+]
+
 # Prometheus scrape endpoint: a bearer token, no session, no page.
 metrics_routes = [
     path("metrics", metrics.metrics, name="metrics"),
@@ -170,6 +178,7 @@ urlpatterns = [
     *alerts_routes,
     *reports_routes,
     *tokens_routes,
+    *saved_view_routes,
     *metrics_routes,
     path("api/v1/", include("streams_app.api_urls")),
 ]

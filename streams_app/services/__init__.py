@@ -78,6 +78,14 @@ from streams_app.services.job_control import job_cancel, job_resume
 from streams_app.services.pipeline import pipeline_start
 from streams_app.services.replay import ReplayPreview, stream_replay, stream_replay_count
 from streams_app.services.retries import retry_act, retry_act_count, retry_list
+from streams_app.services.saved_views import (
+    saved_view_action,
+    saved_view_delete,
+    saved_view_may_delete,
+    saved_view_name_clean,
+    saved_view_rename,
+    saved_view_save,
+)
 from streams_app.services.tokens import token_issue, token_revoke
 
 __all__ = [
@@ -136,6 +144,13 @@ __all__ = [
     "stream_entries_delete_preview",
     "stream_trim",
     "stream_trim_preview",
+    # saved views
+    "saved_view_action",
+    "saved_view_delete",
+    "saved_view_may_delete",
+    "saved_view_name_clean",
+    "saved_view_rename",
+    "saved_view_save",
     # tokens
     "token_issue",
     "token_revoke",

@@ -67,11 +67,18 @@ ACTION_ROLES: dict[str, Role] = {
     "alert_rule.create": Role.ADMIN,
     "alert_rule.update": Role.ADMIN,
     "alert_rule.delete": Role.ADMIN,
+    # saved views (issue 14): anyone keeps private ones; sharing with everyone is an operator's call
+    "view.save": Role.VIEWER,
+    "view.share": Role.OPERATOR,
+    "view.rename": Role.VIEWER,  # the owner only (checked in services/saved_views.py)
+    "view.delete": Role.VIEWER,  # the owner, or an admin for a shared view
 }
 
 #: Actions on the console's own records that read-only mode allows: it protects the monitored Redis,
 #: and a read-only console is still read through the API, with personal tokens.
 READ_ONLY_ALLOWED: frozenset[str] = frozenset({"token.create", "token.revoke"})
+#: Saved views are bookmarks in the console's own database: read-only mode leaves them alone too.
+READ_ONLY_ALLOWED |= {"view.save", "view.share", "view.rename", "view.delete"}
 
 
 

@@ -34,6 +34,7 @@ from streams_app.jobs.models import Job
 from streams_app.lake.models import PipelineRun, RetryRollup, ThroughputRollup
 from streams_app.metrics import snapshots
 from streams_app.redis_ops import client as redis_client
+from streams_app.saved.models import SavedView
 from tests.browser.conftest import login_through_form
 from tests.console.conftest import make_user
 
@@ -180,6 +181,7 @@ def make_console_data(r: redis.Redis, admin) -> dict[str, str]:
                              parameters={"key_text": "orders:dlq"}, created_by=admin)
     Job.objects.create(kind="replay", connection="default", state=Job.State.DONE, done=4, total=4, created_by=admin)
     token, _ = token_create(user=admin, name="dashboards")
+    view = SavedView.objects.create(owner=admin, name="billing pending", path="/jobs/", query="state=done", shared=True)
     monday = datetime(2026, 1, 5, 14, tzinfo=UTC)
     stream = {"connection": "default", "stream": STREAM, "stream_text": "orders",
               "stream_hash": hashlib.sha256(STREAM).hexdigest()}
@@ -193,6 +195,7 @@ def make_console_data(r: redis.Redis, admin) -> dict[str, str]:
         "group": quote(GROUP, safe=""), "consumer": quote(CONSUMER, safe=""), "entry_id": ids[0],
         "dlq_entry_id": dlq_entry_id,
         "job_id": str(job.pk), "rule_id": str(AlertRule.objects.get().pk), "token_id": str(token.pk),
+        "view_id": str(view.pk),
     }
 
 

@@ -33,7 +33,7 @@ from tests.console.helpers import bearer, seg
 from tests.console.services.helpers import orders_bus
 
 # Values for the path parameters when a route is called: they name the orders bus.
-PATH_VALUES = {"conn": "default", "key": seg("orders"), "group": "billing", "consumer": "worker-1", "job_id": "1"}
+PATH_VALUES = {"conn": "default", "key": seg("orders"), "group": "billing", "consumer": "worker-1", "job_id": "1", "view_id": "1"}
 
 
 def _api_routes() -> Iterator[tuple[str, URLPattern]]:
@@ -212,6 +212,13 @@ def test_every_operation_answers_as_documented(doc, admin_user, api_token, bus) 
     c.call("post", "/api/v1/jobs/{job_id}/cancel", status=200, job_id=job_id)
     c.call("post", "/api/v1/jobs/{job_id}/resume", status=200, job_id=job_id)
     c.call("get", "/api/v1/audit/", status=200)
+    # saved views (issue 14, item 2)
+    saved = c.call("post", "/api/v1/views/", {"name": "orders, oldest first", "url": "/c/default/streams/orders/?order=asc",
+                                              "shared": True}, status=201)
+    c.call("get", "/api/v1/views/", status=200, query="?mine=true")
+    c.call("post", "/api/v1/views/{view_id}/delete", status=200, view_id=str(saved["id"]))
+    c.call("post", "/api/v1/views/", {"name": "away", "url": "https://evil.example/"}, status=400)
+    c.call("post", "/api/v1/views/{view_id}/delete", status=404, view_id=str(saved["id"]))
 
     c.call("post", K + "trim", {"maxlen": 8, "dry_run": True}, status=200)
     c.call("post", K + "trim", {"minid": bus.ids[1]}, status=200)

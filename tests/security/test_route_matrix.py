@@ -34,6 +34,7 @@ from streams_app.alerts.models import AlertRule
 from streams_app.jobs.models import Job
 from streams_app.masking.models import MaskRule
 from streams_app.metrics import snapshots
+from streams_app.saved.models import SavedView
 from tests.console.conftest import logged_in
 from tests.console.helpers import CONN, seg
 
@@ -133,6 +134,12 @@ ROUTES: dict[str, Route] = {
     "tokens/": Route("read", "any"),
     "tokens/<int:token_id>/revoke/": Route("post", "any"),
     "metrics": Route("token", "none", public=True),
+    # saved views (issue 14, item 2): any signed-in user lists and saves; owners rename and delete
+    "views/": Route("read", "any"),
+    "views/<int:view_id>/rename/": Route("post", "any"),
+    "views/<int:view_id>/delete/": Route("post", "any"),
+    "api/v1/views/": Route("read", "any"),
+    "api/v1/views/<int:view_id>/delete": Route("post", "any"),
     # the JSON API
     "api/v1/connections/": READ,
     "api/v1/c/<conn:conn>/streams/": READ,
@@ -228,8 +235,9 @@ def world(r: redis.Redis, viewer: User, operator: User, admin_user: User, outsid
     dlq_entry_id = r.xadd("orders:dlq", {"dlq_original_stream": "orders", "dlq_error": "boom", "n": "9"}).decode()
     job = Job.objects.create(kind="replay", connection=CONN, parameters={"key": b"orders".hex(), "key_text": "orders"})
     rule = AlertRule.objects.create(name="lag", kind=AlertRule.Kind.GROUP_LAG_ABOVE, threshold=5)
-    MaskRule.objects.create(stream_glob="orders", field_path="secret")  # its admin pages
     token = token_create(user=admin_user, name="matrix")[0]
+    saved_view = SavedView.objects.create(owner=viewer, name="matrix", path="/jobs/")  # others: 404
+    MaskRule.objects.create(stream_glob="orders", field_path="secret")  # its admin pages
     # an audit row, mirror rows and a snapshot run, so that every admin page has an object to show
     logged_in(operator).post(
         f"/api/v1/c/{CONN}/streams/orders/groups/workers/ack", {"ids": ["0-1"]}, content_type="application/json"
@@ -239,7 +247,7 @@ def world(r: redis.Redis, viewer: User, operator: User, admin_user: User, outsid
     values = {
         "conn": CONN, "key": "orders", "group": "workers", "consumer": "c1", "entry_id": entry_id,
         "dlq_entry_id": dlq_entry_id,
-        "job_id": str(job.pk), "rule_id": str(rule.pk), "token_id": str(token.pk),
+        "job_id": str(job.pk), "rule_id": str(rule.pk), "token_id": str(token.pk), "view_id": str(saved_view.pk),
         # the admin site's regex routes
         "app_label": "auth", "url": "no-such-page/",
         "content_type_id": str(ContentType.objects.get_for_model(User).pk), "id": str(viewer.pk),

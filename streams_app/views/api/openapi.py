@@ -85,6 +85,7 @@ _TAGS = [
     ("admin", "Destructive actions, for admins: delete consumers, groups, entries; trim."),
     ("jobs", "Background jobs (bulk requeue, replay)."),
     ("audit", "The audit trail: one row per action attempt."),
+    ("views", "Saved views: named links to console pages with their filters, private or shared."),
     ("meta", "This description and its reference page."),
 ]
 
