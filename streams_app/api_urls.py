@@ -11,6 +11,7 @@ from django.urls import path
 from streams_app.views.api import actions, admin_actions, entries, openapi, read
 from streams_app.views.api import retries as retry_api
 from streams_app.views.api import saved_views as saved_view_api
+from streams_app.views.api import search as search_api
 
 STREAM = "c/<conn:conn>/streams/<seg:key>/"
 GROUP = STREAM + "groups/<seg:group>/"
@@ -71,6 +72,11 @@ retry_routes = [
     path(STREAM + "retries/delete", retry_api.retry_delete, name="api-retries-delete"),
 ]
 
+# Payload search (issue 14, item 1).
+search_routes = [
+    path(STREAM + "search/", search_api.stream_search, name="api-stream-search"),
+]
+
 # Saved views (issue 14, item 2): GET lists, POST saves; delete by id.
 saved_view_routes = [
     path("views/", saved_view_api.views_route, name="api-views"),
@@ -86,4 +92,5 @@ meta_routes = [
 urlpatterns = [
     *saved_view_routes,
     *streams_routes, *stream_routes, *group_routes, *dlq_routes, *retry_routes, *jobs_routes, *audit_routes, *meta_routes,
+    *search_routes,
 ]

@@ -26,6 +26,7 @@ class StreamsAppConfig(AppConfig):
         from streams_app.alerts import evaluation
         from streams_app.jobs import kinds, runner
         from streams_app.lake import run
+        from streams_app.search import requeue as search_requeue
 
         # A malformed BUSCONSOLE_DLQ_PATTERNS stops `check` and start-up with a named error.
         checks.register(check_dlq_patterns)
@@ -36,6 +37,7 @@ class StreamsAppConfig(AppConfig):
         # The runner knows kinds by name; their bodies live with their features (see jobs.runner).
         runner.kinds_register({
             runner.KIND_REQUEUE_ALL: kinds.requeue_all_run,
+            runner.KIND_REQUEUE_MATCHING: search_requeue.requeue_matching_run,
             runner.KIND_REPLAY: kinds.replay_run,
             runner.KIND_PIPELINE: run.pipeline_job_run,
         })

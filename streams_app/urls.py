@@ -34,6 +34,8 @@ from streams_app.views import (
 )
 from streams_app.views import retries as retry_views
 from streams_app.views import saved_views as saved_view_pages
+from streams_app.views import search as search_views
+from streams_app.views import search_actions as search_action_views
 from streams_app.views.links import BytesSegmentConverter, ConnConverter, EntryIdConverter
 from streams_app.views.tail import tail
 
@@ -157,6 +159,14 @@ saved_view_routes = [
     path("views/<int:view_id>/delete/", saved_view_pages.view_delete, name="view-delete"),
 ]
 
+# Payload search on the stream and DLQ pages (issue 14, item 1): one step of a run per request.
+search_routes = [
+    path(STREAM + "search/", search_views.stream_search, name="stream-search"),
+    path(DLQ + "search/", search_views.dlq_search, name="dlq-search"),
+    path(DLQ + "search/requeue/confirm/", search_action_views.dlq_requeue_matching_confirm, name="dlq-search-requeue-confirm"),
+    path(DLQ + "search/requeue/", search_action_views.dlq_requeue_matching_start, name="dlq-search-requeue"),
+]
+
 # Prometheus scrape endpoint: a bearer token, no session, no page.
 metrics_routes = [
     path("metrics", metrics.metrics, name="metrics"),
@@ -180,5 +190,6 @@ urlpatterns = [
     *tokens_routes,
     *saved_view_routes,
     *metrics_routes,
+    *search_routes,
     path("api/v1/", include("streams_app.api_urls")),
 ]

@@ -80,7 +80,8 @@ log = logging.getLogger(__name__)
 KIND_REQUEUE_ALL = "dlq.requeue_all"
 KIND_REPLAY = "replay"
 KIND_PIPELINE = "pipeline"  # export, Spark rollups and load: streams_app.lake.run
-KINDS = (KIND_REQUEUE_ALL, KIND_REPLAY, KIND_PIPELINE)
+KIND_REQUEUE_MATCHING = "dlq.requeue_matching"  # the dead letters a search matches: streams_app.search.requeue
+KINDS = (KIND_REQUEUE_ALL, KIND_REPLAY, KIND_PIPELINE, KIND_REQUEUE_MATCHING)
 #: Kinds that never change a monitored Redis, so a read-only process may run them. The pipeline reads
 #: the monitored Redis only (SCAN, XINFO, XRANGE pages) and writes the lake and the console's own
 #: tables, which read-only mode does not protect: a read-only console keeps its reports fresh. Every

@@ -387,3 +387,21 @@ def _key(key: object) -> str:
     if isinstance(key, bytes | bytearray):
         return _bin_text(bytes(key))
     return json.dumps(_jsonable(key), ensure_ascii=False, separators=(",", ":"))
+
+
+def decoded_value(raw: bytes, *, limit: int = PREVIEW_LIMIT) -> tuple[str, object]:
+    """``(format, value)`` as :func:`decode_value` gives them, without the display text.
+
+    Payload search evaluates every entry of a range and never shows most of them: building ``pretty``
+    (an indented ``json.dumps``) would cost it more than the parse. A JSON object or array, by far the
+    commonest payload, is parsed as :func:`_try_json` parses it; anything else goes through
+    :func:`decode_value`, so the formats and their order stay those of this module.
+    """
+    data = as_bytes(raw)
+    if len(data) <= limit and data[:1] in (b"{", b"["):
+        try:
+            return "json", json.loads(data.decode("utf-8"), parse_constant=str)
+        except (UnicodeDecodeError, ValueError, RecursionError):
+            pass
+    decoded = decode_value(data, limit=limit)
+    return decoded.format, decoded.value

@@ -36,6 +36,7 @@ ACTION_ROLES: dict[str, Role] = {
     "rewind.preview": Role.OPERATOR,
     "dlq.requeue": Role.OPERATOR,
     "dlq.requeue_all": Role.OPERATOR,
+    "dlq.requeue_matching": Role.OPERATOR,  # the dead letters a search matches, by a job
     "replay": Role.OPERATOR,
     "replay.count": Role.OPERATOR,
     "job.cancel": Role.OPERATOR,

@@ -134,6 +134,12 @@ ROUTES: dict[str, Route] = {
     "tokens/": Route("read", "any"),
     "tokens/<int:token_id>/revoke/": Route("post", "any"),
     "metrics": Route("token", "none", public=True),
+    # payload search (issue 14, item 1): a step of a search on the stream and DLQ pages, and the API
+    "c/<conn:conn>/streams/<seg:key>/search/": Route("read", "none", query="?q=order"),
+    "c/<conn:conn>/dlq/<seg:key>/search/": Route("read", "none", query="?q=order"),
+    "c/<conn:conn>/dlq/<seg:key>/search/requeue/confirm/": Route("read", "none", query="?q=order"),
+    "c/<conn:conn>/dlq/<seg:key>/search/requeue/": OPERATOR,
+    "api/v1/c/<conn:conn>/streams/<seg:key>/search/": Route("read", "none", query="?q=data.n%20%3E%200"),
     # saved views (issue 14, item 2): any signed-in user lists and saves; owners rename and delete
     "views/": Route("read", "any"),
     "views/<int:view_id>/rename/": Route("post", "any"),

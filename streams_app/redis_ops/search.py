@@ -1,0 +1,39 @@
+"""The Redis side of payload search: one page of a bounded range, in either direction, raw.
+
+Search (:mod:`streams_app.search`) reads a range page by page and decides itself which entries match,
+so it wants Redis's replies as they are (``[id, [name, value, ...]]``, bytes, field order and repeated
+names kept) and never ``XRANGE - +`` without ``COUNT``. Each page is one ``XRANGE``/``XREVRANGE``
+sent with the key's ``TYPE`` through :func:`~streams_app.redis_ops.commands.stream_read` (so a missing
+key or another type is a NotFound, and on a cluster the command goes to the node owning the key); it
+costs O(log N + count) however deep into the stream it starts.
+"""
+
+from __future__ import annotations
+
+from .client import get_client
+from .commands import stream_read
+from .errors import InvalidArgument
+from .types import RawEntry
+
+SEARCH_PAGE = 500
+"""Entries per XRANGE page: big enough that round trips do not dominate, small enough to stop on time."""
+
+
+def search_range_page(
+    conn: str, key: bytes, *, low: str, high: str, forward: bool, count: int = SEARCH_PAGE
+) -> list[RawEntry]:
+    """Up to ``count`` entries between ``low`` and ``high`` (XRANGE bounds: ``-``, ``+``, ``<id>`` or
+    ``(<id>`` for an exclusive one), oldest first when ``forward``, newest first otherwise."""
+    if not isinstance(key, bytes) or not key:
+        raise InvalidArgument("A stream key is required.")
+    if count < 1:
+        raise InvalidArgument("count must be at least 1.")
+    client = get_client(conn)
+    if forward:
+        return list(stream_read(conn, client, key, "XRANGE", key, low, high, "COUNT", count) or [])
+    return list(stream_read(conn, client, key, "XREVRANGE", key, high, low, "COUNT", count) or [])
+
+
+def search_stream_length(conn: str, key: bytes) -> int:
+    """XLEN, the "of M" of "scanned N of M entries" (NotFound when the key is not a stream)."""
+    return int(stream_read(conn, get_client(conn), key, "XLEN", key))

@@ -1,0 +1,25 @@
+"""Payload search: a CEL expression or plain text over a stream's decoded entries, bounded and honest.
+
+:func:`compile_query` turns what was typed into a :class:`Query` (the rule that tells an expression
+from plain text, the variables an expression sees and the choice of CEL library are in
+:mod:`.query`); :func:`search_page` scans one budget's worth of a range (:mod:`.scan`); :mod:`.requeue` is the job
+that requeues the dead letters a search matches. Only :mod:`streams_app.redis_ops` talks to Redis; the
+pages, the API and the services call these functions.
+"""
+
+from __future__ import annotations
+
+from .query import MAX_QUERY, Query, compile_query
+from .scan import BUDGET_ENTRIES, BUDGET_MS, DEFAULT_LIMIT, MAX_LIMIT, SearchPage, search_page
+
+__all__ = [
+    "BUDGET_ENTRIES",
+    "BUDGET_MS",
+    "DEFAULT_LIMIT",
+    "MAX_LIMIT",
+    "MAX_QUERY",
+    "Query",
+    "SearchPage",
+    "compile_query",
+    "search_page",
+]

@@ -1,0 +1,127 @@
+"""One bounded, honest step of a search: scan a range page by page until a budget runs out.
+
+A search never reads a whole stream at once: :func:`search_page` reads pages of
+:data:`~streams_app.redis_ops.search.SEARCH_PAGE` entries (fewer when the entry budget is nearly spent)
+through :mod:`streams_app.redis_ops.search`, tests each entry, and stops at the first of: the range's
+end (``complete``), ``limit`` matches, ``budget_entries`` entries scanned, ``budget_ms`` spent. It always
+says what it covered: ``scanned`` entries from ``first_id`` to ``last_id`` of a stream of ``total``
+(XLEN, read once at the start), and ``next``, the cursor to continue from: the last entry it tested,
+so a continuation starts right after it (no overlap, no gap) whatever stopped this step.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from streams_app.redis_ops import search as redis_search
+from streams_app.redis_ops.errors import InvalidArgument
+from streams_app.redis_ops.ids import parse_id, parse_position
+from streams_app.redis_ops.parsers import parse_entry
+from streams_app.redis_ops.types import Entry
+
+from .query import Query
+
+BUDGET_ENTRIES = 100_000
+BUDGET_MS = 2000
+MAX_LIMIT = 1000
+DEFAULT_LIMIT = 100
+
+
+@dataclass(frozen=True, slots=True)
+class SearchPage:
+    """What one step found and covered (module docstring)."""
+
+    matches: tuple[Entry, ...]
+    scanned: int
+    total: int
+    first_id: str | None
+    last_id: str | None
+    next: str | None
+    complete: bool
+    elapsed_ms: int
+
+
+def _bounds(start: str | None, end: str | None) -> tuple[str, str]:
+    """XRANGE bounds from the lowest and highest positions given (IDs, milliseconds or times)."""
+    low = str(parse_position(start, what="from").lowest) if start else "-"
+    high = str(parse_position(end, what="to").highest) if end else "+"
+    if start and end and parse_id(low) > parse_id(high):
+        raise InvalidArgument("'from' is after 'to': give the lower end of the range in 'from'.")
+    return low, high
+
+
+def search_page(
+    conn: str,
+    key: bytes,
+    query: Query,
+    *,
+    start: str | None = None,
+    end: str | None = None,
+    direction: Literal["asc", "desc"] = "asc",
+    cursor: str | None = None,
+    limit: int = DEFAULT_LIMIT,
+    budget_entries: int = BUDGET_ENTRIES,
+    budget_ms: int = BUDGET_MS,
+    dlq: bool = False,
+    mask: Callable[[Entry], Entry] | None = None,
+) -> SearchPage:
+    """Scan ``key`` between ``start`` and ``end`` (the range's lower and upper ends, inclusive, whatever
+    the direction), oldest first for ``asc`` and newest first for ``desc``, resuming after ``cursor``.
+
+    ``mask`` is what the searching user may see of an entry (:meth:`streams_app.masking.apply.Masker.entry`):
+    the query is evaluated on, and the matches are, the masked entries, so a value a user sees masked
+    cannot be found by searching for it (kafka-ui #4115)."""
+    if direction not in ("asc", "desc"):
+        raise InvalidArgument("direction must be 'asc' or 'desc'.")
+    if not 1 <= limit <= MAX_LIMIT:
+        raise InvalidArgument(f"limit must be between 1 and {MAX_LIMIT}.")
+    if budget_entries < 1 or budget_ms < 1:
+        raise InvalidArgument("The search budgets must be positive.")
+    low, high = _bounds(start, end)
+    forward = direction == "asc"
+    if cursor:
+        after = "(" + str(parse_id(cursor, allow_bare=False, what="cursor"))
+        low, high = (after, high) if forward else (low, after)
+    began = time.monotonic()
+    deadline = began + budget_ms / 1000
+    total = redis_search.search_stream_length(conn, key)
+    matches: list[Entry] = []
+    scanned = 0
+    first_id = last_id = None
+    complete = False
+    while True:
+        asked = min(redis_search.SEARCH_PAGE, budget_entries - scanned)
+        # One entry more than is tested: it tells whether the range goes on, so a step that ends with
+        # its budget at the range's very end says "complete" rather than offering an empty Continue.
+        page = redis_search.search_range_page(conn, key, low=low, high=high, forward=forward, count=asked + 1)
+        stopped = False
+        for raw in page[:asked]:
+            entry = parse_entry(raw) if mask is None else mask(parse_entry(raw))
+            scanned += 1
+            first_id = first_id or entry.id
+            last_id = entry.id
+            if query.matches(entry, dlq=dlq, key=key):
+                matches.append(entry)
+                if len(matches) >= limit:
+                    stopped = True
+                    break
+        if not stopped and len(page) <= asked:
+            complete = True
+            break
+        if stopped or scanned >= budget_entries or time.monotonic() >= deadline:
+            break
+        bound = "(" + last_id  # type: ignore[operator]
+        low, high = (bound, high) if forward else (low, bound)
+    return SearchPage(
+        matches=tuple(matches),
+        scanned=scanned,
+        total=total,
+        first_id=first_id,
+        last_id=last_id,
+        next=None if complete else (last_id or cursor),
+        complete=complete,
+        elapsed_ms=int((time.monotonic() - began) * 1000),
+    )

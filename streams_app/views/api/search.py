@@ -1,0 +1,137 @@
+"""``GET /api/v1/c/<conn>/streams/<key>/search``: one bounded step of a payload search.
+
+The query language and its rule (expression or plain text) are described in
+:mod:`streams_app.search.query`; this view validates the query string, runs one step of
+:func:`streams_app.search.search_page` and answers with the matches as the entries API shows them and
+what was covered, so a client can say "scanned N of M" and continue from ``next``.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from django.http import HttpRequest, JsonResponse
+from pydantic import ConfigDict, Field
+
+from streams_app import search
+from streams_app.masking.apply import search_mask
+from streams_app.redis_ops import client, conventions
+from streams_app.views import presenters
+from streams_app.views.api.endpoint import api_endpoint
+from streams_app.views.api.replies import EntryIdText, EntryRow, Reply
+from streams_app.views.api.schemas import EXAMPLE_ID, CursorId, Query, parse, position, query_int, text
+
+
+class SearchQuery(Query):
+    """``q`` is a CEL expression (``data.customer.id == 42``, ``type in ["order.created"]``,
+    ``error.contains("timeout")``, ``size(data.items) > 3``, ``has(data.refund)``) or plain text, which
+    matches entries with a field name or value containing it, ignoring case (a query is plain text
+    when it is a bare word of letters, digits and ``_ . - : / @``, or does not parse and uses no CEL
+    operator). ``from`` and ``to`` bound the range (inclusive; IDs, milliseconds or ISO-8601 times),
+    ``direction`` says which end the scan starts from, ``cursor`` continues after the ``next`` of a
+    previous answer. One answer scans at most 100,000 entries or 2 seconds."""
+
+    q: text(min_length=1, max_length=search.MAX_QUERY)  # type: ignore[valid-type]
+    from_: position() | None = Field(None, alias="from")  # type: ignore[valid-type]
+    to: position() | None = None  # type: ignore[valid-type]
+    direction: Literal["asc", "desc"] = "asc"
+    cursor: CursorId | None = None
+    limit: query_int(ge=1, le=search.MAX_LIMIT) = search.DEFAULT_LIMIT  # type: ignore[valid-type]
+
+
+class SearchReply(Reply):
+    """``matches`` as the entries API shows them; ``scanned`` entries of ``total`` (XLEN) were tested,
+    from ``from_id`` to ``to_id`` in scan order; ``complete`` is true when the range's end was reached;
+    otherwise ``next`` is the ``cursor`` to continue with (no entry is tested twice or skipped)."""
+
+    matches: list[EntryRow]
+    scanned: int
+    total: int
+    from_id: EntryIdText | None
+    to_id: EntryIdText | None
+    next: EntryIdText | None
+    complete: bool
+    elapsed_ms: int
+
+    model_config = ConfigDict(
+        frozen=True,
+        json_schema_extra={
+            "examples": [
+                {
+                    "matches": [
+                        {
+                            "id": EXAMPLE_ID,
+                            "fields": {"type": "order.paid"},
+                            "decoded": [
+                                {
+                                    "name": "type",
+                                    "format": "text",
+                                    "value": "order.paid",
+                                    "size": 10,
+                                    "truncated": False,
+                                }
+                            ],
+                        }
+                    ],
+                    "scanned": 500,
+                    "total": 500,
+                    "from_id": EXAMPLE_ID,
+                    "to_id": "1700000000999-0",
+                    "next": None,
+                    "complete": True,
+                    "elapsed_ms": 12,
+                }
+            ]
+        },
+    )
+
+
+def search_params(request: HttpRequest, *, forms: bool = False) -> SearchQuery:
+    """The query string read by :class:`SearchQuery`, by the parameters' public names (``from``).
+
+    With ``forms`` (the pages' search box), a parameter left empty is absent: a form sends every
+    field. The API checks an empty value like any other, as everywhere in the API."""
+    names = {field.alias or name for name, field in SearchQuery.model_fields.items()}
+    given = {name: request.GET[name] for name in names if name in request.GET}
+    if forms:
+        given = {name: value for name, value in given.items() if value != "" or name == "q"}
+    return parse(SearchQuery, given)
+
+
+@api_endpoint(
+    method="GET",
+    summary="Search a stream's entries (CEL expression or plain text)",
+    tag="streams",
+    query=SearchQuery,
+    replies={200: SearchReply},
+)
+def stream_search(request: HttpRequest, conn: str, key: bytes) -> JsonResponse:
+    """A bad expression is a 400 naming the parser's complaint; a DLQ's entries also have ``error``,
+    ``retries``, ``origin``, ``original_id``, ``failed_at`` and ``group``."""
+    client.connection(conn)
+    params = search_params(request)
+    compiled = search.compile_query(params.q)
+    page = search.search_page(
+        conn,
+        key,
+        compiled,
+        start=params.from_,
+        end=params.to,
+        direction=params.direction,
+        cursor=params.cursor,
+        limit=params.limit,
+        dlq=conventions.detect_dlq(key) is not None,
+        mask=search_mask(request.user, conn, key),
+    )
+    return JsonResponse(
+        {
+            "matches": [presenters.entry_json(conn, key, e) for e in page.matches],
+            "scanned": page.scanned,
+            "total": page.total,
+            "from_id": page.first_id,
+            "to_id": page.last_id,
+            "next": page.next,
+            "complete": page.complete,
+            "elapsed_ms": page.elapsed_ms,
+        }
+    )
