@@ -317,6 +317,18 @@ BUSCONSOLE_PIPELINE_MINUTE_HOURS = envint("BUSCONSOLE_PIPELINE_MINUTE_HOURS", 6)
 # Processes exporting streams in parallel on big exports (0: one per core, at most 4).
 BUSCONSOLE_EXPORT_WORKERS = envint("BUSCONSOLE_EXPORT_WORKERS", 0)
 
+# Downloads of a range (issue 14, item 3: streams_app.exports): who may export (viewer, operator, admin,
+# or none to switch exports off for everyone), where background exports write their files and for how
+# long they are kept, and the largest range served as a direct download (bigger ones need a job).
+BUSCONSOLE_EXPORT_ROLE = envstr("BUSCONSOLE_EXPORT_ROLE", "viewer").strip().lower()
+if BUSCONSOLE_EXPORT_ROLE not in ("viewer", "operator", "admin", "none"):
+    raise ImproperlyConfigured(f"BUSCONSOLE_EXPORT_ROLE must be viewer, operator, admin or none, not {BUSCONSOLE_EXPORT_ROLE!r}")
+BUSCONSOLE_EXPORT_DIR = envstr("BUSCONSOLE_EXPORT_DIR", str(VAR_DIR / "exports"))
+BUSCONSOLE_EXPORT_RETENTION_H = envint("BUSCONSOLE_EXPORT_RETENTION_H", 24)
+BUSCONSOLE_EXPORT_STREAM_MAX = envint("BUSCONSOLE_EXPORT_STREAM_MAX", 100_000)
+if BUSCONSOLE_EXPORT_RETENTION_H < 1 or BUSCONSOLE_EXPORT_STREAM_MAX < 1:
+    raise ImproperlyConfigured("BUSCONSOLE_EXPORT_RETENTION_H and BUSCONSOLE_EXPORT_STREAM_MAX must be >= 1")
+
 
 def _pipeline_schedule() -> object:
     if BUSCONSOLE_PIPELINE_INTERVAL_S > 0:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from django.urls import path
 
 from streams_app.views.api import actions, admin_actions, entries, openapi, read
+from streams_app.views.api import export as export_api
 from streams_app.views.api import retries as retry_api
 from streams_app.views.api import saved_views as saved_view_api
 from streams_app.views.api import search as search_api
@@ -77,6 +78,11 @@ search_routes = [
     path(STREAM + "search/", search_api.stream_search, name="api-stream-search"),
 ]
 
+# Export of a range: GET streams it, POST starts a background export (issue 14, item 3).
+export_routes = [
+    path(STREAM + "export", export_api.export_route, name="api-export"),
+]
+
 # Saved views (issue 14, item 2): GET lists, POST saves; delete by id.
 saved_view_routes = [
     path("views/", saved_view_api.views_route, name="api-views"),
@@ -91,6 +97,6 @@ meta_routes = [
 
 urlpatterns = [
     *saved_view_routes,
-    *streams_routes, *stream_routes, *group_routes, *dlq_routes, *retry_routes, *jobs_routes, *audit_routes, *meta_routes,
+    *streams_routes, *stream_routes, *group_routes, *dlq_routes, *retry_routes, *export_routes, *jobs_routes, *audit_routes, *meta_routes,
     *search_routes,
 ]

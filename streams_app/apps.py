@@ -24,6 +24,7 @@ class StreamsAppConfig(AppConfig):
         # to the task itself (its options, eager mode, routes) in the web process too, not only in workers.
         from streams_app import signals, tasks  # noqa: F401
         from streams_app.alerts import evaluation
+        from streams_app.exports import files as export_files
         from streams_app.jobs import kinds, runner
         from streams_app.lake import run
         from streams_app.search import requeue as search_requeue
@@ -40,4 +41,5 @@ class StreamsAppConfig(AppConfig):
             runner.KIND_REQUEUE_MATCHING: search_requeue.requeue_matching_run,
             runner.KIND_REPLAY: kinds.replay_run,
             runner.KIND_PIPELINE: run.pipeline_job_run,
+            runner.KIND_EXPORT: export_files.export_job_run,
         })

@@ -32,6 +32,7 @@ from streams_app.views import (
     streams,
     tokens,
 )
+from streams_app.views import export as export_views
 from streams_app.views import retries as retry_views
 from streams_app.views import saved_views as saved_view_pages
 from streams_app.views import search as search_views
@@ -108,6 +109,13 @@ entry_add_routes = [
     path(STREAM + "add/", entry_add.entry_add, name="entry-add"),
 ]
 
+# Export of a range, streamed or as a background job, and a finished job's file (issue 14, item 3).
+export_routes = [
+    path(STREAM + "export/", export_views.stream_export, name="export"),
+    path(STREAM + "export/job/", export_views.stream_export_job, name="export-job"),
+    path("jobs/<int:job_id>/download/", export_views.export_download, name="export-download"),
+]
+
 # The event bus's delayed retries (issue 13, item 16): a connection's retry sets, one stream's schedule.
 retry_routes = [
     path("c/<conn:conn>/retries/", retry_views.retries_list, name="retries-list"),
@@ -181,6 +189,7 @@ urlpatterns = [
     *dlq_routes,
     *dead_letter_routes,
     *entry_add_routes,
+    *export_routes,
     *retry_routes,
     *live_routes,
     *jobs_routes,

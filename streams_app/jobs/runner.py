@@ -80,13 +80,14 @@ log = logging.getLogger(__name__)
 KIND_REQUEUE_ALL = "dlq.requeue_all"
 KIND_REPLAY = "replay"
 KIND_PIPELINE = "pipeline"  # export, Spark rollups and load: streams_app.lake.run
+KIND_EXPORT = "export"  # a range written to a file for download: streams_app.exports.files
 KIND_REQUEUE_MATCHING = "dlq.requeue_matching"  # the dead letters a search matches: streams_app.search.requeue
-KINDS = (KIND_REQUEUE_ALL, KIND_REPLAY, KIND_PIPELINE, KIND_REQUEUE_MATCHING)
+KINDS = (KIND_REQUEUE_ALL, KIND_REPLAY, KIND_PIPELINE, KIND_EXPORT, KIND_REQUEUE_MATCHING)
 #: Kinds that never change a monitored Redis, so a read-only process may run them. The pipeline reads
 #: the monitored Redis only (SCAN, XINFO, XRANGE pages) and writes the lake and the console's own
 #: tables, which read-only mode does not protect: a read-only console keeps its reports fresh. Every
 #: other kind, including any added later, is refused by a read-only process until listed here.
-READ_ONLY_KINDS = frozenset({KIND_PIPELINE})
+READ_ONLY_KINDS = frozenset({KIND_PIPELINE, KIND_EXPORT})  # an export only reads (XRANGE pages)
 #: The error of a job a read-only process refused.
 READ_ONLY_REFUSAL = (
     "Refused: this process runs read-only (BUSCONSOLE_READ_ONLY=1) and never changes a monitored Redis; "

@@ -14,7 +14,8 @@ from collections.abc import Callable, Iterator
 
 from .client import get_client
 from .errors import translated
-from .types import RawEntry
+from .parsers import parse_entry
+from .types import Entry, RawEntry
 
 
 def range_pages(conn: str, key: bytes, start: str, *, count: Callable[[], int]) -> Iterator[list[RawEntry]]:
@@ -33,3 +34,24 @@ def range_pages(conn: str, key: bytes, start: str, *, count: Callable[[], int]) 
         if len(reply) < asked:
             return
         start = "(" + reply[-1][0].decode()
+
+
+def range_entry_pages(conn: str, key: bytes, *, start: str, end: str, page: int) -> Iterator[list[Entry]]:
+    """The entries of ``key`` from ``start`` to ``end`` (XRANGE bounds, both included), ``page`` at a time.
+
+    The exports' reader (:mod:`streams_app.exports`): each page is one ``XRANGE key <start> <end> COUNT
+    page``, the next one starting just after the last ID read, so a generator that yields per page
+    holds one page in memory and the server never sees an unbounded XRANGE. Empty pages are not
+    yielded; the iteration ends after the first page shorter than asked.
+    """
+    if page < 1:
+        raise ValueError("page must be at least 1")
+    client = get_client(conn)
+    while True:
+        with translated(conn):
+            reply = client.execute_command("XRANGE", key, start, end, "COUNT", page)
+        if reply:
+            yield [parse_entry(raw) for raw in reply]
+        if len(reply) < page:
+            return
+        start = "(" + parse_entry(reply[-1]).id

@@ -65,6 +65,14 @@ from streams_app.services.dlq import (
     dlq_require,
 )
 from streams_app.services.entries import entry_add, entry_add_action
+from streams_app.services.exports import (
+    ExportDownload,
+    export_allowed,
+    export_input,
+    export_job_file,
+    stream_export_download,
+    stream_export_job,
+)
 from streams_app.services.groups import (
     SweepPreview,
     group_rewind,
@@ -151,6 +159,13 @@ __all__ = [
     "saved_view_name_clean",
     "saved_view_rename",
     "saved_view_save",
+    # exports (issue 14, item 3)
+    "ExportDownload",
+    "export_allowed",
+    "export_input",
+    "export_job_file",
+    "stream_export_download",
+    "stream_export_job",
     # tokens
     "token_issue",
     "token_revoke",

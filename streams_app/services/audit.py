@@ -68,6 +68,10 @@ ACTION_ROLES: dict[str, Role] = {
     "alert_rule.create": Role.ADMIN,
     "alert_rule.update": Role.ADMIN,
     "alert_rule.delete": Role.ADMIN,
+    # exports (issue 14, item 3): a read, so a viewer's floor; BUSCONSOLE_EXPORT_ROLE may raise it or
+    # switch exports off (checked on top of this table in services/exports.py)
+    "export": Role.VIEWER,
+    "export.job": Role.VIEWER,
     # saved views (issue 14): anyone keeps private ones; sharing with everyone is an operator's call
     "view.save": Role.VIEWER,
     "view.share": Role.OPERATOR,
@@ -78,6 +82,8 @@ ACTION_ROLES: dict[str, Role] = {
 #: Actions on the console's own records that read-only mode allows: it protects the monitored Redis,
 #: and a read-only console is still read through the API, with personal tokens.
 READ_ONLY_ALLOWED: frozenset[str] = frozenset({"token.create", "token.revoke"})
+#: An export only reads the monitored Redis (its job writes a file of the console's own).
+READ_ONLY_ALLOWED |= {"export", "export.job"}
 #: Saved views are bookmarks in the console's own database: read-only mode leaves them alone too.
 READ_ONLY_ALLOWED |= {"view.save", "view.share", "view.rename", "view.delete"}
 

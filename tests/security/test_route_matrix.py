@@ -111,6 +111,10 @@ ROUTES: dict[str, Route] = {
     "c/<conn:conn>/dlq/<seg:key>/purge/": ADMIN,
     "c/<conn:conn>/dlq/<seg:key>/entries/<eid:entry_id>/": READ,  # a dead letter's own page
     "c/<conn:conn>/streams/<seg:key>/add/": Route("read", "operator"),  # the "Add entry" form
+    # export of a range (issue 14, item 3): a download (its form POSTs), a job, a job's file
+    "c/<conn:conn>/streams/<seg:key>/export/": Route("read", "any"),
+    "c/<conn:conn>/streams/<seg:key>/export/job/": Route("post", "any"),
+    "jobs/<int:job_id>/download/": READ,  # a job without a file: a page that says so
     # the event bus's delayed retries (issue 13, item 16)
     "c/<conn:conn>/retries/": READ,
     "c/<conn:conn>/streams/<seg:key>/retries/": READ,
@@ -153,6 +157,7 @@ ROUTES: dict[str, Route] = {
     "api/v1/c/<conn:conn>/streams/<seg:key>/entries/": Route("read", "operator"),  # GET reads, POST adds one
     "api/v1/c/<conn:conn>/streams/<seg:key>/groups/": READ,
     "api/v1/c/<conn:conn>/streams/<seg:key>/replay": OPERATOR,
+    "api/v1/c/<conn:conn>/streams/<seg:key>/export": Route("read", "any"),  # GET streams, POST starts a job
     "api/v1/c/<conn:conn>/streams/<seg:key>/trim": ADMIN,
     "api/v1/c/<conn:conn>/streams/<seg:key>/delete": ADMIN,
     "api/v1/c/<conn:conn>/streams/<seg:key>/groups/<seg:group>/pending/": READ,

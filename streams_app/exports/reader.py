@@ -1,0 +1,121 @@
+"""An export's bytes, page by page: the range read through :mod:`streams_app.redis_ops.ranges`, the
+entries kept by the optional predicate, each page encoded as it comes (:mod:`.formats`).
+
+The one place a search query becomes an export's predicate is :func:`export_matcher`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from streams_app.exports.formats import Encoder, encoder_for
+from streams_app.redis_ops import actions
+from streams_app.redis_ops.errors import InvalidArgument
+from streams_app.redis_ops.ranges import range_entry_pages
+from streams_app.redis_ops.types import Entry
+
+try:  # the search language (issue 14, item 1) may not be installed in this tree yet
+    from streams_app import search as _search
+except ImportError:  # pragma: no cover - depends on the tree
+    _search = None
+
+#: Entries per XRANGE page: what an export holds in memory at once, and one Parquet row group.
+PAGE = 1000
+
+Matches = Callable[[Entry], bool]
+#: What a user may see of an entry (:meth:`streams_app.masking.apply.Masker.entry`).
+Mask = Callable[[Entry], Entry]
+
+
+def masked_pages(pages: Iterator[list[Entry]], mask: Mask | None) -> Iterator[list[Entry]]:
+    """``pages`` as the exporting user may see them. Applied before the search predicate and the
+    encoder, so a masked value is neither written nor found by searching for it."""
+    if mask is None:
+        yield from pages
+        return
+    for page in pages:
+        yield [mask(entry) for entry in page]
+
+
+def export_matcher(q: str | None, *, dlq: bool = False) -> Matches | None:
+    """The predicate of the search query ``q`` (None keeps every entry).
+
+    The lead wires the search here and nowhere else: ``compile_query(q).matches``, with ``dlq`` so a
+    dead letter's parsed fields can be searched. A bad query is the search's InvalidArgument (400).
+    """
+    if not q:
+        return None
+    if _search is None:
+        raise InvalidArgument("search export not available")
+    query = _search.compile_query(q)
+    return lambda entry: query.matches(entry, dlq=dlq)
+
+
+@dataclass
+class Tally:
+    """What an export read and wrote so far (the audit row and the job's progress say it)."""
+
+    scanned: int = 0
+    written: int = 0
+
+
+def range_bounds(conn: str, key: bytes, start: str, end: str) -> tuple[str, str]:
+    """The range as exact IDs, both included: ``start`` and ``end`` are entry IDs, millisecond times,
+    ISO-8601 times (a time covers its whole millisecond), ``-`` or ``+``. The end is capped at the
+    stream's last ID now, so entries added while the export runs are not in it (replay's rule)."""
+    return actions.resolve_range(conn, key, start or "-", end or "+")
+
+
+def range_over(conn: str, key: bytes, *, start: str, end: str, limit: int) -> bool:
+    """Whether ``[start, end]`` holds more than ``limit`` entries, counted inside Redis (no transfer),
+    reading at most ``limit + 1``."""
+    count = actions.replay_count_detail(conn, key, start=start, end=end, limit=limit + 1)
+    return count.scanned > limit
+
+
+def encoded_pages(
+    pages: Iterator[list[Entry]],
+    *,
+    fmt: str,
+    matches: Matches | None,
+    tally: Tally,
+    encoder: Encoder | None = None,
+    finish: bool = True,
+) -> Iterator[bytes]:
+    """The file's bytes for ``pages``: the head (the encoder is made from the first page read unless
+    given), one chunk per page, and the tail when ``finish``. Empty chunks are not yielded."""
+    for page in pages:
+        if encoder is None:
+            encoder = encoder_for(fmt, page)
+            if head := encoder.start():
+                yield head
+        kept = page if matches is None else [e for e in page if matches(e)]
+        tally.scanned += len(page)
+        tally.written += len(kept)
+        if chunk := encoder.page(kept):
+            yield chunk
+    if encoder is None:
+        encoder = encoder_for(fmt, [])
+        if head := encoder.start():
+            yield head
+    if finish and (tail := encoder.finish()):
+        yield tail
+
+
+def export_bytes(
+    conn: str,
+    key: bytes,
+    *,
+    start: str,
+    end: str,
+    fmt: str,
+    matches: Matches | None,
+    tally: Tally,
+    mask: Mask | None = None,
+    page: int = PAGE,
+) -> Iterator[bytes]:
+    """The whole export of the exact range ``[start, end]`` as a stream of chunks, one per page read,
+    each entry masked as ``mask`` says (:func:`masked_pages`)."""
+    pages = masked_pages(range_entry_pages(conn, key, start=start, end=end, page=page), mask)
+    yield from encoded_pages(pages, fmt=fmt, matches=matches, tally=tally)
