@@ -18,7 +18,13 @@ Design (issue 14 item 4):
   never differs by role, which keeps the live tail cheap: the hub encodes one masked frame per entry and
   shares it between every subscriber (the tail never reveals).
 - A dead letter is masked by the rules of its DLQ key and those of the stream it came from, so a rule
-  written for ``orders`` also hides the field in ``orders:dlq``.
+  written for ``orders`` also hides the field in ``orders:dlq``. The raw entry is masked before it is
+  parsed (:meth:`Masker.dlq_parse`), so a rule naming the DLQ's own fields (``dlq_error``,
+  ``dlq_traceback``, OmniDaemon's ``data.error``) hides the error wherever it is shown or searched.
+  An OmniDaemon dead letter keeps the original message as JSON under ``data.failed_message`` (the
+  origin's ``data`` field): the rules of the origin and of the DLQ key reach it there as if it were
+  that ``data`` field (``orders`` ``data.customer.email`` hides ``data.failed_message.customer.email``),
+  and the DLQ key's rules also apply to the entry as stored.
 - Search and export take :meth:`Masker.entry` of each entry before they evaluate or write it, so a
   masked value cannot be found by searching for it.
 
@@ -59,6 +65,9 @@ _HASH_SALT = "streams_app.masking.hash"
 _HASH_CHARS = 12
 #: Strongest last: applied in this order, a stronger action overwrites a weaker one on the same value.
 _ORDER = {"hash": 0, "mask": 1, "remove": 2}
+#: Where an OmniDaemon dead letter keeps the original message: JSON ``failed_message`` in field ``data``.
+_OMNI_FIELD = b"data"
+_OMNI_MESSAGE = "failed_message"
 
 Pairs = Sequence[tuple[bytes, bytes]]
 
@@ -133,6 +142,7 @@ class Masker:
         self.revealing = reveal
         self.revealed: list[str] = []
         self._by_stream: dict[bytes, tuple[Rule, ...]] = {}
+        self._omni: dict[bytes | None, tuple[Rule, ...]] = {}
         self._rules = self._for_stream(key)
         self._dlq = bool(self._all) and conventions.detect_dlq(key) is not None
         #: Whether any rule could apply here (a DLQ's entries may also follow their origin's rules).
@@ -152,6 +162,26 @@ class Masker:
             return self._rules
         return tuple(sorted({*self._rules, *extra}, key=lambda r: _ORDER[r.action]))
 
+    def _omni_rules(self, origin: bytes | None) -> tuple[Rule, ...]:
+        """An OmniDaemon dead letter's rules: the DLQ key's on the entry as stored, and the DLQ key's and
+        the origin's moved under ``data.failed_message`` (the original message's ``data`` field)."""
+        found = self._omni.get(origin)
+        if found is None:
+            nested = [
+                replace(r, field=_OMNI_FIELD, path=(_OMNI_MESSAGE, *r.path))
+                for r in self._with_origin(origin)
+                if r.field is None or r.field == _OMNI_FIELD
+            ]
+            merged = dict.fromkeys([*self._rules, *nested])
+            found = self._omni[origin] = tuple(sorted(merged, key=lambda r: _ORDER[r.action]))
+        return found
+
+    def _dlq_rules(self, entry: Entry) -> tuple[Rule, ...]:
+        parsed = conventions.parse_dlq_entry(self.key, entry.id, entry.fields)
+        if parsed.convention == conventions.OMNIDAEMON:
+            return self._omni_rules(parsed.original_stream)
+        return self._with_origin(parsed.original_stream)
+
     def _masked(self, entry_id: str, fields: Pairs, rules: Sequence[Rule]) -> list[tuple[bytes, bytes]]:
         masked = mask_fields(fields, rules) if rules else list(fields)
         if not self.revealing:
@@ -164,21 +194,15 @@ class Masker:
         """The entry as this response may show it (for a DLQ key, its origin's rules apply too)."""
         if not self.active:
             return entry
-        rules = self._rules
-        if self._dlq:
-            rules = self._with_origin(
-                conventions.parse_dlq_entry(self.key, entry.id, entry.fields).original_stream
-            )
+        rules = self._dlq_rules(entry) if self._dlq else self._rules
         fields = self._masked(entry.id, entry.fields, rules)
         return entry if self.revealing else Entry(id=entry.id, fields=tuple(fields))
 
-    def dlq_entry(self, entry: conventions.DlqEntry) -> conventions.DlqEntry:
-        """A parsed dead letter with its payload (the fields a requeue writes back) masked."""
-        if not self.active:
-            return entry
-        rules = self._with_origin(entry.original_stream)
-        fields = self._masked(entry.id, entry.payload_fields, rules)
-        return entry if self.revealing else replace(entry, payload_fields=fields)
+    def dlq_parse(self, entry: Entry) -> conventions.DlqEntry:
+        """A raw dead letter of this DLQ key as this response may show it: masked by :meth:`entry` first,
+        then parsed, so its error and traceback follow the rules as well as its payload does."""
+        shown = self.entry(entry)
+        return conventions.parse_dlq_entry(self.key, shown.id, shown.fields)
 
     def fields(self, ref: str, fields: Pairs) -> tuple[tuple[bytes, bytes], ...]:
         """Fields of something that is not (yet) an entry of the stream, such as a delayed retry."""

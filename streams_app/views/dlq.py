@@ -70,10 +70,16 @@ def dlq_detail(request: HttpRequest, conn: str, key: bytes) -> HttpResponse:
     masker = request_masker(request, conn, key)
     info = reads.stream_info(conn, key)
     entries, older = actions.dlq_entries(
-        conn, key, before=params["before"], count=params["count"], error_contains=params["error"],
+        conn,
+        key,
+        before=params["before"],
+        count=params["count"],
+        error_contains=params["error"],
         error_signature=params["signature"],
+        mask=masker.entry,
     )
-    rows = [dlq_entry_view(conn, key, masker.dlq_entry(entry)) for entry in entries]
+    # Masked before the parse and the error filter: a rule on the error hides it and cannot be searched.
+    rows = [dlq_entry_view(conn, key, entry) for entry in entries]
     context.update(
         key=key,
         key_text=display_text(key),
@@ -87,8 +93,7 @@ def dlq_detail(request: HttpRequest, conn: str, key: bytes) -> HttpResponse:
         # rendered have newer IDs and are never touched by that button.
         newest_on_screen=rows[0].id if rows else None,
         sources=[
-            (display_text(s), links.stream_url(conn, s))
-            for s in conventions.dlq_source_streams(key, entries)
+            (display_text(s), links.stream_url(conn, s)) for s in conventions.dlq_source_streams(key, entries)
         ],
         stream_page=links.stream_url(conn, key),
         api_url=links.api_dlq_url(conn, key),

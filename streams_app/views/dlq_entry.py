@@ -44,7 +44,7 @@ def dlq_entry_detail(request: HttpRequest, conn: str, key: bytes, entry_id: str)
     services.dlq_require(conn=conn, key=key)
     masker = request_masker(request, conn, key)
     raw = reads.entry_get(conn, key, entry_id)
-    row = dlq_entry_view(conn, key, masker.dlq_entry(conventions.parse_dlq_entry(key, raw.id, raw.fields)))
+    row = dlq_entry_view(conn, key, masker.dlq_parse(raw))
     origin = origin_state(conn, row.entry)
     dlq_page = links.dlq_url(conn, key)
     context.update(

@@ -16,7 +16,7 @@ CROSSSLOT: the work is split by slot before it is sent.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -317,6 +317,7 @@ def dlq_entries(
     error_contains: str | None = None,
     error_signature: str | None = None,
     scan_limit: int = 5000,
+    mask: Callable[[Entry], Entry] | None = None,
 ) -> tuple[list[DlqEntry], str | None]:
     """DLQ entries newest first, between the exclusive bounds ``after`` and ``before``, parsed by convention.
 
@@ -325,7 +326,9 @@ def dlq_entries(
     insensitive) are kept, and at most ``scan_limit`` entries are read per call: the page may then be
     short (even empty) with a cursor to continue the search from. With ``error_signature`` only
     entries whose error normalizes to exactly it (:func:`pipeline.signatures.normalize_error`, the
-    rule the reports group dead letters by) are kept, scanned the same way.
+    rule the reports group dead letters by) are kept, scanned the same way. ``mask`` is what the
+    reader may see of a raw entry (:meth:`streams_app.masking.apply.Masker.entry`): it is applied before
+    the parse and the filters, so a masked error is neither shown nor found by its text.
     """
     _key(dlq_key, "DLQ key")
     count = _positive(count, "count", cap=MAX_IDS)
@@ -342,11 +345,11 @@ def dlq_entries(
             step = count + 1 if not filtered else min(max(count, 200), scan_limit - scanned)
             raw = stream_read(conn, client, dlq_key, "XREVRANGE", dlq_key, upper, lower, "COUNT", step)
             if not filtered:
-                entries = [_parsed(dlq_key, item) for item in raw[:count]]
+                entries = [_parsed(dlq_key, item, mask) for item in raw[:count]]
                 return entries, entries[-1].id if len(raw) > count else None
             for item in raw:
                 scanned += 1
-                entry = _parsed(dlq_key, item)
+                entry = _parsed(dlq_key, item, mask)
                 if _error_matches(entry, needle, error_signature):
                     page.append(entry)
                     if len(page) == count:
@@ -364,6 +367,6 @@ def _error_matches(entry: DlqEntry, needle: str | None, signature: str | None) -
     return signature is None or normalize_error(entry.error) == signature
 
 
-def _parsed(dlq_key: bytes, raw: Sequence) -> DlqEntry:
-    entry = parse_entry(raw)
+def _parsed(dlq_key: bytes, raw: Sequence, mask: Callable[[Entry], Entry] | None = None) -> DlqEntry:
+    entry = parse_entry(raw) if mask is None else mask(parse_entry(raw))
     return parse_dlq_entry(dlq_key, entry.id, entry.fields)

@@ -157,9 +157,9 @@ def dlq_entries(request: HttpRequest, conn: str, key: bytes) -> JsonResponse:
     services.dlq_require(conn=conn, key=key)
     masker = request_masker(request, conn, key)
     entries, older = actions.dlq_entries(
-        conn, key, before=params.before, count=params.count, error_contains=params.error
+        conn, key, before=params.before, count=params.count, error_contains=params.error, mask=masker.entry
     )
-    rows = [dlq_entry_json(masker.dlq_entry(e)) for e in entries]
+    rows = [dlq_entry_json(e) for e in entries]
     masker.reveal_record()
     return JsonResponse({"key": display_text(key), "entries": rows, "next": older})
 
