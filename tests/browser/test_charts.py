@@ -47,10 +47,11 @@ def test_group_page_chart_renders_with_data_and_updates_live(page, asgi_server, 
     box = lag.locator("svg.chart-svg").bounding_box()
     assert box is not None and box["width"] > 250 and box["height"] > 50  # drawn at a readable size
 
-    # The window switch swaps the panel in place (htmx), without leaving the page.
+    # The window switch swaps the panel in place (htmx), without leaving the page, and writes the
+    # window into the address so a reload or a saved view keeps it.
     page.locator(".chart-panel .window-switch a", has_text="24h").click()
     expect(page.locator(".chart-panel .window-switch a.active")).to_have_text("24h")
-    assert page.url.endswith("/groups/billing/")
+    assert page.url.endswith("/groups/billing/?window=24h")
     expect(lag.locator("svg.chart-svg")).to_have_attribute("data-points", "6")
 
     # A new snapshot, announced over the channel layer, refreshes the open page (websocket, no reload).

@@ -59,7 +59,8 @@ class Endpoint:
     body: type[Body] | None = None
     role: Literal["viewer", "operator", "admin"] = "viewer"
     errors: tuple[int, ...] = ()
-    content_type: str = "application/json"
+    #: the reply's media type, or several when a parameter chooses (an export's format)
+    content_type: str | tuple[str, ...] = "application/json"
 
 
 def api_endpoint(**spec: Any) -> Callable[[V], V]:

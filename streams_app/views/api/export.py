@@ -15,6 +15,7 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from pydantic import ConfigDict, Field
 
 from streams_app import services
+from streams_app.exports.formats import CONTENT_TYPES
 from streams_app.jobs.models import Job
 from streams_app.jobs.runner import KIND_EXPORT
 from streams_app.redis_ops import client
@@ -76,7 +77,7 @@ _QUERY_NAMES = ("format", "from", "to", "q", "job")
     tag="streams",
     query=ExportQuery,
     replies={200: None},
-    content_type="application/x-ndjson",
+    content_type=tuple(CONTENT_TYPES.values()),
     errors=(403, 409),
 )
 def export_read(request: HttpRequest, conn: str, key: bytes) -> HttpResponse:

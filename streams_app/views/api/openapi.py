@@ -202,7 +202,9 @@ def _first_line(text: str | None) -> str:
 
 def _success(endpoint: Endpoint, status: int, model: type[BaseModel] | None) -> dict[str, Any]:
     if model is None:
-        return {"description": "The page.", "content": {endpoint.content_type: {"schema": {"type": "string"}}}}
+        types = (endpoint.content_type,) if isinstance(endpoint.content_type, str) else endpoint.content_type
+        described = "The page." if types == ("text/html",) else "The file, in the media type its format names."
+        return {"description": described, "content": {t: {"schema": {"type": "string"}} for t in types}}
     media: dict[str, Any] = {"schema": _ref(model)}
     if examples := _examples(model):
         media["examples"] = examples
