@@ -13,6 +13,7 @@ from streams_app.views.api import export as export_api
 from streams_app.views.api import retries as retry_api
 from streams_app.views.api import saved_views as saved_view_api
 from streams_app.views.api import search as search_api
+from streams_app.views.api import search_actions as search_action_api
 
 STREAM = "c/<conn:conn>/streams/<seg:key>/"
 GROUP = STREAM + "groups/<seg:group>/"
@@ -76,6 +77,7 @@ retry_routes = [
 # Payload search (issue 14, item 1).
 search_routes = [
     path(STREAM + "search/", search_api.stream_search, name="api-stream-search"),
+    path(DLQ + "search/requeue", search_action_api.dlq_requeue_matching_route, name="api-dlq-search-requeue"),
 ]
 
 # Export of a range: GET streams it, POST starts a background export (issue 14, item 3).

@@ -173,6 +173,10 @@ search_routes = [
     path(DLQ + "search/", search_views.dlq_search, name="dlq-search"),
     path(DLQ + "search/requeue/confirm/", search_action_views.dlq_requeue_matching_confirm, name="dlq-search-requeue-confirm"),
     path(DLQ + "search/requeue/", search_action_views.dlq_requeue_matching_start, name="dlq-search-requeue"),
+    path(STREAM + "search/replay/confirm/", search_action_views.stream_replay_matching_confirm, name="stream-search-replay-confirm"),
+    path(STREAM + "search/replay/", search_action_views.stream_replay_matching_start, name="stream-search-replay"),
+    path(GROUP + "search/ack/confirm/", search_action_views.group_ack_matching_confirm, name="group-search-ack-confirm"),
+    path(GROUP + "search/ack/", search_action_views.group_ack_matching_start, name="group-search-ack"),
 ]
 
 # Prometheus scrape endpoint: a bearer token, no session, no page.

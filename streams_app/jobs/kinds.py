@@ -38,6 +38,7 @@ from streams_app.jobs.models import Job
 from streams_app.jobs.runner import Progress
 from streams_app.redis_ops import actions, reads
 from streams_app.redis_ops.ids import parse_id
+from streams_app.search.replay import replay_matching_run
 
 DEFAULT_BATCH = 1000
 MAX_BATCH = 5000
@@ -127,6 +128,8 @@ def replay_run(job: Job, progress: Progress) -> None:
     had counted when that Redis-side count (re)started at zero (it expired, or the job began before
     counts were kept), so a resume after a crash picks up every copy the killed run made.
     """
+    if job.parameters.get("query"):  # "replay the entries matching this": a search picks the copies
+        return replay_matching_run(job, progress)
     conn = job.connection
     params = job.parameters
     key = bytes.fromhex(params["key"])

@@ -6,8 +6,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from streams_app import search
 from streams_app.jobs import runner as jobs
 from streams_app.jobs.models import Job
+from streams_app.masking.apply import search_mask
 from streams_app.redis_ops import actions
 from streams_app.redis_ops.decoding import display_text
 from streams_app.services.audit import action_audit
@@ -62,16 +64,23 @@ def stream_replay(
     target: bytes | None = None,
     match: Mapping[bytes, bytes] | None = None,
     batch: int | None = None,
+    query: str | None = None,
 ) -> Job:
     """Start a background job copying the range ``start``..``end`` of ``key`` to ``target``.
 
     Copies get new IDs and a ``_replayed_from`` field. The range is resolved to exact IDs before the
-    job starts, so a replay into the same stream never copies its own copies.
+    job starts, so a replay into the same stream never copies its own copies. With ``query`` only the
+    entries of the range the search matches (as ``user`` sees them, masked) are copied
+    (:mod:`streams_app.search.replay`).
     """
     match = dict(match or {})
     target = target or key
     params = {"start": start, "end": end, "target": target, "match": match}
+    if query:
+        params["query"] = query
     with action_audit(user=user, conn=conn, action="replay", stream=key, params=params) as record:
+        if query:
+            search.compile_query(query)  # a bad expression is a 400 now, not a failed job later
         first, last = actions.resolve_range(conn, key, start, end)
         job = jobs.job_create(
             kind=jobs.KIND_REPLAY, conn=conn, user=user, key=key,
@@ -82,7 +91,40 @@ def stream_replay(
                 "target_text": display_text(target),
                 "match": [[name.hex(), value.hex()] for name, value in match.items()],
                 **({"batch": batch} if batch else {}),
+                **({"query": query} if query else {}),
             },
         )
         record.params.update(start_id=first, end_id=last, job=job.pk)
     return job
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayMatchingPreview:
+    """How many entries of the exact range ``start``..``end`` match ``query`` (at least, when
+    ``complete`` is False: the count stopped after ``scanned`` entries or at
+    :data:`~streams_app.search.MAX_LIMIT` matches; the job searches the whole range)."""
+
+    query: str
+    start: str
+    end: str
+    count: int
+    scanned: int
+    complete: bool
+
+
+def stream_replay_matching_count(
+    *, user: UserLike | None, conn: str, key: bytes, query: str, start: str | None, end: str | None
+) -> ReplayMatchingPreview:
+    """Count the entries of ``start``..``end`` (default: the whole stream, up to its newest entry now)
+    that ``query`` matches as ``user`` sees them, changing nothing; the range is resolved to exact IDs,
+    which the confirm form carries, so the job searches the range that was counted. A read, like the
+    search it repeats (no role beyond reading, no audit row): the replay itself is checked and audited."""
+    compiled = search.compile_query(query)
+    first, last = actions.resolve_range(conn, key, start or "-", end or "+")
+    page = search.search_page(
+        conn, key, compiled, start=first, end=last, limit=search.MAX_LIMIT, mask=search_mask(user, conn, key)
+    )
+    count, scanned, complete = len(page.matches), page.scanned, page.complete
+    return ReplayMatchingPreview(
+        query=query, start=first, end=last, count=count, scanned=scanned, complete=complete
+    )

@@ -107,6 +107,10 @@ def _step(request: HttpRequest, conn: str, key: bytes, *, page_url: str, dlq: bo
         requeue_url=f"{links.dlq_url(conn, key)}search/requeue/confirm/?{urlencode({'q': params.q})}"
         if dlq and found and (page.complete or run_over)
         else None,
+        replay_url=f"{links.stream_url(conn, key)}search/replay/confirm/?"
+        + urlencode({k: v for k, v in {"q": params.q, "start": params.from_, "end": params.to}.items() if v})
+        if not dlq and found and (page.complete or run_over)
+        else None,
         continue_url=f"{page_url}?{_query_string(params, cursor=page.next)}#search"
         if run_over and not page.complete
         else None,

@@ -51,6 +51,11 @@ QUERIES = {
     "entry-raw": "?field=0",
     "autoclaim-confirm": "?consumer=sweeper&min_idle_ms=0&count=10",
     "dlq-requeue-confirm": "?up_to=9999999999999-0",
+    "stream-search": "?q=order",
+    "dlq-search": "?q=order",
+    "dlq-search-requeue-confirm": "?q=order",
+    "stream-search-replay-confirm": "?q=order",
+    "group-search-ack-confirm": "?q=order",
 }
 SKIPPED_PREFIXES = ("api/v1/", "admin/")  # the JSON API; Django's admin has a test of its own below
 

@@ -199,6 +199,11 @@ def test_every_operation_answers_as_documented(doc, admin_user, api_token, bus) 
     c.call("get", D + "{key}/", status=200, **dlq)
     c.call("post", D + "{key}/requeue", {"ids": [bus.dlq_ids[0]]}, status=200, **dlq)
     c.call("post", D + "{key}/requeue", {"all": True, "up_to": bus.dlq_ids[0]}, status=202, **dlq)
+    # requeue the dead letters a search matches (issue 14, item 1): the count, the job, a bad expression
+    counted = c.call("post", D + "{key}/search/requeue", {"q": "order", "dry_run": True}, status=200, **dlq)
+    nothing = {"q": "matches-no-dead-letter", "up_to": counted["up_to"] or bus.dlq_ids[0]}  # moves none
+    c.call("post", D + "{key}/search/requeue", nothing, status=202, **dlq)
+    c.call("post", D + "{key}/search/requeue", {"q": "type ==", "dry_run": True}, status=400, **dlq)
     c.call("post", D + "{key}/delete", {"ids": [bus.dlq_ids[1]]}, status=200, **dlq)
     c.call("post", D + "{key}/purge", {"up_to": bus.dlq_ids[2], "confirm": "orders:dlq"}, status=200, **dlq)
 

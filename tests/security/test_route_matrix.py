@@ -143,6 +143,12 @@ ROUTES: dict[str, Route] = {
     "c/<conn:conn>/dlq/<seg:key>/search/": Route("read", "none", query="?q=order"),
     "c/<conn:conn>/dlq/<seg:key>/search/requeue/confirm/": Route("read", "none", query="?q=order"),
     "c/<conn:conn>/dlq/<seg:key>/search/requeue/": OPERATOR,
+    # search results feeding bulk actions (issue 14, item 1): replay on the stream page, ack on the group page
+    "c/<conn:conn>/streams/<seg:key>/search/replay/confirm/": Route("read", "none", query="?q=order"),
+    "c/<conn:conn>/streams/<seg:key>/search/replay/": OPERATOR,
+    "c/<conn:conn>/streams/<seg:key>/groups/<seg:group>/search/ack/confirm/": Route("read", "none", query="?q=order"),
+    "c/<conn:conn>/streams/<seg:key>/groups/<seg:group>/search/ack/": OPERATOR,
+    "api/v1/c/<conn:conn>/dlq/<seg:key>/search/requeue": OPERATOR,
     "api/v1/c/<conn:conn>/streams/<seg:key>/search/": Route("read", "none", query="?q=data.n%20%3E%200"),
     # saved views (issue 14, item 2): any signed-in user lists and saves; owners rename and delete
     "views/": Route("read", "any"),

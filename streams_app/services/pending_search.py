@@ -1,0 +1,119 @@
+"""Search results feeding a bulk action on the group page: "ack the pending entries matching this".
+
+The group's pending list is read a page at a time (XPENDING through
+:func:`~streams_app.redis_ops.reads.pending_page`), each page's messages in one more pipelined round
+trip (:func:`~streams_app.redis_ops.reads.entries_at`), and the query is evaluated on each message as
+the user sees it (:func:`~streams_app.masking.apply.search_mask`). A pending entry whose message was
+deleted has no payload and never matches. The preview counts, up to the highest pending ID now; the
+action scans again up to that ID and acks each page's matches at once (the ack action, batched), under
+one audit row (action ``ack``, the query in its parameters). Both stop after :data:`MAX_SCAN` pending
+entries and say so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from streams_app import search
+from streams_app.masking.apply import search_mask
+from streams_app.redis_ops import actions, reads
+from streams_app.redis_ops.ids import parse_id
+from streams_app.services.audit import action_audit
+
+if TYPE_CHECKING:
+    from streams_app.accounts.roles import UserLike
+
+PAGE = 500
+MAX_SCAN = 100_000
+
+
+@dataclass(frozen=True, slots=True)
+class AckMatchingResult:
+    """``matched`` of the ``scanned`` pending entries up to ``up_to`` match (``acked`` of them were
+    acknowledged, by the action); ``complete`` is False when the scan stopped at :data:`MAX_SCAN`."""
+
+    query: str
+    up_to: str | None
+    scanned: int
+    matched: int
+    acked: int
+    complete: bool
+
+
+def _matching_pages(
+    conn: str, key: bytes, group: bytes, query: search.Query, *, up_to: str, mask: Callable | None
+) -> Iterator[tuple[int, list[str], bool]]:
+    """Per page of the pending list up to ``up_to``: (entries scanned, the matching IDs, last page?)."""
+    limit = parse_id(up_to)
+    after: str | None = None
+    scanned = 0
+    while True:
+        page = reads.pending_page(conn, key, group, after=after, count=min(PAGE, MAX_SCAN - scanned))
+        rows = [p for p in page.entries if parse_id(p.id) <= limit]
+        messages = reads.entries_at(conn, key, [p.id for p in rows if p.exists])
+        ids = [
+            entry.id
+            for entry in messages.values()
+            if entry is not None and query.matches(mask(entry) if mask else entry, key=key)
+        ]
+        scanned += len(rows)
+        last = page.next is None or len(rows) < len(page.entries)  # the list's end, or past ``up_to``
+        yield len(rows), ids, last
+        if last or scanned >= MAX_SCAN:
+            return
+        after = page.next
+
+
+def _scan(
+    conn: str, key: bytes, group: bytes, query: search.Query, *, up_to: str, mask: Callable | None,
+    each: Callable[[list[str]], int] | None = None,
+) -> tuple[int, int, int, bool]:  # fmt: skip
+    scanned = matched = acked = 0
+    complete = False
+    for count, ids, last in _matching_pages(conn, key, group, query, up_to=up_to, mask=mask):
+        scanned += count
+        matched += len(ids)
+        if ids and each is not None:
+            acked += each(ids)
+        complete = last
+    return scanned, matched, acked, complete
+
+
+def pending_ack_matching_preview(
+    *, user: UserLike | None, conn: str, key: bytes, group: bytes, query: str
+) -> AckMatchingResult:
+    """Count the group's pending entries, up to the highest pending ID now, whose message matches
+    ``query`` as ``user`` sees it (a read: no audit row)."""
+    compiled = search.compile_query(query)
+    summary = reads.pending_page(conn, key, group, count=1).summary
+    if not summary.count or summary.max_id is None:
+        return AckMatchingResult(query=query, up_to=None, scanned=0, matched=0, acked=0, complete=True)
+    up_to = summary.max_id
+    scanned, matched, _, complete = _scan(
+        conn, key, group, compiled, up_to=up_to, mask=search_mask(user, conn, key)
+    )
+    return AckMatchingResult(
+        query=query, up_to=up_to, scanned=scanned, matched=matched, acked=0, complete=complete
+    )
+
+
+def pending_ack_matching(
+    *, user: UserLike | None, conn: str, key: bytes, group: bytes, query: str, up_to: str
+) -> AckMatchingResult:
+    """Ack the group's pending entries up to ``up_to`` whose message matches ``query`` as ``user``
+    sees it: one XACK per page of matches, one audit row (``ack``, with the query)."""
+    params = {"query": query, "up_to": up_to}
+    with action_audit(user=user, conn=conn, action="ack", stream=key, group=group, params=params) as record:
+        compiled = search.compile_query(query)
+        up_to = str(parse_id(up_to, allow_bare=False, what="up_to"))
+        scanned, matched, acked, complete = _scan(
+            conn, key, group, compiled, up_to=up_to, mask=search_mask(user, conn, key),
+            each=lambda ids: actions.ack(conn, key, group, ids=ids),
+        )  # fmt: skip
+        record.affected = acked
+        record.params.update(scanned=scanned, matched=matched, complete=complete)
+    return AckMatchingResult(
+        query=query, up_to=up_to, scanned=scanned, matched=matched, acked=acked, complete=complete
+    )
