@@ -317,7 +317,7 @@ BUSCONSOLE_PIPELINE_MINUTE_HOURS = envint("BUSCONSOLE_PIPELINE_MINUTE_HOURS", 6)
 # Processes exporting streams in parallel on big exports (0: one per core, at most 4).
 BUSCONSOLE_EXPORT_WORKERS = envint("BUSCONSOLE_EXPORT_WORKERS", 0)
 
-# Downloads of a range (issue 14, item 3: streams_app.exports): who may export (viewer, operator, admin,
+# Downloads of a range (streams_app.exports): who may export (viewer, operator, admin,
 # or none to switch exports off for everyone), where background exports write their files and for how
 # long they are kept, and the largest range served as a direct download (bigger ones need a job).
 BUSCONSOLE_EXPORT_ROLE = envstr("BUSCONSOLE_EXPORT_ROLE", "viewer").strip().lower()

@@ -65,7 +65,7 @@ audit_routes = [
     path("audit/", actions.audit, name="api-audit"),
 ]
 
-# The event bus's delayed retries (issue 13, item 16).
+# The event bus's delayed retries.
 retry_routes = [
     path("c/<conn:conn>/retries/", retry_api.retries_list, name="api-retries-list"),
     path(STREAM + "retries/", retry_api.retries_page, name="api-retries"),
@@ -74,18 +74,18 @@ retry_routes = [
     path(STREAM + "retries/delete", retry_api.retry_delete, name="api-retries-delete"),
 ]
 
-# Payload search (issue 14, item 1).
+# Payload search.
 search_routes = [
     path(STREAM + "search/", search_api.stream_search, name="api-stream-search"),
     path(DLQ + "search/requeue", search_action_api.dlq_requeue_matching_route, name="api-dlq-search-requeue"),
 ]
 
-# Export of a range: GET streams it, POST starts a background export (issue 14, item 3).
+# Export of a range: GET streams it, POST starts a background export.
 export_routes = [
     path(STREAM + "export", export_api.export_route, name="api-export"),
 ]
 
-# Saved views (issue 14, item 2): GET lists, POST saves; delete by id.
+# Saved views: GET lists, POST saves; delete by id.
 saved_view_routes = [
     path("views/", saved_view_api.views_route, name="api-views"),
     path("views/<int:view_id>/delete", saved_view_api.view_delete, name="api-view-delete"),

@@ -101,7 +101,7 @@ dlq_routes = [
     path(DLQ + "purge/", actions.dlq_purge, name="dlq-purge"),
 ]
 
-# A dead letter's own page (issue 13, item 10) and adding an entry by hand (item 17).
+# A dead letter's own page and adding an entry by hand.
 dead_letter_routes = [
     path(DLQ + "entries/<eid:entry_id>/", dlq_entry.dlq_entry_detail, name="dlq-entry"),
 ]
@@ -109,14 +109,14 @@ entry_add_routes = [
     path(STREAM + "add/", entry_add.entry_add, name="entry-add"),
 ]
 
-# Export of a range, streamed or as a background job, and a finished job's file (issue 14, item 3).
+# Export of a range, streamed or as a background job, and a finished job's file.
 export_routes = [
     path(STREAM + "export/", export_views.stream_export, name="export"),
     path(STREAM + "export/job/", export_views.stream_export_job, name="export-job"),
     path("jobs/<int:job_id>/download/", export_views.export_download, name="export-download"),
 ]
 
-# The event bus's delayed retries (issue 13, item 16): a connection's retry sets, one stream's schedule.
+# The event bus's delayed retries: a connection's retry sets, one stream's schedule.
 retry_routes = [
     path("c/<conn:conn>/retries/", retry_views.retries_list, name="retries-list"),
     path(STREAM + "retries/", retry_views.retries_page, name="retries"),
@@ -160,14 +160,14 @@ tokens_routes = [
     path("tokens/<int:token_id>/revoke/", tokens.token_revoke, name="token-revoke"),
 ]
 
-# Saved views (issue 14, item 2): the list, saving (POST from every page's frame), rename, delete.
+# Saved views: the list, saving (POST from every page's frame), rename, delete.
 saved_view_routes = [
     path("views/", saved_view_pages.views_list, name="views"),
     path("views/<int:view_id>/rename/", saved_view_pages.view_rename, name="view-rename"),
     path("views/<int:view_id>/delete/", saved_view_pages.view_delete, name="view-delete"),
 ]
 
-# Payload search on the stream and DLQ pages (issue 14, item 1): one step of a run per request.
+# Payload search on the stream and DLQ pages: one step of a run per request.
 search_routes = [
     path(STREAM + "search/", search_views.stream_search, name="stream-search"),
     path(DLQ + "search/", search_views.dlq_search, name="dlq-search"),

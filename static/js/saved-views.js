@@ -1,4 +1,4 @@
-// Saved views and permalinks (issue 14): what is on screen stays in the address bar.
+// Saved views and permalinks: what is on screen stays in the address bar.
 //
 // 1. The "Save view" form (templates/streams_app/_save_view.html) saves the browser's own address:
 //    pages such as the tail move their position in the URL after loading, and the address keeps a

@@ -11,14 +11,9 @@ from dataclasses import dataclass
 
 from streams_app.exports.formats import Encoder, encoder_for
 from streams_app.redis_ops import actions
-from streams_app.redis_ops.errors import InvalidArgument
 from streams_app.redis_ops.ranges import range_entry_pages
 from streams_app.redis_ops.types import Entry
-
-try:  # the search language (issue 14, item 1) may not be installed in this tree yet
-    from streams_app import search as _search
-except ImportError:  # pragma: no cover - depends on the tree
-    _search = None
+from streams_app.search import compile_query
 
 #: Entries per XRANGE page: what an export holds in memory at once, and one Parquet row group.
 PAGE = 1000
@@ -41,14 +36,12 @@ def masked_pages(pages: Iterator[list[Entry]], mask: Mask | None) -> Iterator[li
 def export_matcher(q: str | None, *, dlq: bool = False) -> Matches | None:
     """The predicate of the search query ``q`` (None keeps every entry).
 
-    The lead wires the search here and nowhere else: ``compile_query(q).matches``, with ``dlq`` so a
-    dead letter's parsed fields can be searched. A bad query is the search's InvalidArgument (400).
+    The search's own ``compile_query(q).matches``, with ``dlq`` so a dead letter's parsed fields can be
+    searched. A bad query is the search's InvalidArgument (400).
     """
     if not q:
         return None
-    if _search is None:
-        raise InvalidArgument("search export not available")
-    query = _search.compile_query(q)
+    query = compile_query(q)
     return lambda entry: query.matches(entry, dlq=dlq)
 
 

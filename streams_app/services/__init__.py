@@ -159,7 +159,7 @@ __all__ = [
     "saved_view_name_clean",
     "saved_view_rename",
     "saved_view_save",
-    # exports (issue 14, item 3)
+    # exports
     "ExportDownload",
     "export_allowed",
     "export_input",

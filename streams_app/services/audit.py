@@ -68,11 +68,11 @@ ACTION_ROLES: dict[str, Role] = {
     "alert_rule.create": Role.ADMIN,
     "alert_rule.update": Role.ADMIN,
     "alert_rule.delete": Role.ADMIN,
-    # exports (issue 14, item 3): a read, so a viewer's floor; BUSCONSOLE_EXPORT_ROLE may raise it or
+    # exports: a read, so a viewer's floor; BUSCONSOLE_EXPORT_ROLE may raise it or
     # switch exports off (checked on top of this table in services/exports.py)
     "export": Role.VIEWER,
     "export.job": Role.VIEWER,
-    # saved views (issue 14): anyone keeps private ones; sharing with everyone is an operator's call
+    # saved views: anyone keeps private ones; sharing with everyone is an operator's call
     "view.save": Role.VIEWER,
     "view.share": Role.OPERATOR,
     "view.rename": Role.VIEWER,  # the owner only (checked in services/saved_views.py)

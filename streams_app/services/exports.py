@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -93,6 +94,19 @@ def export_allowed(*, user: UserLike | None) -> bool:
     return required is not None and role_of(user) >= required
 
 
+@contextmanager
+def _errors_audited(user: UserLike | None, record: ActionRecord, started: float) -> Iterator[None]:
+    """An exception inside (bad input, Redis refusing or gone) becomes the export's one audit row, as
+    ``error``, and is raised again for the view to answer."""
+    try:
+        yield
+    except Exception as exc:
+        audit_write(
+            user=user, record=record, outcome=AuditEvent.Outcome.ERROR, error=_describe(exc), started=started
+        )
+        raise
+
+
 def _prepare(
     *, user: UserLike | None, conn: str, key: bytes, action: str, start: str, end: str, fmt: str, q: str
 ) -> tuple[ActionRecord, float, str, str, reader.Matches | None, bool]:
@@ -102,18 +116,13 @@ def _prepare(
     )
     started = time.monotonic()
     _authorize(user, record, started)
-    try:
+    with _errors_audited(user, record, started):
         if fmt not in formats.FORMATS:
             raise InvalidArgument(f"format must be one of {', '.join(formats.FORMATS)}, not {fmt[:20]!r}.")
         dlq = bool(conventions.detect_dlq(key))
         matches = reader.export_matcher(q, dlq=dlq)
         first, last = reader.range_bounds(conn, key, start, end)
         record.params.update(start_id=first, end_id=last)
-    except Exception as exc:
-        audit_write(
-            user=user, record=record, outcome=AuditEvent.Outcome.ERROR, error=_describe(exc), started=started
-        )
-        raise
     return record, started, first, last, matches, dlq
 
 
@@ -136,17 +145,12 @@ def stream_export_download(
         user=user, conn=conn, key=key, action="export", start=start, end=end, fmt=fmt, q=q
     )
     limit = settings.BUSCONSOLE_EXPORT_STREAM_MAX
-    try:
+    with _errors_audited(user, record, started):
         if reader.range_over(conn, key, start=first, end=last, limit=limit):
             raise InvalidArgument(
                 f"This range holds more than {limit} entries, too many for a direct download: "
                 'start a background export instead (the page\'s "Export in background", or POST to the API).'
             )
-    except Exception as exc:
-        audit_write(
-            user=user, record=record, outcome=AuditEvent.Outcome.ERROR, error=_describe(exc), started=started
-        )
-        raise
     chunks = _audited(
         user, record, started, conn=conn, key=key, first=first, last=last, fmt=fmt, matches=matches
     )
@@ -200,15 +204,10 @@ def stream_export_job(
     record, started, first, last, _, dlq = _prepare(
         user=user, conn=conn, key=key, action="export.job", start=start, end=end, fmt=fmt, q=q
     )
-    try:
+    with _errors_audited(user, record, started):
         params: dict[str, Any] = {"start": first, "end": last, "format": fmt, "q": q, "dlq": dlq}
         job = jobs.job_create(kind=jobs.KIND_EXPORT, conn=conn, user=user, key=key, parameters=params)
         record.params["job"] = job.pk
-    except Exception as exc:
-        audit_write(
-            user=user, record=record, outcome=AuditEvent.Outcome.ERROR, error=_describe(exc), started=started
-        )
-        raise
     audit_write(user=user, record=record, outcome=AuditEvent.Outcome.OK, error="", started=started)
     return job
 

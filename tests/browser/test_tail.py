@@ -69,7 +69,7 @@ def test_live_tail_renders_payloads_as_text_and_resumes_without_gaps(
     expect(page.locator("#tail-rows tr").first.locator("td").first).to_have_text(while_paused[-1])
     expect(state).to_have_attribute("data-state", "live")
     assert ids_on_page(page) == history + evil + while_paused
-    # entries/s that arrived live: the 25 replayed on Resume are not a rate (issue 13, item 4)
+    # entries/s that arrived live: the 25 replayed on Resume are not a rate
     expect(page.locator("#tail-rate")).to_have_text("0.0")
 
     # The server goes away (a restart closes the socket): the page reconnects by itself, with
@@ -104,7 +104,7 @@ def test_live_tail_renders_payloads_as_text_and_resumes_without_gaps(
     assert page.dialogs == []
 
 
-# ---------------------------------------------------------------------------------------------- issue 13
+# ------------------------------------------------------------------------ rate, counter, nested filter, address
 
 # Records every value the page writes into the rate, with the state and row count at that moment, so a
 # test can look at all of them (the script rewrites the rate once a second).

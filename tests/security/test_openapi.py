@@ -174,11 +174,11 @@ def test_every_operation_answers_as_documented(doc, admin_user, api_token, bus) 
     c.call("get", K + "entries/", status=200, query="?count=3")
     c.call("post", K + "entries/", {"fields": {"type": "order.created", "data": {"order_id": 99}}}, status=201)
     c.call("get", K + "groups/", status=200)
-    # payload search (issue 14, item 1): matches, a bad expression's 400
+    # payload search: matches, a bad expression's 400
     found = c.call("get", K + "search/", status=200, query="?q=type%20%3D%3D%20%22order.created%22&limit=2")
     assert found["matches"] and found["scanned"] >= len(found["matches"])
     c.call("get", K + "search/", status=400, query="?q=type%20%3D%3D")
-    # export (issue 14, item 3): the GET's body is a streamed file, read here rather than by call()
+    # export: the GET's body is a streamed file, read here rather than by call()
     exported = c.web.get(_fill(K + "export") + "?format=csv", **c.headers)
     assert exported.status_code == 200
     assert exported["Content-Type"] == "text/csv; charset=utf-8"
@@ -199,7 +199,7 @@ def test_every_operation_answers_as_documented(doc, admin_user, api_token, bus) 
     c.call("get", D + "{key}/", status=200, **dlq)
     c.call("post", D + "{key}/requeue", {"ids": [bus.dlq_ids[0]]}, status=200, **dlq)
     c.call("post", D + "{key}/requeue", {"all": True, "up_to": bus.dlq_ids[0]}, status=202, **dlq)
-    # requeue the dead letters a search matches (issue 14, item 1): the count, the job, a bad expression
+    # requeue the dead letters a search matches: the count, the job, a bad expression
     counted = c.call("post", D + "{key}/search/requeue", {"q": "order", "dry_run": True}, status=200, **dlq)
     nothing = {"q": "matches-no-dead-letter", "up_to": counted["up_to"] or bus.dlq_ids[0]}  # moves none
     c.call("post", D + "{key}/search/requeue", nothing, status=202, **dlq)
@@ -207,7 +207,7 @@ def test_every_operation_answers_as_documented(doc, admin_user, api_token, bus) 
     c.call("post", D + "{key}/delete", {"ids": [bus.dlq_ids[1]]}, status=200, **dlq)
     c.call("post", D + "{key}/purge", {"up_to": bus.dlq_ids[2], "confirm": "orders:dlq"}, status=200, **dlq)
 
-    # the event bus's delayed retries (issue 13, item 16): one member as the bus packs it
+    # the event bus's delayed retries: one member as the bus packs it
     import hashlib
 
     import msgpack
@@ -229,7 +229,7 @@ def test_every_operation_answers_as_documented(doc, admin_user, api_token, bus) 
     c.call("post", "/api/v1/jobs/{job_id}/cancel", status=200, job_id=job_id)
     c.call("post", "/api/v1/jobs/{job_id}/resume", status=200, job_id=job_id)
     c.call("get", "/api/v1/audit/", status=200)
-    # saved views (issue 14, item 2)
+    # saved views
     saved = c.call("post", "/api/v1/views/", {"name": "orders, oldest first", "url": "/c/default/streams/orders/?order=asc",
                                               "shared": True}, status=201)
     c.call("get", "/api/v1/views/", status=200, query="?mine=true")

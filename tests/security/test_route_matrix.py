@@ -111,11 +111,11 @@ ROUTES: dict[str, Route] = {
     "c/<conn:conn>/dlq/<seg:key>/purge/": ADMIN,
     "c/<conn:conn>/dlq/<seg:key>/entries/<eid:entry_id>/": READ,  # a dead letter's own page
     "c/<conn:conn>/streams/<seg:key>/add/": Route("read", "operator"),  # the "Add entry" form
-    # export of a range (issue 14, item 3): a download (its form POSTs), a job, a job's file
+    # export of a range: a download (its form POSTs), a job, a job's file
     "c/<conn:conn>/streams/<seg:key>/export/": Route("read", "any"),
     "c/<conn:conn>/streams/<seg:key>/export/job/": Route("post", "any"),
     "jobs/<int:job_id>/download/": READ,  # a job without a file: a page that says so
-    # the event bus's delayed retries (issue 13, item 16)
+    # the event bus's delayed retries
     "c/<conn:conn>/retries/": READ,
     "c/<conn:conn>/streams/<seg:key>/retries/": READ,
     "c/<conn:conn>/streams/<seg:key>/retries/retry/": OPERATOR,
@@ -138,19 +138,19 @@ ROUTES: dict[str, Route] = {
     "tokens/": Route("read", "any"),
     "tokens/<int:token_id>/revoke/": Route("post", "any"),
     "metrics": Route("token", "none", public=True),
-    # payload search (issue 14, item 1): a step of a search on the stream and DLQ pages, and the API
+    # payload search: a step of a search on the stream and DLQ pages, and the API
     "c/<conn:conn>/streams/<seg:key>/search/": Route("read", "none", query="?q=order"),
     "c/<conn:conn>/dlq/<seg:key>/search/": Route("read", "none", query="?q=order"),
     "c/<conn:conn>/dlq/<seg:key>/search/requeue/confirm/": Route("read", "none", query="?q=order"),
     "c/<conn:conn>/dlq/<seg:key>/search/requeue/": OPERATOR,
-    # search results feeding bulk actions (issue 14, item 1): replay on the stream page, ack on the group page
+    # search results feeding bulk actions: replay on the stream page, ack on the group page
     "c/<conn:conn>/streams/<seg:key>/search/replay/confirm/": Route("read", "none", query="?q=order"),
     "c/<conn:conn>/streams/<seg:key>/search/replay/": OPERATOR,
     "c/<conn:conn>/streams/<seg:key>/groups/<seg:group>/search/ack/confirm/": Route("read", "none", query="?q=order"),
     "c/<conn:conn>/streams/<seg:key>/groups/<seg:group>/search/ack/": OPERATOR,
     "api/v1/c/<conn:conn>/dlq/<seg:key>/search/requeue": OPERATOR,
     "api/v1/c/<conn:conn>/streams/<seg:key>/search/": Route("read", "none", query="?q=data.n%20%3E%200"),
-    # saved views (issue 14, item 2): any signed-in user lists and saves; owners rename and delete
+    # saved views: any signed-in user lists and saves; owners rename and delete
     "views/": Route("read", "any"),
     "views/<int:view_id>/rename/": Route("post", "any"),
     "views/<int:view_id>/delete/": Route("post", "any"),

@@ -334,11 +334,6 @@ def test_the_page_form_downloads_and_starts_jobs(r, viewer_client, exports_dir) 
 
 def test_q_keeps_what_the_search_matches(r, viewer_client) -> None:
     """``q`` goes to the search language (plain text: any field contains it), compared with Python."""
-    if reader._search is None:
-        assert (
-            viewer_client.get(_url("?q=needle")).json()["error"]["message"] == "search export not available"
-        )
-        return
     _fill(r, 60)
     expected = [i for i, pairs in _xrange(r) if any(b"needle" in v for _, v in pairs)]
     got = [json.loads(x)["id"] for x in _body(viewer_client.get(_url("?q=needle"))).splitlines()]
