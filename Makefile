@@ -58,15 +58,10 @@ fuzz: setup
 lint: setup
 	$(PY) -m ruff check .
 
-# Every bench/*.py except helpers named _*.py; all run even if one fails, the target fails if any did.
-bench: setup
-	@status=0; \
-	for script in bench/[!_]*.py; do \
-		[ -e "$$script" ] || continue; \
-		echo "== $$script"; \
-		PYTHONPATH=. $(PY) "$$script" || { echo "!! $$script failed"; status=1; }; \
-	done; \
-	exit $$status
+# Every bench/*.py except helpers named _*.py and scale.py, one after the other, then one table of
+# figure, floor, ratio, goal and verdict; fails if any goal is missed. make bench ARGS="--only tail,search"
+bench: setup system-postgres
+	PYTHONPATH=. $(PY) bench/_run.py $(ARGS)
 
 # 100k streams on SQLite and PostgreSQL: snapshot, mirror sync and retention against their intervals,
 # page and /metrics times and sizes (about 15 minutes). make bench-scale ARGS="--streams 20000"
