@@ -285,7 +285,9 @@ def add_commands(
         "  python -m eventbus requeue '{orders}:dlq' --ids 1700000000000-0\n"
         "  python -m eventbus requeue '{orders}:dlq' --all --up-to 1700000000000-0\n"
         "\nAs the console does: one Lua script per batch; an entry another requeue moved\n"
-        "first is reported missing, never added twice.\n",
+        "first is reported missing, never added twice. On Redis Cluster an entry whose\n"
+        "stream is in another hash slot moves in crash-safe steps (lease, add, delete);\n"
+        "one a killed run left leased is reported failed until its lease expires (60 s).\n",
         _requeue, dlq=True,
     )  # fmt: skip
     requeue.add_argument("dlq", metavar="DLQ")

@@ -5,9 +5,13 @@ the shared conventions (:func:`eventbus.conventions.requeue_plan`: the original 
 bookkeeping and the retry counter, plus ``_requeued_from``), then ONE call of ``lua/requeue.lua`` per
 batch moves the batch, each entry as its own "still in the DLQ? XADD to its stream + XDEL" step. Two
 requeues of the same entry (two terminals, or a terminal and the console) make exactly one new entry;
-the other finds it ``missing``. On a cluster the script can write only streams in the DLQ's hash slot
-(``{orders}:dlq`` -> ``orders``); an entry bound elsewhere stays in the DLQ and is reported ``failed``,
-for the console, whose stepwise cross-slot move keeps the same guarantees.
+the other finds it ``missing``. On a cluster that script can write only streams in the DLQ's hash slot
+(``{orders}:dlq`` -> ``orders``); an entry bound elsewhere (``orders:dlq`` -> ``orders``, or a target in
+another slot) moves by the console's stepwise protocol (:mod:`eventbus.moves`: lease, add with a
+record, delete, forget), under an owner name unique to this run. A run killed between those steps
+leaves its entries leased: a later run finishes them once the lease expires
+(:data:`eventbus.moves.LEASE_MS`), adding nothing twice; until then it reports them ``failed``
+(another requeue is moving them) and they stay in the DLQ.
 
 **claim** is XCLAIM (``--ids``) or an XAUTOCLAIM sweep (``--all``) with the operator's ``--min-idle``,
 so an entry its consumer touched meanwhile is not stolen.
@@ -15,12 +19,16 @@ so an entry its consumer touched meanwhile is not stolen.
 
 from __future__ import annotations
 
+import os
+import socket
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from redis.crc import key_slot
 
+from . import moves
 from .cli_reads import CommandError, name, pairs
 from .connection import SyncClient, is_cluster_client
 from .conventions import DlqPattern, NotRequeueable, detect_dlq, requeue_plan
@@ -48,15 +56,29 @@ def require_dlq(key: bytes, patterns: Sequence[DlqPattern]) -> None:
         raise CommandError(f"{name(key)!r} is not a dead-letter queue by any known convention", 2)
 
 
+def mover_name() -> str:
+    """The owner of one run's leases: unique, so two terminals never share a lease (the protocol's
+    assumption), and readable, so an operator who finds a lease in Redis knows whose it is."""
+    return f"cli:{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+
+
 def _move(
-    client: SyncClient, dlq: bytes, entries: Sequence[tuple[bytes, Any]], patterns: Sequence[DlqPattern]
+    client: SyncClient,
+    dlq: bytes,
+    entries: Sequence[tuple[bytes, Any]],
+    patterns: Sequence[DlqPattern],
+    *,
+    owner: str,
 ) -> RequeueOutcome:
-    """Plan each entry, then move the plannable ones with one script call."""
+    """Plan each entry, then move the plannable ones: those whose target the script may write (all of
+    them on one server) with one script call, the others by :func:`eventbus.moves.move_across`, one
+    call per target. The outcome lists them in the DLQ's order."""
     outcome = RequeueOutcome()
     keys: list[bytes] = [dlq]
     index: dict[bytes, int] = {}
     args: list[Any] = []
     planned: list[tuple[str, bytes]] = []
+    across: dict[bytes, list[tuple[str, list[bytes]]]] = {}
     home = key_slot(dlq) if is_cluster_client(client) else None
     for raw_id, flat in entries:
         entry_id = raw_id.decode()
@@ -66,10 +88,7 @@ def _move(
             outcome.failed.append({"dlq_id": entry_id, "reason": str(exc)})
             continue
         if home is not None and key_slot(target) != home:
-            reason = (
-                f"{display_text(target)!r} is in another hash slot than the DLQ: requeue it from the console"
-            )
-            outcome.failed.append({"dlq_id": entry_id, "reason": reason})
+            across.setdefault(target, []).append((entry_id, [part for pair in fields for part in pair]))
             continue
         if target not in index:
             keys.append(target)
@@ -86,10 +105,22 @@ def _move(
                 reason = f"Redis refused the XADD: {display_text(reply[1:])}"
                 outcome.failed.append({"dlq_id": entry_id, "reason": reason})
             else:
-                outcome.requeued.append(
-                    {"dlq_id": entry_id, "stream": display_text(target), "new_id": reply.decode()}
-                )
+                outcome.requeued.append(_requeued(entry_id, target, reply.decode()))
+    for target, moving in across.items():
+        moved = moves.move_across(client, dlq, target, moving, owner=owner)
+        outcome.requeued += [_requeued(entry_id, target, new_id) for entry_id, new_id in moved.added]
+        outcome.missing += moved.missing
+        outcome.failed += [{"dlq_id": entry_id, "reason": reason} for entry_id, reason in moved.failed]
+    if across:
+        order = {raw_id.decode(): i for i, (raw_id, _) in enumerate(entries)}
+        outcome.requeued.sort(key=lambda row: order[row["dlq_id"]])
+        outcome.missing.sort(key=order.__getitem__)
+        outcome.failed.sort(key=lambda row: order[row["dlq_id"]])
     return outcome
+
+
+def _requeued(entry_id: str, target: bytes, new_id: str) -> dict[str, str]:
+    return {"dlq_id": entry_id, "stream": display_text(target), "new_id": new_id}
 
 
 def requeue_ids(
@@ -98,6 +129,7 @@ def requeue_ids(
     """Requeue the named DLQ entries, ``batch`` per script call; IDs not in the DLQ are ``missing``."""
     require_dlq(dlq, patterns)
     total = RequeueOutcome()
+    owner = mover_name()
     wanted = list(dict.fromkeys(ids))
     for start in range(0, len(wanted), batch):
         chunk = wanted[start : start + batch]
@@ -107,7 +139,7 @@ def requeue_ids(
         found = [reply[0] for reply in pipe.execute() if reply]
         present = {raw_id.decode() for raw_id, _ in found}
         total.missing += [entry_id for entry_id in chunk if entry_id not in present]
-        _merge(total, _move(client, dlq, found, patterns))
+        _merge(total, _move(client, dlq, found, patterns, owner=owner))
     return total
 
 
@@ -120,12 +152,13 @@ def requeue_up_to(
     """
     require_dlq(dlq, patterns)
     total = RequeueOutcome()
+    owner = mover_name()
     cursor = "-"
     while True:
         raw = client.execute_command("XRANGE", dlq, cursor, up_to, "COUNT", batch)
         if not raw:
             return total
-        _merge(total, _move(client, dlq, raw, patterns))
+        _merge(total, _move(client, dlq, raw, patterns, owner=owner))
         if len(raw) < batch:
             return total
         cursor = "(" + raw[-1][0].decode()

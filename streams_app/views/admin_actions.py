@@ -3,7 +3,9 @@
 Same shape as the operator buttons (:mod:`streams_app.views.actions`): POST only, CSRF-protected, role,
 read-only and audit handled by :mod:`streams_app.services`. Each destructive action has a confirm
 step: a preview page saying what will go (a consumer's pending entries, the entries a trim removes
-and the groups still waiting for some of them, which IDs exist), or the group's name typed.
+and the groups still waiting for some of them, which IDs exist), or the group's name typed. A confirm
+page keeps the ``next`` it was posted with (the page the operator pressed the button on, filters and
+all) for its Cancel link and its button, so the action returns there, as rewind and purge do.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from streams_app.redis_ops.decoding import display_text
 from streams_app.views import action_forms as af
 from streams_app.views import links
 from streams_app.views.actions import (
+    _back,
     _group_page,
     _ids_text,
     _plural,
@@ -49,12 +52,14 @@ def consumer_delete_preview(request: HttpRequest, conn: str, key: bytes, group: 
     action_data(request, conn, "consumer.delete.preview", af.ConsumerDeleteForm, request.POST, key=key, group=group)
     plan = services.consumer_delete_preview(user=request.user, conn=conn, key=key, group=group, consumer=consumer)
     group_page = links.group_url(conn, key, group)
+    back = _back(request, group_page)
     context = _preview_context(
         conn, key, what="consumer.delete", group=group, group_text=display_text(group), plan=plan,
         consumer_text=display_text(consumer),
         claim_url=f"{group_page}?{urlencode({'consumer': display_text(consumer)})}#pending",
         confirm_url=_consumer_url(conn, key, group, consumer) + "delete/",
-        back_url=group_page,
+        back_url=back,
+        next=back,
     )
     return render(request, PREVIEW_TEMPLATE, context)
 
@@ -97,9 +102,10 @@ def group_delete(request: HttpRequest, conn: str, key: bytes, group: bytes) -> H
 def trim_preview(request: HttpRequest, conn: str, key: bytes) -> HttpResponse:
     data = action_data(request, conn, "stream.trim.preview", af.TrimForm, request.POST, key=key)
     plan = services.stream_trim_preview(user=request.user, conn=conn, key=key, maxlen=data["maxlen"], minid=data["minid"])
+    back = _back(request, links.stream_url(conn, key))
     context = _preview_context(
         conn, key, what="trim", plan=plan, given=data["minid"],
-        confirm_url=links.stream_url(conn, key) + "trim/", back_url=links.stream_url(conn, key),
+        confirm_url=links.stream_url(conn, key) + "trim/", back_url=back, next=back,
     )
     return render(request, PREVIEW_TEMPLATE, context)
 
@@ -119,9 +125,10 @@ def trim(request: HttpRequest, conn: str, key: bytes) -> str:
 def entries_delete_preview(request: HttpRequest, conn: str, key: bytes) -> HttpResponse:
     data = action_data(request, conn, "stream.delete.preview", af.EntriesDeleteForm, request.POST, key=key)
     plan = services.stream_entries_delete_preview(user=request.user, conn=conn, key=key, ids=data["ids"])
+    back = _back(request, links.stream_url(conn, key))
     context = _preview_context(
         conn, key, what="entries.delete", plan=plan,
-        confirm_url=links.stream_url(conn, key) + "delete/", back_url=links.stream_url(conn, key),
+        confirm_url=links.stream_url(conn, key) + "delete/", back_url=back, next=back,
     )
     return render(request, PREVIEW_TEMPLATE, context)
 

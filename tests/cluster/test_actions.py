@@ -17,6 +17,7 @@ import threading
 import pytest
 from redis.cluster import RedisCluster
 
+from eventbus import moves as move_steps
 from streams_app import services
 from streams_app.audit.models import AuditEvent
 from streams_app.jobs import runner as jobs
@@ -115,7 +116,7 @@ def test_a_mover_killed_after_adding_is_finished_by_its_resume_with_nothing_doub
     on_cluster, rc, monkeypatch
 ):
     ids = dead_letters(rc, "orders:dlq", 30)
-    monkeypatch.setattr(moves, "pipelined", die)
+    monkeypatch.setattr(move_steps, "release", die)
     with pytest.raises(SystemExit):
         actions.requeue_range(on_cluster, b"orders:dlq", up_to=ids[-1], batch=100, owner="job:7")
     monkeypatch.undo()
@@ -133,12 +134,12 @@ def test_a_mover_killed_after_adding_is_finished_by_its_resume_with_nothing_doub
 
 def test_a_request_killed_after_adding_is_finished_once_its_lease_expires(on_cluster, rc, monkeypatch):
     ids = dead_letters(rc, "orders:dlq", 4)
-    real = moves.pipelined
-    monkeypatch.setattr(moves, "LEASE_MS", 300)
-    monkeypatch.setattr(moves, "pipelined", die)
+    real = move_steps.release
+    monkeypatch.setattr(move_steps, "LEASE_MS", 300)
+    monkeypatch.setattr(move_steps, "release", die)
     with pytest.raises(SystemExit):
         actions.requeue(on_cluster, b"orders:dlq", ids=ids)
-    monkeypatch.setattr(moves, "pipelined", real)
+    monkeypatch.setattr(move_steps, "release", real)
     assert rc.xlen("orders") == 4 and rc.xlen("orders:dlq") == 4
 
     def retried():

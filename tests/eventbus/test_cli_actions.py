@@ -127,10 +127,11 @@ def test_exit_statuses_and_plain_help(url: str, r: redis.Redis) -> None:
 def test_the_console_uses_the_same_one_copy() -> None:
     import eventbus.conventions
     import eventbus.glob
+    import eventbus.moves
     import eventbus.scripts
     import eventbus.text
     from streams_app.redis_ops import conventions, decoding, glob, ids
-    from streams_app.redis_ops.actions import _common
+    from streams_app.redis_ops.actions import _common, moves
 
     assert glob.glob_match is eventbus.glob.glob_match and glob.glob_compile is eventbus.glob.glob_compile
     assert conventions.DlqEntry is eventbus.conventions.DlqEntry
@@ -138,10 +139,16 @@ def test_the_console_uses_the_same_one_copy() -> None:
     assert decoding.display_text is eventbus.text.display_text and ids.id_ms is eventbus.text.id_ms
     assert _common._lua("requeue") == eventbus.scripts.source("requeue")
     assert not (REPO / "streams_app" / "redis_ops" / "lua" / "requeue.lua").exists()
+    # the cross-slot move: the console hands its client to the bus's steps and names keys the same way
+    assert moves.BUSY is eventbus.moves.BUSY and moves.lease_key is eventbus.moves.lease_key
+    assert _common.slot_twin is eventbus.moves.slot_twin and moves.record_key is eventbus.moves.record_key
+    for script in ("move_lease", "move_add"):
+        assert not (REPO / "streams_app" / "redis_ops" / "lua" / f"{script}.lua").exists()
 
 
 def test_list_and_requeue_on_a_cluster(capsys, cluster, rc) -> None:
-    """SCAN walks every primary; a requeue moves what shares the DLQ's slot and reports the rest."""
+    """SCAN walks every primary; a requeue moves every dead letter, in the DLQ's slot or not
+    (the cross-slot cases in depth: tests/cluster/test_cli_requeue.py)."""
     keys = [f"s{i}" for i in range(12)]
     for key in keys:
         rc.xadd(key, {"a": "1"})
@@ -152,7 +159,13 @@ def test_list_and_requeue_on_a_cluster(capsys, cluster, rc) -> None:
     assert status == 0 and sorted(row["key"] for row in doc["streams"]) == sorted(keys)
     here = rc.xadd("{orders}:dlq", dict(EVENTBUS_ENTRY)).decode()  # target "orders" shares the slot
     elsewhere = rc.xadd("{orders}:dlq", {**dict(EVENTBUS_ENTRY), b"dlq_original_stream": b"s0"}).decode()
+    assert rc.keyslot("s0") != rc.keyslot("{orders}:dlq")
     status, doc = run(capsys, url, "requeue", "{orders}:dlq", "--ids", here, elsewhere)
-    assert status == 1 and [x["dlq_id"] for x in doc["requeued"]] == [here]
-    assert doc["failed"][0]["dlq_id"] == elsewhere and "another hash slot" in doc["failed"][0]["reason"]
-    assert rc.xlen("orders") == 1 and [i.decode() for i, _ in rc.xrange("{orders}:dlq")] == [elsewhere]
+    assert status == 0 and [(x["dlq_id"], x["stream"]) for x in doc["requeued"]] == [
+        (here, "orders"),
+        (elsewhere, "s0"),
+    ]
+    assert doc["failed"] == [] and doc["missing"] == []
+    assert rc.xlen("orders") == 1 and rc.xlen("s0") == 2 and rc.xlen("{orders}:dlq") == 0
+    [(_, copy)] = rc.xrange("s0", doc["requeued"][1]["new_id"], doc["requeued"][1]["new_id"])
+    assert copy[b"_requeued_from"] == elsewhere.encode() and b"dlq_error" not in copy

@@ -10,7 +10,6 @@ a missing stream is :class:`NotFound` (:func:`..commands.require_stream`, shared
 
 from __future__ import annotations
 
-import functools
 import threading
 import weakref
 from collections.abc import Mapping, Sequence
@@ -19,9 +18,9 @@ from importlib import resources
 import redis
 from redis.commands.core import Script
 
-from eventbus.keys import hash_tag
+from eventbus.moves import slot_twin as slot_twin  # the one copy, re-exported for the actions
 
-from ..client import key_client, slot_of
+from ..client import key_client
 from ..commands import stream_pipeline
 from ..errors import InvalidArgument
 from ..ids import StreamId, parse_id
@@ -48,7 +47,7 @@ ZERO_ID = "0-0"
 
 _SCRIPT_NAMES = (
     "requeue", "requeue_rule", "count_range", "purge", "replay", "replay_copy", "consumer_delete", "walk",
-    "move_lease", "move_add", "retry_take",
+    "retry_take",
 )
 _scripts: weakref.WeakKeyDictionary[redis.Redis, dict[str, Script]] = weakref.WeakKeyDictionary()
 _scripts_lock = threading.Lock()
@@ -99,43 +98,6 @@ def _count(client: redis.Redis, key: bytes, start: str, end: str, match: Sequenc
         if int(read) < COUNT_BATCH or not last:
             return total
         start = "(" + reply_text(last)
-
-
-# ---------------------------------------------------------------- slots
-
-
-def slot_twin(anchor: bytes, name: bytes) -> bytes:
-    """``name`` prefixed with a ``{tag}`` that hashes like ``anchor``: a console key in ``anchor``'s slot.
-
-    A script may touch a key of the console's own (a replay's cursor, a requeue's lease or record)
-    together with a stream only when both hash to one slot. The tag is ``anchor``'s own ``{tag}``
-    when it has one, else ``anchor`` whole (``orders`` -> ``{orders}...``, as the event bus names
-    its companion keys); a name with a ``}`` but no valid tag cannot be wrapped, and gets a short
-    name found to hash to the same slot (:func:`_slot_names`).
-    """
-    text = anchor.decode("latin-1")
-    tag = hash_tag(text)
-    if tag is not None:
-        return b"{" + tag.encode("latin-1") + b"}" + name
-    if b"}" not in anchor:
-        return b"{" + anchor + b"}" + name
-    return b"{" + _slot_names()[slot_of(anchor)] + b"}" + name
-
-
-@functools.cache
-def _slot_names() -> dict[int, bytes]:
-    """For each of the 16,384 slots, a short name hashing to it (``bc:<hex>``, found by trying in order).
-
-    Built once per process on first need (about 180,000 CRC16s, a fraction of a second), only for
-    streams whose name has a ``}`` without a valid tag.
-    """
-    names: dict[int, bytes] = {}
-    i = 0
-    while len(names) < 16384:
-        name = b"bc:%x" % i
-        names.setdefault(slot_of(name), name)
-        i += 1
-    return names
 
 
 # ---------------------------------------------------------------- reads

@@ -13,9 +13,9 @@
 -- The targets are read from the entries, so on a standalone server they are not declared. On Redis
 -- Cluster a script may only write keys it declares, in its own slot ('cluster' placement): an entry
 -- bound for the one target the caller declared in the DLQ's slot (KEYS[3]) is moved here as above;
--- any other is *leased* to the caller in KEYS[2] instead (as lua/move_lease.lua does) and returned
--- rewritten, for the client to add to its target on its own node and then delete here
--- (actions/moves.py). An entry leased to another owner is left alone ('~'). The rewrite is this
+-- any other is *leased* to the caller in KEYS[2] instead (in eventbus/lua/move_lease.lua's format)
+-- and returned rewritten, for the client to add to its target on its own node and then delete here
+-- (eventbus/moves.py). An entry leased to another owner is left alone ('~'). The rewrite is this
 -- script's in both cases: one rule, wherever the entry goes.
 --
 -- KEYS[1] the DLQ; 'cluster' only: KEYS[2] the DLQ's lease hash, KEYS[3] (optional) the target in

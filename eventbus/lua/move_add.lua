@@ -1,4 +1,4 @@
--- Cross-slot requeue, step 2 of 4 (see actions/moves.py): add leased dead letters to their target,
+-- Cross-slot requeue, step 2 of 4 (see eventbus/moves.py): add leased dead letters to their target,
 -- each at most once, remembering each one's new ID in the target's slot.
 --
 -- The record (DLQ entry ID -> new entry ID) is what makes a repeated step 2 harmless: a mover killed

@@ -1,4 +1,4 @@
--- Cross-slot requeue, step 1 of 4 (see actions/moves.py): take the right to move some dead letters.
+-- Cross-slot requeue, step 1 of 4 (see eventbus/moves.py): take the right to move some dead letters.
 --
 -- A script cannot reach a target stream on another node, so a move across slots is three scripts on
 -- two nodes; this one makes the mover of each entry unique. For each ID, in the DLQ's slot: if the

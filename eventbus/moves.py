@@ -1,0 +1,191 @@
+"""Requeue across hash slots: moving dead letters to a stream on another node, never lost, never doubled.
+
+One copy, run by the console (``streams_app.redis_ops.actions``: requeue, the requeue-all job) and by
+the bus's command line (``python -m eventbus requeue``), so both move with one protocol and respect
+each other's leases.
+
+On one server (or when a DLQ and its target share a slot, as ``{orders}:dlq`` and ``orders`` do) a
+dead letter moves in one Lua script (``lua/requeue.lua``): still there? XADD + XDEL. On Redis Cluster
+a script sees only the keys of one slot, so ``orders:dlq`` (the pre-cluster naming) and ``orders`` on
+another node cannot be moved that way, and no MULTI spans nodes either. This module moves them in
+steps, each one atomic on its own node, so that a process killed between any two of them leaves
+nothing lost (the dead letter stays in the DLQ until its copy exists) and nothing doubled (a copy is
+added at most once per dead letter):
+
+1. **lease** (DLQ's slot, ``lua/move_lease.lua``; the console's bulk path leases inside its own batch
+   script, in the same format): for each entry still in the DLQ, record this owner as its mover in a
+   lease hash next to the DLQ, unless another owner holds an unexpired lease. The lease makes the
+   mover of an entry unique: two operators pressing "requeue" together leave one of them with
+   nothing to do (reported as failed, :data:`BUSY`).
+2. **add** (target's slot, ``lua/move_add.lua``): XADD each leased entry to the target and, in the
+   same script, record ``DLQ entry ID -> new ID`` in a hash in the target's slot. An entry already
+   recorded is not added again: its recorded ID is the answer.
+3. **release** (DLQ's slot): XDEL the added entries and drop their leases.
+4. **forget** (target's slot): drop their records.
+
+What a kill at each point leaves, and why a re-run is right:
+
+* before 2: leases only. A run resumed under the same owner (the console's jobs use ``job:<id>``)
+  takes them again; any other mover waits for them to expire (:data:`LEASE_MS`), the entries still in
+  the DLQ.
+* between 2 and 3: copies and records exist, the dead letters are still in the DLQ and leased.
+  The re-run leases them again, step 2 finds the records and adds nothing, step 3 removes them.
+* between 3 and 4: the dead letters are gone, so nobody can lease or add them again; the records
+  expire (:data:`RECORD_TTL_MS`).
+
+Step 4 is safe because step 3 came first: after the XDEL no lease can be granted on the entry, so
+no step 2 for it can follow. The one assumption is that a mover does not stall for longer than a
+lease between taking it and finishing (each of its calls is bounded by the connection's timeout,
+seconds against a lease's minute), and that one owner name is used by one mover at a time; the
+records are kept far longer than that for a mover that dies.
+
+Why records and leases rather than a marker in the copy: finding a copy by a field would mean
+scanning the target, and a lease is what lets the records be dropped as soon as an entry is moved,
+so a bulk requeue of a million entries does not leave a million records behind.
+
+The keys are the console's, named to share a slot (:func:`slot_twin`):
+``{<DLQ's tag>}busconsole:requeue-lease:<DLQ>`` and ``{<target's tag>}busconsole:requeued:<DLQ>``.
+The clients passed in are redis-py's sync ``Redis`` or ``RedisCluster`` with bytes replies; the
+caller translates errors.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from redis.crc import key_slot
+
+from .keys import hash_tag
+from .scripts import source
+from .text import display_text
+
+LEASE_MS = 60_000
+"""How long a mover may hold an entry before another may take it over: far beyond the few calls,
+each bounded by the connection's timeout, a mover makes between leasing and releasing."""
+RECORD_TTL_MS = 7 * 24 * 3600 * 1000
+"""How long a record outlives its last write when its mover died before forgetting it: as long as a
+replay's cursor, so a job resumed days later still finds what it added."""
+BUSY = "Another requeue is moving this entry right now; it stays in the DLQ until that one finishes."
+
+
+@dataclass(frozen=True, slots=True)
+class Moved:
+    """What one cross-slot move did, per DLQ entry ID."""
+
+    added: tuple[tuple[str, str], ...]  # (DLQ ID, new ID in the target)
+    missing: tuple[str, ...]  # gone from the DLQ before it could be leased
+    failed: tuple[tuple[str, str], ...]  # (DLQ ID, reason): still in the DLQ
+
+
+# ---------------------------------------------------------------- keys
+
+
+def slot_twin(anchor: bytes, name: bytes) -> bytes:
+    """``name`` prefixed with a ``{tag}`` that hashes like ``anchor``: a console key in ``anchor``'s slot.
+
+    A script may touch a key of the console's own (a replay's cursor, a requeue's lease or record)
+    together with a stream only when both hash to one slot. The tag is ``anchor``'s own ``{tag}``
+    when it has one, else ``anchor`` whole (``orders`` -> ``{orders}...``, as the event bus names
+    its companion keys); a name with a ``}`` but no valid tag cannot be wrapped, and gets a short
+    name found to hash to the same slot (:func:`_slot_names`).
+    """
+    tag = hash_tag(anchor)
+    if tag is not None:
+        return b"{" + tag + b"}" + name
+    if b"}" not in anchor:
+        return b"{" + anchor + b"}" + name
+    return b"{" + _slot_names()[key_slot(anchor)] + b"}" + name
+
+
+@functools.cache
+def _slot_names() -> dict[int, bytes]:
+    """For each of the 16,384 slots, a short name hashing to it (``bc:<hex>``, found by trying in order).
+
+    Built once per process on first need (about 180,000 CRC16s, a fraction of a second), only for
+    streams whose name has a ``}`` without a valid tag.
+    """
+    names: dict[int, bytes] = {}
+    i = 0
+    while len(names) < 16384:
+        name = b"bc:%x" % i
+        names.setdefault(key_slot(name), name)
+        i += 1
+    return names
+
+
+def lease_key(dlq_key: bytes) -> bytes:
+    return slot_twin(dlq_key, b"busconsole:requeue-lease:" + dlq_key)
+
+
+def record_key(dlq_key: bytes, target: bytes) -> bytes:
+    return slot_twin(target, b"busconsole:requeued:" + dlq_key)
+
+
+# ---------------------------------------------------------------- the steps
+
+
+def move_across(
+    client: Any, dlq_key: bytes, target: bytes, planned: Sequence[tuple[str, Sequence[bytes]]], *, owner: str
+) -> Moved:
+    """Move ``planned`` entries (DLQ ID, flat field/value list to XADD) of ``dlq_key`` to ``target`` in
+    another slot: lease them (step 1), then :func:`add_and_release`."""
+    ids = [entry_id for entry_id, _ in planned]
+    granted = _run(client, "move_lease", [dlq_key, lease_key(dlq_key)], [owner, LEASE_MS, *ids])
+    missing: list[str] = []
+    failed: list[tuple[str, str]] = []
+    leased: list[tuple[str, Sequence[bytes]]] = []
+    for (entry_id, fields), state in zip(planned, granted, strict=True):
+        if int(state) == 0:
+            missing.append(entry_id)
+        elif int(state) == 2:
+            failed.append((entry_id, BUSY))
+        else:
+            leased.append((entry_id, fields))
+    moved = add_and_release(client, dlq_key, target, leased)
+    return Moved(added=moved.added, missing=tuple(missing), failed=tuple(failed) + moved.failed)
+
+
+def add_and_release(
+    client: Any, dlq_key: bytes, target: bytes, leased: Sequence[tuple[str, Sequence[bytes]]]
+) -> Moved:
+    """Steps 2 to 4 for entries this caller holds leases on (from :func:`move_across`, or from the
+    console's bulk script, which leases and rewrites a batch in one call)."""
+    if not leased:
+        return Moved(added=(), missing=(), failed=())
+    args: list[object] = [RECORD_TTL_MS]
+    for entry_id, fields in leased:
+        args += (entry_id, len(fields), *fields)
+    replies = _run(client, "move_add", [target, record_key(dlq_key, target)], args)
+    added: list[tuple[str, str]] = []
+    failed: list[tuple[str, str]] = []
+    for (entry_id, _), reply in zip(leased, replies, strict=True):
+        if reply.startswith(b"!"):
+            failed.append((entry_id, f"Redis refused the XADD: {display_text(reply[1:])}"))
+        else:
+            added.append((entry_id, reply.decode()))
+    release(
+        client, dlq_key, target, [entry_id for entry_id, _ in added], [entry_id for entry_id, _ in leased]
+    )
+    return Moved(added=tuple(added), missing=(), failed=tuple(failed))
+
+
+def release(client: Any, dlq_key: bytes, target: bytes, done: Sequence[str], leased: Sequence[str]) -> None:
+    """Steps 3 and 4: XDEL the ``done`` entries and drop every ``leased`` one's lease (one pipeline on
+    the DLQ's node), then forget the records of ``done`` (the target's node). In this order: see the
+    module docstring."""
+    pipe = client.pipeline(transaction=False)
+    if done:
+        pipe.execute_command("XDEL", dlq_key, *done)
+    pipe.execute_command("HDEL", lease_key(dlq_key), *leased)
+    pipe.execute()
+    if done:
+        client.execute_command("HDEL", record_key(dlq_key, target), *done)
+
+
+def _run(client: Any, name: str, keys: Sequence[bytes], args: Sequence[object]) -> Any:
+    """Run ``lua/<name>.lua`` on ``client`` (EVALSHA, loaded on NOSCRIPT). Registering is a SHA1 of the
+    source, not a round trip, so it is not cached per client."""
+    return client.register_script(source(name))(keys=keys, args=args)
