@@ -1,8 +1,24 @@
-"""Benchmark: the group and stream pages at scale (issue 12: 10,000 consumers in a group, 1,000 groups
-on a stream; pages under 500 ms and 300 KB).
+"""Benchmark: the group and stream pages at scale: 10,000 consumers in a group, 1,000 groups on a stream.
 
-Run from the repository root: ``.venv/bin/python bench/pages.py`` (about half a minute). It starts its
-own redis-server on a free port and a throwaway SQLite database; nothing else is touched.
+Goals, each one row of ``make bench``'s table (``bench/_summary.py``), all ratios to a floor of the same
+run rather than a number of milliseconds that holds on one machine only (the old 500 ms budget did):
+
+- each HTML page within 2x of its API: SPEC section 8's rule for the entries page ("the HTML page
+  within 2x of its API") applied to these pages. "Its API" is what an API client requests to show the
+  same rows: for the group page, the consumers page (same sort and depth) and the pending list's first
+  page; for the stream page, the groups page (same sort and depth) and the first 50 entries. Both sides
+  read the same XINFO and XPENDING replies and rank the same rows, so the ratio isolates what the page
+  adds (the template, the page frame, the charts panel), which must not grow with the list. The floor
+  holds two requests' middleware and session work to the page's one: a millisecond or so, small beside
+  reading 10,000 consumers, and the page does save an API client that second request.
+  The XINFO read every request needs (XINFO CONSUMERS or XINFO GROUPS through redis-py, reply parsed)
+  is timed too and each case's multiple of it printed, as the floor of the Redis work, but it is no
+  goal: the page also reads the pending summary (8,000 consumers named) and its own frame, so its
+  multiple of XINFO alone says more about the page's fixed cost than about how it scales;
+- each page's body under 300 KB, whatever the list's length (one page of 50 rows is shown).
+
+Run from the repository root: ``.venv/bin/python bench/pages.py`` (about a minute). It starts its own
+redis-server on a free port and a throwaway SQLite database; nothing else is touched.
 
 The bus it builds, with pipelined commands:
 - ``bench:consumers``: 30,000 entries, one group ``workers`` with 10,000 consumers (XGROUP
@@ -14,8 +30,7 @@ The bus it builds, with pipelined commands:
 What is timed ("server time": the whole request inside the process through ``django.test.Client``
 with a logged-in viewer: middleware, session, form validation, Redis, sorting, the template), for the
 HTML pages and the API, at several sorts and depths, interleaved round by round in a shuffled order.
-The floor is the Redis read every such request cannot avoid: XINFO CONSUMERS (or XINFO GROUPS) sent
-with redis-py and its reply parsed to Python, timed the same way. Sizes are the response bodies.
+Sizes are the response bodies.
 """
 
 from __future__ import annotations
@@ -33,6 +48,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from bench._common import django_bench  # noqa: E402
+from bench._summary import check, within  # noqa: E402
 from tests.servers import RedisServer  # noqa: E402
 
 CONN = "default"
@@ -40,7 +56,8 @@ CONSUMERS_KEY, GROUP = "bench:consumers", "workers"
 GROUPS_KEY = "bench:groups"
 N_CONSUMERS, N_OWNERS, N_GROUPS = 10_000, 8_000, 1_000
 WARMUP, REPS = 3, 25
-BUDGET_MS, BUDGET_KB = 500, 300
+HTML_RATIO = 2.0  # an HTML page over the API requests of the same rows (module docstring)
+BUDGET_KB = 300
 CHUNK = 2_000
 
 
@@ -117,8 +134,10 @@ def run(server: RedisServer) -> None:
     user.groups.add(Group.objects.get(name="viewer"))
     web = Client(HTTP_HOST="localhost")
     web.force_login(user)
-    print(f"busconsole pages benchmark: redis-server {version} on 127.0.0.1:{server.port}, {os.cpu_count()} CPUs, "
-          f"Python {sys.version.split()[0]}, DEBUG=1, SQLite sessions; {REPS} timed requests per case")
+    print(
+        f"busconsole pages benchmark: redis-server {version} on 127.0.0.1:{server.port}, {os.cpu_count()} CPUs, "
+        f"Python {sys.version.split()[0]}, DEBUG=1, SQLite sessions; {REPS} timed requests per case"
+    )
 
     for what, seconds in build(raw).items():
         print(f"built {what} in {seconds:.2f} s (pipelined)")
@@ -129,55 +148,102 @@ def run(server: RedisServer) -> None:
     stream_page = f"/c/{CONN}/streams/{GROUPS_KEY}/"
     api_consumers = f"/api/v1/c/{CONN}/streams/{CONSUMERS_KEY}/groups/{GROUP}/consumers/"
     api_groups = f"/api/v1/c/{CONN}/streams/{GROUPS_KEY}/groups/"
-    pages = {
-        "group page, 10k consumers, default (most pending)": group_page,
-        "group page, 10k consumers, sort=idle": group_page + "?sort=idle",
-        "group page, 10k consumers, sort=name, page 100": group_page + "?sort=name&page=100",
-        "group page, 10k consumers, last page (200)": group_page + "?page=200",
-        "stream page, 1k groups, default (most pending)": stream_page,
-        "stream page, 1k groups, groups_sort=lag, page 20": stream_page + "?groups_sort=lag&groups_page=20",
-        "API consumers, count=50": api_consumers,
-        "API consumers, sort=idle, offset=5000": api_consumers + "?sort=idle&offset=5000",
-        "API groups, count=50": api_groups,
-        "API groups, sort=lag, offset=950": api_groups + "?sort=lag&offset=950",
-        # Not paged (for reference): the stream's own reply carries every group, as XINFO does.
-        "API stream (XINFO STREAM with all 1k groups)": f"/api/v1/c/{CONN}/streams/{GROUPS_KEY}/",
+    api_pending = f"/api/v1/c/{CONN}/streams/{CONSUMERS_KEY}/groups/{GROUP}/pending/?count=50"
+    api_entries = f"/api/v1/c/{CONN}/streams/{GROUPS_KEY}/entries/?count=50"
+    # Each HTML page beside the API requests of the same rows (50 a page, as the API's count).
+    pairs = {
+        "group page, 10k consumers, default (most pending)": (group_page, api_consumers),
+        "group page, 10k consumers, sort=idle": (group_page + "?sort=idle", api_consumers + "?sort=idle"),
+        "group page, 10k consumers, sort=name, page 100": (
+            group_page + "?sort=name&page=100",
+            api_consumers + "?sort=name&offset=4950",
+        ),
+        "group page, 10k consumers, last page (200)": (
+            group_page + "?page=200",
+            api_consumers + "?offset=9950",
+        ),
+        "stream page, 1k groups, default (most pending)": (stream_page, api_groups),
+        "stream page, 1k groups, groups_sort=lag, page 20": (
+            stream_page + "?groups_sort=lag&groups_page=20",
+            api_groups + "?sort=lag&offset=950",
+        ),
     }
+    pages = {name: html for name, (html, _) in pairs.items()}
+    apis = {f"API of {name}": api for name, (_, api) in pairs.items()}
+    apis["API pending (first page)"] = api_pending
+    apis["API entries (first page)"] = api_entries
+    # Not paged (for reference): the stream's own reply carries the first page of groups and their total.
+    apis["API stream (XINFO STREAM, first page of 1k groups)"] = f"/api/v1/c/{CONN}/streams/{GROUPS_KEY}/"
     sizes: dict[str, int] = {}
-    for name, url in pages.items():
+    for name, url in {**pages, **apis}.items():
         response = web.get(url)
         if response.status_code != 200:
             raise RuntimeError(f"{url}: {response.status_code} {response.content[:300]!r}")
         sizes[name] = len(response.content)
-    # The page shows one page, not the whole list: 50 consumer rows (one per <tr> with a pending figure).
+    # The page shows one page, not the whole list.
     body = web.get(group_page).content.decode()
     if "1–50 of 10000" not in body:
         raise RuntimeError("the group page does not say 1–50 of 10000")
 
-    cases: dict[str, Callable[[], object]] = {name: (lambda u=url: web.get(u)) for name, url in pages.items()}
+    cases: dict[str, Callable[[], object]] = {
+        name: (lambda u=url: web.get(u)) for name, url in {**pages, **apis}.items()
+    }
     floors = {
         "floor: XINFO CONSUMERS (10k), redis-py": lambda: raw.execute_command(
-            "XINFO", "CONSUMERS", CONSUMERS_KEY, GROUP),
-        "floor: XINFO GROUPS (1k), redis-py": lambda: raw.execute_command(
-            "XINFO", "GROUPS", GROUPS_KEY),
+            "XINFO", "CONSUMERS", CONSUMERS_KEY, GROUP
+        ),
+        "floor: XINFO GROUPS (1k), redis-py": lambda: raw.execute_command("XINFO", "GROUPS", GROUPS_KEY),
     }
     load_before = os.getloadavg()[0]
     times = time_interleaved({**cases, **floors})
-    print(f"\nload average (1 min) {load_before:.1f} before the timed runs, {os.getloadavg()[0]:.1f} after, "
-          f"on {os.cpu_count()} CPUs: a load above the CPU count stretches every figure alike")
+    print(
+        f"\nload average (1 min) {load_before:.1f} before the timed runs, {os.getloadavg()[0]:.1f} after, "
+        f"on {os.cpu_count()} CPUs: a load above the CPU count stretches every figure alike"
+    )
 
     consumers_floor, groups_floor = floors
-    floor_of = {name: consumers_floor if name.startswith(("group page", "API consumers")) else groups_floor
-                for name in cases}
-    print(f"{'case':<52} {'min ms':>8} {'p50 ms':>8} {'p95 ms':>8} {'size KB':>8} {'x floor':>8}  verdict "
-          f"(< {BUDGET_MS} ms p95, < {BUDGET_KB} KB)")
+    floor_of = {
+        name: consumers_floor
+        if name.startswith(("group page", "API of group page", "API pending"))
+        else groups_floor
+        for name in cases
+    }
+    med = {name: statistics.median(values) for name, values in times.items()}
+    # The API side of a page: its list's page plus the other list the page shows.
+    second = {
+        name: "API pending (first page)" if name.startswith("group page") else "API entries (first page)"
+        for name in pages
+    }
+    api_of = {name: med[f"API of {name}"] + med[second[name]] for name in pages}
+    print(
+        f"{'case':<62} {'min ms':>8} {'p50 ms':>8} {'p95 ms':>8} {'size KB':>8} {'x XINFO':>8} {'x API':>6}"
+    )
     for name in floors:
-        print(f"{name:<52} {min(times[name]):>8.1f} {statistics.median(times[name]):>8.1f} {p95(times[name]):>8.1f}")
+        print(f"{name:<62} {min(times[name]):>8.1f} {med[name]:>8.1f} {p95(times[name]):>8.1f}")
     for name in cases:
-        med, high, kb = statistics.median(times[name]), p95(times[name]), sizes[name] / 1024
-        ratio = med / statistics.median(times[floor_of[name]])
-        verdict = "ok" if high < BUDGET_MS and kb < BUDGET_KB else "OVER"
-        print(f"{name:<52} {min(times[name]):>8.1f} {med:>8.1f} {high:>8.1f} {kb:>8.1f} {ratio:>8.1f}  {verdict}")
+        vs_api = f"{med[name] / api_of[name]:>6.2f}" if name in pages else f"{'':>6}"
+        print(
+            f"{name:<62} {min(times[name]):>8.1f} {med[name]:>8.1f} {p95(times[name]):>8.1f} "
+            f"{sizes[name] / 1024:>8.1f} {med[name] / med[floor_of[name]]:>8.2f} {vs_api}"
+        )
+    print()
+
+    for kind, other in (("group page", "pending"), ("stream page", "entries")):
+        names = [n for n in pages if n.startswith(kind)]
+        worst = max(names, key=lambda n: med[n] / api_of[n])
+        within(
+            f"{worst}: HTML vs its API (that page + {other}; worst of {len(names)})",
+            med[worst],
+            api_of[worst],
+            HTML_RATIO,
+        )
+        largest = max(names, key=sizes.get)
+        check(
+            f"{largest}: size",
+            f"{sizes[largest] / 1024:.0f} KB",
+            f"< {BUDGET_KB} KB",
+            sizes[largest] < BUDGET_KB * 1024,
+        )
 
 
 def main() -> None:

@@ -14,6 +14,7 @@ from streams_app.alerts.models import Alert, AlertRule
 from streams_app.masking.apply import Masker
 from streams_app.redis_ops import conventions, reads
 from streams_app.redis_ops.decoding import DecodedField, decode_fields, display_text, escape_bidi
+from streams_app.redis_ops.ids import id_ms, id_time
 from streams_app.redis_ops.reads import GROUP_SORTS, ranked
 from streams_app.redis_ops.types import (
     Entry,
@@ -39,6 +40,8 @@ class EntryView:
     url: str
     conn: str
     key: bytes
+    #: The time in the ID, UTC to the millisecond (``2026-01-01 00:00:00.123``); empty for an ID without one.
+    time_text: str
 
 
 def entry_view(conn: str, key: bytes, entry: Entry) -> EntryView:
@@ -48,8 +51,13 @@ def entry_view(conn: str, key: bytes, entry: Entry) -> EntryView:
         summary = summary[: SUMMARY_CHARS - 1] + "…"
     return EntryView(
         id=entry.id, entry=entry, fields=fields, summary=summary,
-        url=links.entry_url(conn, key, entry.id), conn=conn, key=key,
+        url=links.entry_url(conn, key, entry.id), conn=conn, key=key, time_text=_id_time_text(entry.id),
     )
+
+
+def _id_time_text(entry_id: str) -> str:
+    ms = id_ms(entry_id)
+    return "" if ms is None else id_time(ms).replace(tzinfo=None).isoformat(" ", "milliseconds")
 
 
 def _oneline(field: DecodedField) -> str:

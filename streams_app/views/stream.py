@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 
+from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
+from streams_app.accounts.roles import Role, role_of
 from streams_app.redis_ops import conventions, reads
 from streams_app.redis_ops.decoding import decode_value, display_text
 from streams_app.redis_ops.errors import InvalidArgument
@@ -43,6 +45,8 @@ def stream_detail(request: HttpRequest, conn: str, key: bytes) -> HttpResponse:
         params=params,
         page=page,
         entries=[entry_view(conn, key, masker.entry(e)) for e in page.entries],
+        # Ticking entries for the delete form; decided once here, not once per row in the template.
+        entries_selectable=role_of(request.user) >= Role.ADMIN and not settings.BUSCONSOLE_READ_ONLY,
         dlq=dlq_convention(key),
         dlq_missed=dlq_missed,
         dead_letters=[
