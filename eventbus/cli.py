@@ -69,10 +69,11 @@ def _list(client: Any, args: argparse.Namespace) -> Output:
 
 def _inspect(client: Any, args: argparse.Namespace) -> Output:
     start = check_id(args.start or ("+" if args.reverse else "-"), "--from")
-    search = _bytes(args.search) if args.search else None
+    patterns = _patterns(args) if args.search else ()  # only a search reads a DLQ's conventions
+    search = cli_reads.search_query(args.search, patterns) if args.search else None
     rows, scanned, after = cli_reads.read_entries(
         client, _bytes(args.stream), start=start, reverse=args.reverse, limit=args.limit, search=search,
-        scan_limit=args.scan_limit,
+        scan_limit=args.scan_limit, patterns=patterns,
     )  # fmt: skip
     lines = []
     for row in rows:
@@ -236,16 +237,21 @@ def add_commands(
         "inspect", "show a stream's entries, decoded",
         "  python -m eventbus inspect orders --limit 5\n"
         "  python -m eventbus inspect orders --reverse --search declined\n"
-        "\n--search is plain text: an entry matches when any field name or value contains\n"
-        "it (ASCII case-insensitive). Full search expressions are on the console and its API.\n",
-        _inspect,
+        "  python -m eventbus inspect orders --search 'data.customer.id == 42 && size(data.items) > 3'\n"
+        "  python -m eventbus inspect '{orders}:dlq' --search 'retries >= 3 && error.contains(\"Timeout\")'\n"
+        "\n--search takes what the console's search box takes. Plain text (timeout, order.paid,\n"
+        "card declined) matches an entry when a field name or value contains it, ignoring case.\n"
+        "A CEL expression sees every field by name, decoded (JSON and msgpack as maps and lists),\n"
+        "fields, id and time; on a DLQ also error, traceback, retries, origin, original_id,\n"
+        "failed_at and group. An expression that does not parse is exit 2 with the reason.\n",
+        _inspect, dlq=True,
     )  # fmt: skip
     inspect.add_argument("stream")
     inspect.add_argument("--from", dest="start", default=None, metavar="ID",
                          help="first ID (inclusive; '(ID' exclusive; default: the oldest, or newest with --reverse)")  # fmt: skip
     inspect.add_argument("--reverse", action="store_true", help="newest first")
     inspect.add_argument("--limit", type=_positive, default=20, help="entries shown (default: 20)")
-    inspect.add_argument("--search", metavar="TEXT", help="only entries with a field containing TEXT")
+    inspect.add_argument("--search", metavar="QUERY", help="only entries matching QUERY (text or expression)")
     inspect.add_argument("--scan-limit", type=_positive, default=10_000,
                          help="entries a search reads at most (default: 10000)")  # fmt: skip
 

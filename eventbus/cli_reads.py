@@ -3,7 +3,8 @@ dead-letter queues and per-stream stats, as plain JSON-able rows (the command li
 or as JSON, :mod:`eventbus.cli`).
 
 Django-free (the bus must not import the console), so these are the console's screens read again with
-redis-py alone: the DLQ conventions are the console's own one copy (:mod:`eventbus.conventions`). Every
+redis-py alone: the DLQ conventions are the console's own one copy (:mod:`eventbus.conventions`), and so
+is the search language (:mod:`eventbus.search`: ``--search`` takes what the console's search box takes). Every
 read is bounded: SCAN stops after ``max_keys`` streams, a search after ``scan_limit`` entries, a stats
 window after ``METRICS_LIMIT`` metric entries per stream. On a cluster, SCAN walks every primary (a
 cluster client's SCAN would ask one node) and single-key commands go to the key's node.
@@ -15,13 +16,14 @@ import json
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import redis
 
 from . import keys as bus_keys
 from .connection import SyncClient, is_cluster_client
 from .conventions import DlqEntry, DlqPattern, detect_dlq, dlq_candidates, dlq_source_streams, parse_dlq_entry
+from .search import Query, QueryError, compile_query
 from .text import display_text, id_ms
 
 SCAN_COUNT = 1000
@@ -153,6 +155,22 @@ def pairs(raw: Any) -> list[tuple[bytes, bytes]]:
     return list(zip(raw[::2], raw[1::2], strict=True))
 
 
+class _Entry(NamedTuple):
+    """What a search reads of an entry (:class:`eventbus.search.SearchEntry`)."""
+
+    id: str
+    fields: tuple[tuple[bytes, bytes], ...]
+
+
+def search_query(text: str, patterns: Sequence[DlqPattern]) -> Query:
+    """``--search`` compiled as the console compiles its search box (plain text, or a CEL expression);
+    exit 2 with the reason (for an expression, the parser's message) when it cannot be a query."""
+    try:
+        return compile_query(text, patterns=patterns)
+    except QueryError as exc:
+        raise CommandError(f"--search: {exc}", 2) from exc
+
+
 def read_entries(
     client: SyncClient,
     key: bytes,
@@ -160,28 +178,30 @@ def read_entries(
     start: str,
     reverse: bool,
     limit: int,
-    search: bytes | None,
+    search: Query | None,
     scan_limit: int,
+    patterns: Sequence[DlqPattern] = (),
 ) -> tuple[list[dict[str, Any]], int, str | None]:
     """Up to ``limit`` entries from ``start`` (oldest first, or newest first when ``reverse``).
 
-    With ``search``, only entries where a field name or value contains it (ASCII case-insensitive),
-    reading at most ``scan_limit`` entries. Returns the rows, the entries read, and the ``--from`` that
-    continues after them (``(ID``, exclusive), or None when the stream has nothing more.
+    With ``search``, only the entries it matches, as the console's search finds them (on a DLQ by
+    ``patterns``' conventions, with the dead-letter variables), reading at most ``scan_limit`` entries.
+    Returns the rows, the entries read, and the ``--from`` that continues after them (``(ID``,
+    exclusive), or None when the stream has nothing more.
     """
     require_stream(client, key)
-    needle = search.lower() if search is not None else None
+    dlq = search is not None and detect_dlq(key, patterns) is not None
     rows: list[dict[str, Any]] = []
     scanned, cursor = 0, start
     while len(rows) < limit and scanned < scan_limit:
-        count = limit if needle is None else min(1000, scan_limit - scanned)
+        count = limit if search is None else min(1000, scan_limit - scanned)
         command = ("XREVRANGE", key, cursor, "-") if reverse else ("XRANGE", key, cursor, "+")
         raw = client.execute_command(*command, "COUNT", count)
         for entry_id, flat in raw:
             scanned += 1
             cursor = "(" + entry_id.decode()
             fields = pairs(flat)
-            if needle is None or any(needle in part.lower() for pair in fields for part in pair):
+            if search is None or search.matches(_Entry(entry_id.decode(), tuple(fields)), dlq=dlq, key=key):
                 rows.append(entry_row(entry_id, fields))
                 if len(rows) == limit:
                     break

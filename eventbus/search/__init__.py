@@ -1,0 +1,22 @@
+"""Payload search's language, Django-free: a CEL expression or plain text over an entry's decoded fields.
+
+:func:`compile_query` turns what was typed into a :class:`Query` (the rule that tells an expression from
+plain text, the variables an expression sees and the choice of CEL library are in :mod:`.query`);
+:mod:`.analysis` reads what it can of an expression's text (paths, required literals) and :mod:`.fast`
+evaluates the commonest expressions without CEL's conversions. The console's search
+(:mod:`streams_app.search`) and ``python -m eventbus inspect --search`` both build on this one copy.
+"""
+
+from __future__ import annotations
+
+from .query import DLQ_VARIABLES, MAX_QUERY, Query, QueryError, SearchEntry, compile_query, is_expression_text
+
+__all__ = [
+    "DLQ_VARIABLES",
+    "MAX_QUERY",
+    "Query",
+    "QueryError",
+    "SearchEntry",
+    "compile_query",
+    "is_expression_text",
+]
