@@ -186,8 +186,15 @@ class Bus:
         With ``unique_key``, raise :class:`~eventbus.errors.DuplicateEvent` if an event with the
         same key was published to ``stream`` within ``unique_ttl`` seconds.
         """
-        message = Message(type, data, correlation_id, reply_to, unique_key)
-        return self._sync().publish(stream, message, maxlen=maxlen)
+        return self._sync().publish(
+            stream,
+            type,
+            data,
+            correlation_id=correlation_id,
+            reply_to=reply_to,
+            unique_key=unique_key,
+            maxlen=maxlen,
+        )
 
     def publish_many(
         self, stream: str, messages: Iterable[Message | tuple[str, Any]], *, maxlen: int | None = _UNSET
@@ -211,8 +218,15 @@ class Bus:
         unique_key: str | None = None,
         maxlen: int | None = _UNSET,
     ) -> str:
-        message = Message(type, data, correlation_id, reply_to, unique_key)
-        return await self._async_producer().publish(stream, message, maxlen=maxlen)
+        return await self._async_producer().publish(
+            stream,
+            type,
+            data,
+            correlation_id=correlation_id,
+            reply_to=reply_to,
+            unique_key=unique_key,
+            maxlen=maxlen,
+        )
 
     async def apublish_many(
         self, stream: str, messages: Iterable[Message | tuple[str, Any]], *, maxlen: int | None = _UNSET

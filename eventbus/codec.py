@@ -15,9 +15,11 @@ tuples as lists, enums as their value, dataclasses as objects.
 from __future__ import annotations
 
 import base64
+import binascii
 import dataclasses
 import enum
 import json
+import os
 import time
 import uuid
 from collections.abc import Mapping
@@ -69,33 +71,75 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+# Translation tables that set the version (4) and variant (RFC 4122) bits of a uuid4, as uuid.uuid4() does.
+_UUID_VERSION_4 = bytes(b & 0x0F | 0x40 for b in range(256))
+_UUID_VARIANT = bytes(b & 0x3F | 0x80 for b in range(256))
+
+
+def new_event_ids(count: int) -> list[bytes]:
+    """``count`` fresh event ids: each the hex of a uuid4, as ``uuid.uuid4().hex`` gives, in bytes.
+
+    The same 122 random bits from the OS and the same version and variant bits as ``uuid.uuid4()``,
+    without a ``UUID`` object per id: read in one call for a batch, this costs a few percent of
+    what ``uuid4()`` did, which was the largest single cost of encoding an event.
+    """
+    raw = bytearray(os.urandom(16 * count))
+    if count == 1:  # one publish: item assignment costs less than slicing
+        raw[6] = raw[6] & 0x0F | 0x40
+        raw[8] = raw[8] & 0x3F | 0x80
+        return [binascii.hexlify(raw)]
+    raw[6::16] = raw[6::16].translate(_UUID_VERSION_4)
+    raw[8::16] = raw[8::16].translate(_UUID_VARIANT)
+    text = binascii.hexlify(raw)
+    return [text[i : i + 32] for i in range(0, 32 * count, 32)]
+
+
 def new_event_id() -> str:
-    return uuid.uuid4().hex
+    return new_event_ids(1)[0].decode("ascii")
+
+
+_B_TYPE = keys.F_TYPE.encode()
+_B_DATA = keys.F_DATA.encode()
+_B_ID = keys.F_ID.encode()
+_B_TS = keys.F_TS.encode()
+_B_CORRELATION_ID = keys.F_CORRELATION_ID.encode()
+_B_REPLY_TO = keys.F_REPLY_TO.encode()
+_B_RETRIES = keys.F_RETRIES.encode()
+_B_GROUP = keys.F_GROUP.encode()
+_B_UNIQUE = keys.F_UNIQUE.encode()
 
 
 def encode_event(
     type: str,
     data: Any = None,
     *,
-    event_id: str | None = None,
+    event_id: bytes | None = None,
     ts: int | None = None,
     correlation_id: str | None = None,
     reply_to: str | None = None,
     unique_key: str | None = None,
-) -> dict[str, str]:
-    """The fields of a new event entry."""
-    fields = {
-        keys.F_TYPE: type,
-        keys.F_DATA: dumps(data),
-        keys.F_ID: event_id or new_event_id(),
-        keys.F_TS: str(now_ms() if ts is None else ts),
-    }
+) -> list[bytes]:
+    """The fields of a new event entry as XADD takes them: name, value, name, value..., all UTF-8 bytes.
+
+    Flat and already encoded because this runs once per published event: redis-py passes bytes
+    through untouched, where a dict of text would be flattened and encoded again, name by name.
+    """
+    fields = [
+        _B_TYPE,
+        type.encode(),
+        _B_DATA,
+        dumps(data).encode(),
+        _B_ID,
+        event_id or new_event_ids(1)[0],
+        _B_TS,
+        str(now_ms() if ts is None else ts).encode(),
+    ]
     if correlation_id is not None:
-        fields[keys.F_CORRELATION_ID] = correlation_id
+        fields += (_B_CORRELATION_ID, correlation_id.encode())
     if reply_to is not None:
-        fields[keys.F_REPLY_TO] = reply_to
+        fields += (_B_REPLY_TO, reply_to.encode())
     if unique_key is not None:
-        fields[keys.F_UNIQUE] = unique_key
+        fields += (_B_UNIQUE, unique_key.encode())
     return fields
 
 
@@ -123,17 +167,6 @@ class Event:
     unique_key: str | None = None
     #: the raw fields as stored, for handlers that need something the bus does not decode
     fields: Mapping[bytes, bytes] = field(default_factory=dict, repr=False)
-
-
-_B_TYPE = keys.F_TYPE.encode()
-_B_DATA = keys.F_DATA.encode()
-_B_ID = keys.F_ID.encode()
-_B_TS = keys.F_TS.encode()
-_B_CORRELATION_ID = keys.F_CORRELATION_ID.encode()
-_B_REPLY_TO = keys.F_REPLY_TO.encode()
-_B_RETRIES = keys.F_RETRIES.encode()
-_B_GROUP = keys.F_GROUP.encode()
-_B_UNIQUE = keys.F_UNIQUE.encode()
 
 
 def _text(fields: Mapping[bytes, bytes], name: bytes) -> str | None:

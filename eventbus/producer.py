@@ -23,7 +23,7 @@ import redis.asyncio
 from redis.exceptions import NoScriptError
 
 from . import keys
-from .codec import dumps, encode_event, loads, new_event_id
+from .codec import dumps, encode_event, loads, new_event_id, new_event_ids, now_ms
 from .connection import is_cluster_client
 from .errors import DuplicateEvent, RequestFailed, RequestTimeout, SlotUnsafeStream
 from .scripts import Scripts, source
@@ -48,39 +48,38 @@ class PublishOptions:
     unique_ttl: float = 86_400.0
 
 
-def _as_message(item: Message | tuple[str, Any]) -> Message:
-    if isinstance(item, Message):
-        return item
-    type_, data = item
-    return Message(type_, data)
+def _xadd_head(stream: str, maxlen: int | None) -> tuple[Any, ...]:
+    """XADD's arguments before an entry's fields: the same for every entry of a call.
 
-
-def _flat(fields: dict[str, str]) -> list[str]:
-    flat: list[str] = []
-    for pair in fields.items():
-        flat += pair
-    return flat
-
-
-def _xadd_args(stream: str, fields: dict[str, str], maxlen: int | None) -> list[Any]:
-    trim = ["MAXLEN", "~", maxlen] if maxlen is not None else []
-    return ["XADD", stream, *trim, "*", *_flat(fields)]
+    The command name and the key stay text: redis-py's cluster client looks both up to route the
+    command; the rest is bytes, which redis-py sends as they are.
+    """
+    if maxlen is None:
+        return ("XADD", stream, b"*")
+    return ("XADD", stream, b"MAXLEN", b"~", b"%d" % maxlen, b"*")
 
 
 def _unique_args(
-    client: Any, stream: str, fields: dict[str, str], unique_key: str, options: PublishOptions, maxlen: int | None
+    client: Any,
+    stream: str,
+    fields: list[bytes],
+    unique_key: str,
+    options: PublishOptions,
+    maxlen: int | None,
 ) -> tuple[list[str], list[Any]]:
     if not keys.slot_safe(stream) and is_cluster_client(client):
         raise SlotUnsafeStream(stream, "take a publish with a unique_key")
     script_keys = [stream, keys.unique_key(stream)]
-    args = [unique_key, int(options.unique_ttl * 1000), "" if maxlen is None else maxlen, *_flat(fields)]
+    args = [unique_key, int(options.unique_ttl * 1000), "" if maxlen is None else maxlen, *fields]
     return script_keys, args
 
 
-def _message_fields(message: Message) -> dict[str, str]:
+def _message_fields(message: Message, *, event_id: bytes | None = None, ts: int | None = None) -> list[bytes]:
     return encode_event(
         message.type,
         message.data,
+        event_id=event_id,
+        ts=ts,
         correlation_id=message.correlation_id,
         reply_to=message.reply_to,
         unique_key=message.unique_key,
@@ -90,6 +89,42 @@ def _message_fields(message: Message) -> dict[str, str]:
 def _queue_unique(pipe: Any, scripts: Scripts, script_keys: list[str], args: list[Any]) -> None:
     """Queue a unique publish on ``pipe`` as a raw EVALSHA (see the module docstring)."""
     pipe.execute_command("EVALSHA", scripts.publish_unique.sha, len(script_keys), *script_keys, *args)
+
+
+def _queue_chunk(
+    pipe: Any,
+    producer: Producer | AsyncProducer,
+    stream: str,
+    maxlen: int | None,
+    chunk: Sequence[Message | tuple[str, Any]],
+) -> dict[int, tuple[list[str], list[Any]]]:
+    """Queue one pipeline of publishes; return the unique ones by position, to re-run after a NOSCRIPT.
+
+    This is ``publish_many``'s per-event loop, so it does per event only what differs between
+    events: the XADD head, the timestamp (the chunk leaves in one round trip) and the random bytes
+    of the event ids are made once per chunk, and a ``(type, data)`` tuple is encoded as it is,
+    without a :class:`Message` built around it. The fields are :func:`encode_event`'s, as for
+    ``publish``.
+    """
+    head = _xadd_head(stream, maxlen)
+    ts = now_ms()
+    event_ids = new_event_ids(len(chunk))
+    scripted: dict[int, tuple[list[str], list[Any]]] = {}
+    for n, item in enumerate(chunk):
+        if isinstance(item, Message):
+            fields = _message_fields(item, event_id=event_ids[n], ts=ts)
+            if item.unique_key is not None:
+                script_keys, args = _unique_args(
+                    producer.client, stream, fields, item.unique_key, producer.options, maxlen
+                )
+                _queue_unique(pipe, producer.scripts, script_keys, args)
+                scripted[n] = (script_keys, args)
+                continue
+        else:
+            type_, data = item
+            fields = encode_event(type_, data, event_id=event_ids[n], ts=ts)
+        pipe.execute_command(*head, *fields)
+    return scripted
 
 
 def _first_error(results: list[Any]) -> None:
@@ -132,16 +167,28 @@ class Producer:
         self.options = options
         self._loaded = False
 
-    def publish(self, stream: str, message: Message, *, maxlen: int | None = _UNSET) -> str:
+    def publish(
+        self,
+        stream: str,
+        type: str,
+        data: Any = None,
+        *,
+        correlation_id: str | None = None,
+        reply_to: str | None = None,
+        unique_key: str | None = None,
+        maxlen: int | None = _UNSET,
+    ) -> str:
         """XADD one event; return its entry ID. Raise :class:`DuplicateEvent` if its ``unique_key`` is held."""
         maxlen = self.options.maxlen if maxlen is _UNSET else maxlen
-        fields = _message_fields(message)
-        if message.unique_key is None:
-            return _entry_id(self.client.execute_command(*_xadd_args(stream, fields, maxlen)))  # type: ignore[return-value]
-        script_keys, args = _unique_args(self.client, stream, fields, message.unique_key, self.options, maxlen)
+        fields = encode_event(
+            type, data, correlation_id=correlation_id, reply_to=reply_to, unique_key=unique_key
+        )
+        if unique_key is None:
+            return _entry_id(self.client.execute_command(*_xadd_head(stream, maxlen), *fields))  # type: ignore[return-value]
+        script_keys, args = _unique_args(self.client, stream, fields, unique_key, self.options, maxlen)
         entry_id = _entry_id(self.scripts.publish_unique(keys=script_keys, args=args, client=self.client))
         if entry_id is None:
-            raise DuplicateEvent(stream, message.unique_key)
+            raise DuplicateEvent(stream, unique_key)
         return entry_id
 
     def publish_many(
@@ -159,20 +206,10 @@ class Producer:
         """
         maxlen = self.options.maxlen if maxlen is _UNSET else maxlen
         ids: list[str | None] = []
-        batch = [_as_message(m) for m in messages]
+        batch = messages if isinstance(messages, list | tuple) else list(messages)
         for start in range(0, len(batch), chunk):
             pipe = self.client.pipeline(transaction=False)
-            scripted: dict[int, tuple[list[str], list[Any]]] = {}
-            for n, message in enumerate(batch[start : start + chunk]):
-                fields = _message_fields(message)
-                if message.unique_key is None:
-                    pipe.execute_command(*_xadd_args(stream, fields, maxlen))
-                else:
-                    script_keys, args = _unique_args(
-                        self.client, stream, fields, message.unique_key, self.options, maxlen
-                    )
-                    _queue_unique(pipe, self.scripts, script_keys, args)
-                    scripted[n] = (script_keys, args)
+            scripted = _queue_chunk(pipe, self, stream, maxlen, batch[start : start + chunk])
             if scripted and not self._loaded:
                 self.client.script_load(source("publish_unique"))
                 self._loaded = True
@@ -192,7 +229,7 @@ class Producer:
         """
         correlation_id = new_event_id()
         reply_to = keys.reply_key(correlation_id)
-        self.publish(stream, Message(type, data, correlation_id, reply_to))
+        self.publish(stream, type, data, correlation_id=correlation_id, reply_to=reply_to)
         got = self.client.blpop([reply_to], timeout=timeout)
         if got is None:
             raise RequestTimeout(stream, type, correlation_id, timeout)
@@ -209,17 +246,29 @@ class AsyncProducer:
         self.options = options
         self._loaded = False
 
-    async def publish(self, stream: str, message: Message, *, maxlen: int | None = _UNSET) -> str:
+    async def publish(
+        self,
+        stream: str,
+        type: str,
+        data: Any = None,
+        *,
+        correlation_id: str | None = None,
+        reply_to: str | None = None,
+        unique_key: str | None = None,
+        maxlen: int | None = _UNSET,
+    ) -> str:
         maxlen = self.options.maxlen if maxlen is _UNSET else maxlen
-        fields = _message_fields(message)
-        if message.unique_key is None:
-            return _entry_id(await self.client.execute_command(*_xadd_args(stream, fields, maxlen)))  # type: ignore[return-value]
-        script_keys, args = _unique_args(self.client, stream, fields, message.unique_key, self.options, maxlen)
+        fields = encode_event(
+            type, data, correlation_id=correlation_id, reply_to=reply_to, unique_key=unique_key
+        )
+        if unique_key is None:
+            return _entry_id(await self.client.execute_command(*_xadd_head(stream, maxlen), *fields))  # type: ignore[return-value]
+        script_keys, args = _unique_args(self.client, stream, fields, unique_key, self.options, maxlen)
         entry_id = _entry_id(
             await self.scripts.publish_unique(keys=script_keys, args=args, client=self.client)
         )
         if entry_id is None:
-            raise DuplicateEvent(stream, message.unique_key)
+            raise DuplicateEvent(stream, unique_key)
         return entry_id
 
     async def publish_many(
@@ -232,27 +281,19 @@ class AsyncProducer:
     ) -> list[str | None]:
         maxlen = self.options.maxlen if maxlen is _UNSET else maxlen
         ids: list[str | None] = []
-        batch: Sequence[Message] = [_as_message(m) for m in messages]
+        batch = messages if isinstance(messages, list | tuple) else list(messages)
         for start in range(0, len(batch), chunk):
             pipe = self.client.pipeline(transaction=False)
-            scripted: dict[int, tuple[list[str], list[Any]]] = {}
-            for n, message in enumerate(batch[start : start + chunk]):
-                fields = _message_fields(message)
-                if message.unique_key is None:
-                    pipe.execute_command(*_xadd_args(stream, fields, maxlen))
-                else:
-                    script_keys, args = _unique_args(
-                        self.client, stream, fields, message.unique_key, self.options, maxlen
-                    )
-                    _queue_unique(pipe, self.scripts, script_keys, args)
-                    scripted[n] = (script_keys, args)
+            scripted = _queue_chunk(pipe, self, stream, maxlen, batch[start : start + chunk])
             if scripted and not self._loaded:
                 await self.client.script_load(source("publish_unique"))
                 self._loaded = True
             results = await pipe.execute(raise_on_error=False)
             for n, (script_keys, args) in scripted.items():
                 if isinstance(results[n], NoScriptError):
-                    results[n] = await self.scripts.publish_unique(keys=script_keys, args=args, client=self.client)
+                    results[n] = await self.scripts.publish_unique(
+                        keys=script_keys, args=args, client=self.client
+                    )
             _first_error(results)
             ids += (_entry_id(raw) for raw in results)
         return ids
@@ -260,7 +301,7 @@ class AsyncProducer:
     async def request(self, stream: str, type: str, data: Any = None, *, timeout: float = 5.0) -> Any:
         correlation_id = new_event_id()
         reply_to = keys.reply_key(correlation_id)
-        await self.publish(stream, Message(type, data, correlation_id, reply_to))
+        await self.publish(stream, type, data, correlation_id=correlation_id, reply_to=reply_to)
         got = await self.client.blpop([reply_to], timeout=timeout)
         if got is None:
             raise RequestTimeout(stream, type, correlation_id, timeout)

@@ -12,8 +12,8 @@ from enum import Enum
 import pytest
 import redis
 
-from eventbus import Bus, DuplicateEvent, Message
-from tests.eventbus.conftest import server_ms
+from eventbus import Bus, DuplicateEvent, Event, Message
+from tests.eventbus.conftest import running, server_ms
 from tests.polling import wait_for
 
 
@@ -148,3 +148,104 @@ def test_async_publish(bus: Bus, r: redis.Redis) -> None:
     stored = [stored_id.decode() for stored_id, _ in r.xrange("orders")]
     assert stored == [entry_id, ids[0], ids[1]]
     assert ids[2] is None
+
+
+def _without_id_and_ts(fields: dict[bytes, bytes]) -> list[tuple[bytes, bytes]]:
+    return [(name, value) for name, value in fields.items() if name not in (b"id", b"ts")]
+
+
+def _assert_fresh_event_ids(entries: list[tuple[bytes, dict[bytes, bytes]]]) -> None:
+    event_ids = [fields[b"id"].decode() for _, fields in entries]
+    for event_id in event_ids:
+        parsed = uuid.UUID(event_id)  # the stdlib's reading, not the bus's
+        assert (parsed.hex, parsed.version, parsed.variant) == (event_id, 4, uuid.RFC_4122)
+    assert len(set(event_ids)) == len(event_ids)
+
+
+def test_publish_many_writes_what_publish_writes(bus: Bus, r: redis.Redis) -> None:
+    data = {"n": 1, "name": "café ✓", "at": datetime(2026, 1, 2, tzinfo=UTC), "total": Decimal("1.5")}
+    kinds = [
+        {},
+        {"correlation_id": "c-1", "reply_to": "reply:c-1"},
+        {"unique_key": "u-1"},
+    ]
+    before = server_ms(r)
+    for stream, kwargs in zip(("one-a", "one-b", "one-c"), kinds, strict=True):
+        bus.publish(stream, "order.created", data, **kwargs)
+    bus.publish_many("many", [Message("order.created", data, **kwargs) for kwargs in kinds[:2]])
+    bus.publish_many("many-u", [Message("order.created", data, unique_key="u-1")])
+    bus.publish_many("tuples", [("order.created", data)])
+    after = server_ms(r)
+
+    singles = [r.xrange(stream)[0] for stream in ("one-a", "one-b", "one-c")]
+    batched = [*r.xrange("many"), *r.xrange("many-u")]
+    # Same names in the same order and the same bytes, but for the id and the time of each event.
+    assert [_without_id_and_ts(f) for _, f in batched] == [_without_id_and_ts(f) for _, f in singles]
+    assert [list(f) for _, f in batched] == [list(f) for _, f in singles]
+    assert r.xrange("tuples")[0][1].keys() == singles[0][1].keys()
+    assert _without_id_and_ts(r.xrange("tuples")[0][1]) == _without_id_and_ts(singles[0][1])
+    assert (
+        singles[0][1][b"data"]
+        == json.dumps(
+            {"n": 1, "name": "café ✓", "at": "2026-01-02T00:00:00+00:00", "total": "1.5"},
+            separators=(",", ":"),
+            ensure_ascii=False,
+        ).encode()
+    )
+    every = [*singles, *batched, *r.xrange("tuples")]
+    _assert_fresh_event_ids(every)
+    assert all(before <= int(fields[b"ts"]) <= after for _, fields in every)
+
+
+def test_publish_many_in_chunks_from_a_generator(bus: Bus, r: redis.Redis) -> None:
+    """2,500 events go in three pipelines; unique keys are refused across them."""
+    messages = (
+        Message("tick", {"n": n}, unique_key=f"k{n % 1000}") if n % 500 == 0 else ("tick", {"n": n})
+        for n in range(2_500)
+    )
+    ids = bus.publish_many("orders", messages)
+
+    stored = r.xrange("orders")
+    # 0 and 500 take k0 and k500; 1000, 1500 and 2000 repeat them and are refused.
+    assert [n for n, entry_id in enumerate(ids) if entry_id is None] == [1_000, 1_500, 2_000]
+    assert [i for i in ids if i is not None] == [entry_id.decode() for entry_id, _ in stored]
+    assert [json.loads(fields[b"data"])["n"] for _, fields in stored] == [
+        n for n in range(2_500) if n not in (1_000, 1_500, 2_000)
+    ]
+    _assert_fresh_event_ids(stored)
+
+
+def test_async_publish_many_writes_what_sync_publish_many_writes(bus: Bus, r: redis.Redis) -> None:
+    batch = [("a", {"x": [1, 2]}), Message("b", None, correlation_id="c", reply_to="reply:c")]
+    bus.publish_many("sync", batch)
+
+    async def publish() -> None:
+        await bus.apublish_many("async", batch)
+        await bus.aclient.aclose()
+
+    asyncio.run(publish())
+    sync, async_ = r.xrange("sync"), r.xrange("async")
+    assert [_without_id_and_ts(f) for _, f in async_] == [_without_id_and_ts(f) for _, f in sync]
+    _assert_fresh_event_ids([*sync, *async_])
+
+
+def test_handlers_see_the_same_event_either_way(bus: Bus, r: redis.Redis) -> None:
+    seen: list[tuple[str, object, str | None, str | None]] = []
+
+    @bus.on("*", stream="orders", group="g", start="0")
+    def record(event: Event) -> None:
+        seen.append((event.type, event.data, event.correlation_id, event.unique_key))
+
+    bus.publish("orders", "one", {"n": 1}, correlation_id="c-1", unique_key="u-1")
+    bus.publish_many(
+        "orders", [Message("many", {"n": 1}, correlation_id="c-1", unique_key="u-2"), ("t", [1])]
+    )
+    with running(bus, metrics_interval=0.05):
+        wait_for(lambda: len(seen) == 3 and r.xpending("orders", "g")["pending"] == 0, what="three events")
+        metrics = lambda: [f for _, f in r.xrange("{orders}:metrics") if f[b"event"] == b"processed"]  # noqa: E731
+        wait_for(
+            lambda: sum(int(f[b"count"]) for f in metrics()) == r.xlen("orders"), what="every event counted"
+        )
+    assert sorted(seen, key=str) == sorted(
+        [("one", {"n": 1}, "c-1", "u-1"), ("many", {"n": 1}, "c-1", "u-2"), ("t", [1], None, None)], key=str
+    )
