@@ -10,6 +10,10 @@ operations, so they work on SQLite and PostgreSQL alike.
 
 Callers pass values by attribute name (``stream_id``, not ``stream``). No signals are sent and no
 ``save()`` runs, exactly as with ``bulk_create``/``bulk_update``.
+
+:func:`temp_table_load` stages rows in a temporary table for set-based statements (``UPDATE ... FROM``,
+``INSERT ... SELECT``) that Django's ORM cannot express; on PostgreSQL it loads them with ``COPY``, which
+costs a fraction of an ``executemany`` (even pipelined, psycopg sends one statement per row).
 """
 
 from __future__ import annotations
@@ -111,6 +115,43 @@ def rows_insert(
     with db.cursor() as cursor:
         for part in chunks(params, BATCH):
             cursor.executemany(sql, part)
+
+
+def temp_table_load(db: Any, name: str, columns: Sequence[tuple[str, str]], rows: Sequence[Sequence[Any]]) -> None:
+    """Create the temporary table ``name`` (``columns``: name and SQL type) on ``db`` and load ``rows`` into it.
+
+    Call inside a transaction and :func:`temp_table_drop` it before the end: on PostgreSQL the table is
+    also dropped at the commit (``ON COMMIT DROP``), and on either database a rollback takes it away. A
+    table of that name left on this connection by an earlier failure is replaced. Values go in as they
+    are (no field conversion): give the types the columns declare. SQLite and PostgreSQL only.
+
+    No index: the statements that read it scan it once and look each row up in the indexes of the
+    permanent tables (SQLite) or hash it (PostgreSQL), so an index would only cost its own writes.
+    """
+    qn = db.ops.quote_name
+    postgres = db.vendor == "postgresql"
+    names = ", ".join(qn(column) for column, _ in columns)
+    with db.cursor() as cursor:
+        temp_table_drop(db, name)
+        cursor.execute(
+            f"CREATE TEMPORARY TABLE {qn(name)} ({', '.join(f'{qn(c)} {kind}' for c, kind in columns)})"
+            f"{' ON COMMIT DROP' if postgres else ''}"
+        )
+        if postgres:
+            with cursor.cursor.copy(f"COPY {qn(name)} ({names}) FROM STDIN") as copy:
+                for row in rows:
+                    copy.write_row(row)
+        else:
+            sql = f"INSERT INTO {qn(name)} ({names}) VALUES ({', '.join(['%s'] * len(columns))})"
+            for part in chunks(rows, BATCH):
+                cursor.executemany(sql, part)
+
+
+def temp_table_drop(db: Any, name: str) -> None:
+    """Drop the temporary table ``name`` if there is one (never a permanent table of the same name)."""
+    schema = "pg_temp" if db.vendor == "postgresql" else "temp"
+    with db.cursor() as cursor:
+        cursor.execute(f"DROP TABLE IF EXISTS {schema}.{db.ops.quote_name(name)}")
 
 
 def rows_update(model: type[models.Model], attnames: Sequence[str], rows: Sequence[tuple[Any, Sequence[Any]]]) -> None:

@@ -20,11 +20,11 @@ consumers), so a sync of 100k streams never holds the database for more than a m
 can commit in between. Vanished groups and consumers of a rewritten stream are marked ``deleted_at``
 (never forgotten: their history stays, and a key that comes back gets its old row back, un-deleted).
 
-:func:`mirror_refresh` is the lighter pass each snapshot makes over the streams and groups it has just
-read, so the mirror's figures are as fresh as the last snapshot (alert rules read them right after it);
-it creates and updates rows but marks nothing deleted. It leaves a group row alone when only the idle
-time of the same idlest pending entry grew (it grows every tick; the tick's exact figure is in the group's
-sample), so a quiet bus costs two reads of the mirror and no writes. The group columns
+:mod:`streams_app.metrics.snapshot_write` is the lighter pass each snapshot makes over the streams and
+groups it has just read (set-based, in SQL), so the mirror's figures are as fresh as the last snapshot
+(alert rules read them right after it): it writes :data:`STREAM_FIGURES` and :data:`GROUP_FIGURES`,
+creates rows but marks nothing deleted, and leaves a group row alone when only the idle time of the same
+idlest pending entry grew. The group columns
 ``oldest_pending_id`` and ``oldest_pending_idle_ms`` keep their names but hold the entry pending the
 longest since its last delivery and that idle time (the maximum over the PEL, bounded: see
 :mod:`streams_app.redis_ops.pending_idle`), not the lowest pending ID.
@@ -204,7 +204,6 @@ def _upsert(
     reread: Callable[[list[Any]], dict[Any, int]],
     now: datetime,
     mark_vanished: bool,
-    unchanged: Callable[[tuple[Any, ...], tuple[Any, ...]], bool] | None = None,
 ) -> _Upsert:
     """Make the rows of ``model`` match ``wanted``; returns their ids by natural key and what changed.
 
@@ -212,7 +211,7 @@ def _upsert(
     ``wanted`` maps natural keys to (source, field values in ``fields`` order); ``identity_of(source)``
     gives the values set on creation only, in ``identity`` order. Rows are created with
     ``ignore_conflicts`` (a concurrent snapshot or sync may have created them first) and their ids read
-    back with ``reread``. ``unchanged(stored, values)`` may declare a row that differs not worth a write.
+    back with ``reread``.
     """
     result = _Upsert(ids={})
     create: list[tuple[Any, ...]] = []
@@ -225,7 +224,7 @@ def _upsert(
         result.ids[natural] = row[0]
         if row[1] is not None:
             result.returned += 1
-        if row[1] is not None or (row[2:] != values and not (unchanged and unchanged(row[2:], values))):
+        if row[1] is not None or row[2:] != values:
             change.append((row[0], (*values, None)))
     if create:
         rows_insert(model, [*identity, *fields, "first_seen", "last_seen"], create, ignore_conflicts=True)
@@ -242,64 +241,41 @@ def _upsert(
     return result
 
 
-def _streams_upsert(conn: str, streams: Sequence[StreamInfo], *, now: datetime, full: bool) -> _Upsert:
-    """``full``: the sync (every field and the digest, for the rows of ``streams`` only); else a snapshot's
-    refresh (figures only, one read of the connection's rows)."""
-    if full:
-        fields: Sequence[str] = _SYNC_FIELDS
-        hashes = [name_hash(s.key) for s in streams]
-        rows = _rows_in(StreamMirror.objects.filter(connection=conn), "key_hash", hashes,
-                        "key_hash", "id", "deleted_at", *fields)
-        wanted = {h: (s, (*stream_values(s), stream_fingerprint(s))) for h, s in zip(hashes, streams, strict=True)}
-    else:
-        fields = STREAM_FIGURES
-        rows = StreamMirror.objects.filter(connection=conn).values_list("key_hash", "id", "deleted_at", *fields)
-        wanted = {name_hash(s.key): (s, stream_figures(s)) for s in streams}
+def _streams_upsert(conn: str, streams: Sequence[StreamInfo], *, now: datetime) -> _Upsert:
+    """Every field of the rows of ``streams`` and the digest the next incremental pass compares."""
+    hashes = [name_hash(s.key) for s in streams]
+    rows = _rows_in(StreamMirror.objects.filter(connection=conn), "key_hash", hashes,
+                    "key_hash", "id", "deleted_at", *_SYNC_FIELDS)
+    wanted = {h: (s, (*stream_values(s), stream_fingerprint(s))) for h, s in zip(hashes, streams, strict=True)}
     current = {row[0]: row[1:] for row in rows}
-    identity = ("connection", "key", "key_hash", "synced_at")
     return _upsert(
-        model=StreamMirror, fields=fields, current=current, wanted=wanted,
-        identity=identity if full else (*identity, *_STREAM_NAMES),
-        identity_of=lambda s: (conn, s.key, name_hash(s.key), now, *(() if full else stream_names(s.key))),
+        model=StreamMirror, fields=_SYNC_FIELDS, current=current, wanted=wanted,
+        identity=("connection", "key", "key_hash", "synced_at"),
+        identity_of=lambda s: (conn, s.key, name_hash(s.key), now),
         reread=lambda keys: stream_ids(conn, keys), now=now, mark_vanished=False,
     )
 
 
-def _same_but_idle(stored: tuple[Any, ...], values: tuple[Any, ...]) -> bool:
-    """Group figures equal but for the idle time of the same idlest pending entry (the last figure)."""
-    return stored[:-1] == values[:-1]
-
-
 def _groups_upsert(
-    conn: str, streams: Sequence[StreamInfo], ids: dict[str, int], *, now: datetime, full: bool
+    conn: str, streams: Sequence[StreamInfo], ids: dict[str, int], *, now: datetime
 ) -> tuple[_Upsert, dict[tuple[int, str], GroupInfo]]:
-    """``full``: the sync, over the groups of ``streams`` (marking the vanished ones); else a snapshot's
-    refresh over the connection's groups (figures only, nothing marked)."""
-    fields = GROUP_FIELDS if full else GROUP_FIGURES
-    if full:
-        rows = _rows_in(GroupMirror.objects.all(), "stream_id", sorted(ids.values()),
-                        "stream_id", "name_hash", "id", "deleted_at", *fields)
-    else:
-        rows = GroupMirror.objects.filter(stream__connection=conn).values_list(
-            "stream_id", "name_hash", "id", "deleted_at", *fields
-        )
+    """The groups of ``streams``, marking deleted those that vanished from them."""
+    rows = _rows_in(GroupMirror.objects.all(), "stream_id", sorted(ids.values()),
+                    "stream_id", "name_hash", "id", "deleted_at", *GROUP_FIELDS)
     current = {(row[0], row[1]): row[2:] for row in rows}
-    values_of = group_values if full else group_figures
     wanted: dict[tuple[int, str], tuple[Any, tuple[Any, ...]]] = {}
     facts: dict[tuple[int, str], GroupInfo] = {}
     for s in streams:
         stream_id = ids[name_hash(s.key)]
         for g in s.groups:
             natural = (stream_id, name_hash(g.name))
-            wanted[natural] = ((natural, g), values_of(g))
+            wanted[natural] = ((natural, g), group_values(g))
             facts[natural] = g
     return _upsert(
-        model=GroupMirror, fields=fields, current=current, wanted=wanted,
-        identity=("stream_id", "name", "name_hash") if full else ("stream_id", "name", "name_hash", "name_text"),
-        identity_of=lambda source: (source[0][0], source[1].name, source[0][1],
-                                    *(() if full else (display_text(source[1].name)[:TEXT_MAX],))),
-        reread=lambda keys: group_ids(conn, keys), now=now, mark_vanished=full,
-        unchanged=None if full else _same_but_idle,
+        model=GroupMirror, fields=GROUP_FIELDS, current=current, wanted=wanted,
+        identity=("stream_id", "name", "name_hash"),
+        identity_of=lambda source: (source[0][0], source[1].name, source[0][1]),
+        reread=lambda keys: group_ids(conn, keys), now=now, mark_vanished=True,
     ), facts
 
 
@@ -419,11 +395,11 @@ def _mirror_sync(conn: str, *, full: bool) -> SyncResult:
 
 def _sync_chunk(conn: str, streams: Sequence[StreamInfo], *, now: datetime, totals: dict[str, int]) -> None:
     """Write ``streams`` with their groups and consumers (inside a transaction); add what changed to ``totals``."""
-    s_up = _streams_upsert(conn, streams, now=now, full=True)
+    s_up = _streams_upsert(conn, streams, now=now)
     ids = s_up.ids
     for part in chunks(sorted(ids.values()), IN_BATCH):
         StreamMirror.objects.filter(pk__in=part).update(last_seen=now, synced_at=now)
-    g_up, group_facts = _groups_upsert(conn, streams, ids, now=now, full=True)
+    g_up, group_facts = _groups_upsert(conn, streams, ids, now=now)
     present_groups = sorted(g_up.ids.values())
     for part in chunks(present_groups, IN_BATCH):
         GroupMirror.objects.filter(pk__in=part).update(last_seen=now)
@@ -487,18 +463,6 @@ def _mark_vanished(conn: str, present: set[str], *, now: datetime) -> int:
             GroupMirror.objects.filter(stream_id__in=part, deleted_at__isnull=True).update(deleted_at=now)
             ConsumerMirror.objects.filter(group__stream_id__in=part, deleted_at__isnull=True).update(deleted_at=now)
     return len(vanished)
-
-
-def mirror_refresh(
-    *, conn: str, streams: Sequence[StreamInfo], now: datetime
-) -> tuple[dict[str, int], dict[tuple[int, str], int]]:
-    """Create or update the mirror rows of ``streams`` and their groups (call inside a transaction).
-
-    Returns the stream ids by key hash and the group ids by (stream id, name hash), for the samples.
-    """
-    s_up = _streams_upsert(conn, streams, now=now, full=False)
-    g_up, _ = _groups_upsert(conn, streams, s_up.ids, now=now, full=False)
-    return s_up.ids, g_up.ids
 
 
 # ------------------------------------------------------------------------------- the streams page

@@ -43,7 +43,7 @@ from busconsole.locks import renewed_lock
 from streams_app import signals
 from streams_app.live import broadcast
 from streams_app.metrics.bulk import gc_paused, rows_delete, rows_insert
-from streams_app.metrics.mirror import SyncResult, mirror_refresh, mirror_sync
+from streams_app.metrics.mirror import SyncResult, mirror_sync
 from streams_app.metrics.models import (
     DlqSample,
     GroupSample,
@@ -53,13 +53,11 @@ from streams_app.metrics.models import (
     SnapshotSkip,
     StreamMirror,
     StreamSample,
-    name_hash,
 )
+from streams_app.metrics.snapshot_write import tick_write
 from streams_app.redis_ops import client as redis_client
 from streams_app.redis_ops import snapshot_reads
-from streams_app.redis_ops.conventions import detect_dlq
 from streams_app.redis_ops.errors import OpsError
-from streams_app.redis_ops.types import StreamInfo
 
 __all__ = [
     "SnapshotHealth",
@@ -100,16 +98,11 @@ def snapshot_tick_for(*, now: datetime, interval_s: int | None = None) -> dateti
     return datetime.fromtimestamp(math.floor(now.timestamp() / interval) * interval, tz=UTC)
 
 
-_STREAM_SAMPLE = ("stream_id", "at", "resolution", "length", "added", "rate_per_s", "entries_added")
-_GROUP_SAMPLE = ("group_id", "at", "resolution", "lag", "pending", "oldest_pending_idle_ms")
-_DLQ_SAMPLE = ("stream_id", "at", "resolution", "depth")
-
-
 def snapshot_take(*, tick: datetime) -> SnapshotRun:
     """Record the samples of ``tick`` for every connection, once: a second call returns the first's run.
 
     An unreachable connection is recorded in ``run.errors`` and skipped; the others are still sampled.
-    The mirror's figures of streams and groups are refreshed on the way (:func:`mirror.mirror_refresh`).
+    The mirror's figures of streams and groups are refreshed on the way (:mod:`.snapshot_write`).
     """
     with gc_paused():
         return _snapshot_take(tick)
@@ -143,30 +136,17 @@ def _snapshot_take(tick: datetime) -> SnapshotRun:
         if not created:  # another run of this tick committed first
             return run
         _record_gap(tick, found_at=started_at)
-        previous = _previous_counters(tick)
-        stream_rows: list[tuple[Any, ...]] = []
-        group_rows: list[tuple[Any, ...]] = []
-        dlq_rows: list[tuple[Any, ...]] = []
-        raw = Resolution.RAW.value
+        previous_tick = _previous_tick(tick)
+        streams = groups = 0
         for conn, facts in read.items():
-            stream_ids, group_ids = mirror_refresh(conn=conn, streams=facts.streams, now=started_at)
-            for s in facts.streams:
-                stream_id = stream_ids[name_hash(s.key)]
-                added, rate = _added(s, previous.get(stream_id), previous_tick=previous.tick, tick=tick)
-                stream_rows.append((stream_id, tick, raw, s.length, added, rate, s.entries_added))
-                if detect_dlq(s.key) is not None:
-                    dlq_rows.append((stream_id, tick, raw, s.length))
-                for g in s.groups:
-                    group_id = group_ids[(stream_id, name_hash(g.name))]
-                    idle = g.longest_idle.idle_ms if g.longest_idle else None  # max over the PEL, bounded
-                    group_rows.append((group_id, tick, raw, g.lag, g.pending, idle))
-        rows_insert(StreamSample, _STREAM_SAMPLE, stream_rows, ignore_conflicts=True)
-        rows_insert(GroupSample, _GROUP_SAMPLE, group_rows, ignore_conflicts=True)
-        rows_insert(DlqSample, _DLQ_SAMPLE, dlq_rows, ignore_conflicts=True)
+            written = tick_write(conn=conn, streams=facts.streams, tick=tick, previous_tick=previous_tick,
+                                 now=started_at)
+            streams += written.streams
+            groups += written.groups
         run.finished_at = timezone.now()
         run.duration_ms = int((time.perf_counter() - t0) * 1000)
-        run.streams = len(stream_rows)
-        run.groups = len(group_rows)
+        run.streams = streams
+        run.groups = groups
         run.save(update_fields=["finished_at", "duration_ms", "streams", "groups"])
         transaction.on_commit(lambda: _announce(tick, run))
     return run
@@ -187,45 +167,15 @@ def _record_gap(tick: datetime, *, found_at: datetime) -> None:
         log.warning("snapshot %s: %d earlier tick(s) were not recorded", tick.isoformat(), missed)
 
 
-@dataclass(frozen=True, slots=True)
-class _Previous:
-    tick: datetime | None
-    counters: dict[int, tuple[int | None, int]]  # stream id -> (entries_added, length)
-
-    def get(self, stream_id: int) -> tuple[int | None, int] | None:
-        return self.counters.get(stream_id)
-
-
-def _previous_counters(tick: datetime) -> _Previous:
-    prev = (
+def _previous_tick(tick: datetime) -> datetime | None:
+    """The newest recorded tick before ``tick`` if it is at most :data:`RATE_MAX_GAP` old: rates are counted
+    against its samples (:mod:`~streams_app.metrics.snapshot_write`)."""
+    return (
         SnapshotRun.objects.filter(tick__lt=tick, tick__gte=tick - RATE_MAX_GAP)
         .order_by("-tick")
         .values_list("tick", flat=True)
         .first()
     )
-    if prev is None:
-        return _Previous(tick=None, counters={})
-    rows = StreamSample.objects.filter(resolution=Resolution.RAW, at=prev).values_list("stream_id", "entries_added", "length")
-    return _Previous(tick=prev, counters={sid: (added, length) for sid, added, length in rows})
-
-
-def _added(
-    facts: StreamInfo, prev: tuple[int | None, int] | None, *, previous_tick: datetime | None, tick: datetime
-) -> tuple[int | None, float | None]:
-    """Entries added since the previous tick, and per second.
-
-    From Redis 7's ``entries-added`` counter (a drop means the stream was deleted and created again: all
-    its entries are new). Before Redis 7 only the growth of the length is known, a lower bound.
-    """
-    if prev is None or previous_tick is None:
-        return None, None
-    prev_added, prev_length = prev
-    if facts.entries_added is not None and prev_added is not None:
-        added = facts.entries_added - prev_added if facts.entries_added >= prev_added else facts.entries_added
-    else:
-        added = max(0, facts.length - prev_length)
-    seconds = (tick - previous_tick).total_seconds()
-    return added, (added / seconds if seconds > 0 else None)
 
 
 def _announce(tick: datetime, run: SnapshotRun) -> None:

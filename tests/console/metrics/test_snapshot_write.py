@@ -1,0 +1,115 @@
+"""The rows a snapshot writes, checked against Redis read independently (redis-py's SCAN, XINFO and XLEN).
+
+Covers what the set-based write decides in SQL: which mirror rows it updates (figures, un-deletion of a
+stream or group that came back), which it creates, the ids the samples get, and ``added`` and the rate
+counted against the previous tick, including a stream deleted and made again. Runs on SQLite and, with
+``make test-postgres``, on PostgreSQL.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import redis
+from django.utils import timezone
+
+from streams_app.metrics import snapshots
+from streams_app.metrics.models import DlqSample, GroupMirror, GroupSample, StreamMirror, StreamSample
+from tests.console.helpers import CONN
+from tests.console.metrics.helpers import T0, bus, group_row, mirror_row
+
+LATER = T0 + timedelta(seconds=10)
+
+
+def _id(value: bytes | None) -> str | None:
+    return value.decode() if value is not None else None
+
+
+def _redis_facts(r: redis.Redis) -> dict[bytes, tuple[dict, list[dict]]]:
+    """Every stream of the server with its XINFO STREAM and XINFO GROUPS replies."""
+    return {key: (r.xinfo_stream(key), r.xinfo_groups(key)) for key in r.scan_iter(_type="stream")}
+
+
+def _assert_tick_matches(r: redis.Redis, at, *, added: dict[bytes, int | None], seconds: float | None) -> None:
+    facts = _redis_facts(r)
+    samples = {bytes(s.stream.key): s for s in StreamSample.objects.filter(at=at, resolution="raw").select_related("stream")}
+    assert set(samples) == set(facts)
+    group_samples = GroupSample.objects.filter(at=at, resolution="raw").select_related("group__stream")
+    assert {(bytes(g.group.stream.key), bytes(g.group.name)) for g in group_samples} == {
+        (key, g["name"]) for key, (_, groups) in facts.items() for g in groups
+    }
+    for key, (info, groups) in facts.items():
+        row = mirror_row(key)
+        assert row.deleted_at is None
+        assert (row.length, row.entries_added, row.last_generated_id) == (
+            info["length"], info["entries-added"], _id(info["last-generated-id"]))
+        assert row.first_id == (_id(info["first-entry"][0]) if info["first-entry"] else None)
+        assert row.last_id == (_id(info["last-entry"][0]) if info["last-entry"] else None)
+        assert (row.groups_count, row.pending) == (len(groups), sum(g["pending"] for g in groups))
+        sample = samples[key]
+        assert (sample.length, sample.entries_added, sample.added) == (info["length"], info["entries-added"], added[key])
+        expected_rate = added[key] / seconds if added[key] is not None and seconds else None
+        assert sample.rate_per_s == expected_rate
+        for g in groups:
+            mirrored = group_row(key, g["name"])
+            assert mirrored.deleted_at is None
+            assert (mirrored.consumers, mirrored.pending, mirrored.last_delivered_id, mirrored.entries_read,
+                    mirrored.lag) == (g["consumers"], g["pending"], _id(g["last-delivered-id"]), g["entries-read"],
+                                      g["lag"])
+            gs = GroupSample.objects.get(group=mirrored, at=at, resolution="raw")
+            assert (gs.lag, gs.pending) == (g["lag"], g["pending"])
+            assert (gs.oldest_pending_idle_ms is None) == (g["pending"] == 0)
+    dlqs = {bytes(s.stream.key): s.depth for s in DlqSample.objects.filter(at=at).select_related("stream")}
+    assert dlqs == {key: r.xlen(key) for key in facts if key.endswith(b":dlq")}
+
+
+def test_the_written_rows_match_redis_tick_after_tick(r: redis.Redis, db) -> None:
+    bus(r)
+    first = _redis_facts(r)
+    snapshots.snapshot_take(tick=T0)
+    _assert_tick_matches(r, T0, added=dict.fromkeys(first), seconds=None)  # no previous tick: no rate
+
+    for i in range(7):
+        r.xadd("orders", {"type": "order.created", "n": str(100 + i)})
+    r.xreadgroup("shipping", "worker-3", {"orders": ">"}, count=4)  # shipping now has pending entries
+    r.xack("orders", "billing", r.xpending_range("orders", "billing", "-", "+", 1)[0]["message_id"])
+    r.delete("orders:dlq")  # made again, shorter: its counter restarts, so all its entries are new
+    r.xadd("orders:dlq", {"type": "order.created", "dlq_error": "boom"})
+    r.xadd("payments", {"type": "payment.taken"})  # a new stream with a new group
+    r.xgroup_create("payments", "ledger", id="0")
+    r.xgroup_create(b"bin\xff\x00key", b"second", id="$")  # a new group of a known stream
+    r.xadd("empty", {"x": "2"})
+    before = {key: (info["entries-added"], info["length"]) for key, (info, _) in first.items()}
+    snapshots.snapshot_take(tick=LATER)
+
+    now = _redis_facts(r)
+    expected: dict[bytes, int | None] = {}
+    for key, (info, _) in now.items():
+        if key not in before:
+            expected[key] = None  # first sample of the stream
+        elif info["entries-added"] >= before[key][0]:
+            expected[key] = info["entries-added"] - before[key][0]
+        else:
+            expected[key] = info["entries-added"]
+    assert expected[b"orders"] == 7 and expected[b"orders:dlq"] == 1 and expected[b"empty"] == 1  # plain arithmetic
+    _assert_tick_matches(r, LATER, added=expected, seconds=10.0)
+    assert StreamMirror.objects.filter(connection=CONN).count() == len(now)
+
+
+def test_a_stream_and_a_group_that_came_back_are_undeleted_with_fresh_figures(r: redis.Redis, db) -> None:
+    bus(r)
+    snapshots.snapshot_take(tick=T0)
+    gone = timezone.now()
+    StreamMirror.objects.filter(pk=mirror_row("orders").pk).update(deleted_at=gone, length=0, pending=0)
+    GroupMirror.objects.filter(pk=group_row("orders", "billing").pk).update(deleted_at=gone, pending=0)
+    shipping = group_row("orders", "shipping")
+    GroupMirror.objects.filter(pk=shipping.pk).update(deleted_at=gone)  # figures unchanged: still back
+    ids = {key: mirror_row(key).pk for key in (b"orders", b"orders:dlq")}
+    snapshots.snapshot_take(tick=LATER)
+    assert {key: mirror_row(key).pk for key in ids} == ids  # the same rows, not new ones
+    assert group_row("orders", "shipping").pk == shipping.pk
+    info = r.xinfo_stream("orders")
+    assert StreamSample.objects.get(stream_id=ids[b"orders"], at=LATER).added == 0
+    _assert_tick_matches(r, LATER, added=dict.fromkeys(_redis_facts(r), 0), seconds=10.0)
+    assert mirror_row("orders").length == info["length"]
+
