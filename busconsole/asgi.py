@@ -14,11 +14,15 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
+from streams_app.live.wire import ServerSendMiddleware  # noqa: E402
 from streams_app.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
-        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+        # ServerSendMiddleware: the live tail writes its shared frames to the socket (streams_app/live/wire.py).
+        "websocket": ServerSendMiddleware(
+            AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))
+        ),
     }
 )

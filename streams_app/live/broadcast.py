@@ -34,8 +34,9 @@ def stream_changed(conn: str, key: bytes, **info: Any) -> None:
 
     e.g. ``stream_changed("default", b"orders:dlq", action="requeue", count=3, user="otto")``.
     """
-    event = {"type": "stream.changed", "conn": conn, "key": display_text(key), "info": _small(info)}
-    group_send(stream_group(conn, key), event)
+    group = stream_group(conn, key)  # in the event too: the tail hub's relay routes by it (live/relay.py)
+    event = {"type": "stream.changed", "conn": conn, "key": display_text(key), "info": _small(info), "group": group}
+    group_send(group, event)
 
 
 def job_progress(
@@ -55,7 +56,8 @@ def job_progress(
              "total": total, "error": (error or "")[:500] or None}
     group_send(job_group(job_id), event)
     if conn is not None and key is not None:
-        group_send(stream_group(conn, key), {**event, "conn": conn, "key": display_text(key)})
+        group = stream_group(conn, key)
+        group_send(group, {**event, "conn": conn, "key": display_text(key), "group": group})
 
 
 def snapshot_broadcast(tick: datetime) -> None:

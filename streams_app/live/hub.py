@@ -5,7 +5,7 @@ Why a hub: a tail per websocket would cost one Redis connection and one blocked 
 tab. Here every ASGI process (strictly: every event loop) keeps, per monitored connection and node,
 ONE task holding ONE ``XREAD BLOCK ... STREAMS k1 k2 ... id1 id2 ...`` over every stream of that node
 that any of its clients tails, on a dedicated connection. Entries are decoded and encoded to their
-JSON frame once, then handed to each client's bounded queue. Redis connections and commands do not
+JSON frame once, then handed to every client (see "Fan-out"). Redis connections and commands do not
 grow with clients: a tailed server (each primary of a cluster that serves a tailed key) sees two
 connections per process (the blocked reader and a control connection for replays, start positions
 and interrupts) and one XREAD per batch of new entries (per slot, on a cluster: see
@@ -33,19 +33,27 @@ and their union is every entry after ``after``. Two guards keep it so at the edg
 entries at or below the key's current cursor (an XREAD in flight may predate a cursor reset), and
 each subscription drops entries at or below the newest ID it has (``after`` may be ahead of P).
 
-Backpressure. A client's queue holds at most ``BUSCONSOLE_TAIL_QUEUE`` entries (500). When an entry
-arrives at a full queue the client is behind: the queued entries are dropped (the client skips ahead
-to fresh entries) and it is sent ``{"type": "skipped", "count", "resume_after", "last_skipped"}``:
-the entries in (resume_after, last_skipped] were not sent, and ``entries?after=resume_after`` or a
-reconnect with ``after=resume_after`` fetches them. Encoded frames are shared between clients, and
-a slow socket makes its sender wait (the websocket write buffer applies backpressure), so a process's
-memory is bounded by clients x queue size x one entry's preview, whatever the stream's rate.
+Fan-out. The cost of a tail is per client and frame, not per Redis read: each reply is decoded,
+masked and encoded once per entry, and each batch of one stream becomes one websocket frame
+(:class:`Batch`), the same ``bytes`` for every client. A client that keeps up (its pump idle, its
+socket's write buffer small) gets that frame written straight to its socket by the reader, with no
+task switch and no per-client encoding (:mod:`streams_app.live.wire`); the channel layer carries
+operator events once per stream and process (:mod:`streams_app.live.relay`), never entries.
 
-Overload. The cost of a tail is per frame and per byte sent to each client (permessage-deflate
-compresses every frame for every client), not per Redis read. A client's sender takes everything
-queued (up to ``FRAME_MAX``) into one ``entries`` frame, so a quiet stream's entry goes out at once
-and a busy stream's travel in batches, the more so the busier the process (a fixed coalescing delay
-was tried: it cost more latency than it saved CPU at the budget's 100 clients x 200 entries/s).
+Backpressure. A client that does not keep up (or negotiated permessage-deflate, which compresses per
+client) gets entries through its own bounded queue and pump instead, over the ASGI ``send``, which
+waits while its socket is full. The queue holds at most ``BUSCONSOLE_TAIL_QUEUE`` entries (500). When
+an entry arrives at a full queue the client is behind: the queued entries are dropped (the client skips
+ahead to fresh entries) and it is sent ``{"type": "skipped", "count", "resume_after", "last_skipped"}``:
+the entries in (resume_after, last_skipped] were not sent, and ``entries?after=resume_after`` or a
+reconnect with ``after=resume_after`` fetches them. Once its pump has emptied the queue, the client is
+back on shared frames. A process's memory is so bounded by clients x (queue size x one entry's preview
++ ``wire.BUFFER_MAX``), whatever the stream's rate.
+
+Overload. The reader paces itself (:mod:`streams_app.live.node_reader`, "Pacing"): after a hand-out
+that took T it lets entries gather for about 2T, so a quiet stream's entry goes out at once and a busy
+stream's travel in batches, the bigger the busier the process, with hand-outs held to a share of its
+time. A pump takes everything queued (up to ``FRAME_MAX``) into one ``entries`` frame.
 When the whole process cannot keep up, its XREADs come back full: once that has
 lasted ``BUSCONSOLE_TAIL_MAX_LAG_MS`` (1 s), the reader jumps to the stream's newest entry and every
 client of it gets a ``skipped`` frame (``count`` null: nobody counted the entries jumped over, and
@@ -67,6 +75,8 @@ from typing import Any
 from django.conf import settings
 
 from streams_app.live.node_reader import NodeReader, queue_capacity
+from streams_app.live.relay import EventRelay
+from streams_app.live.wire import DirectSocket, text_frame
 from streams_app.redis_ops.decoding import display_text
 from streams_app.redis_ops.errors import OpsError
 from streams_app.redis_ops.ids import id_order, parse_id, reply_id
@@ -123,6 +133,25 @@ def _chunks(items: Sequence[LiveEntry], size: int) -> Iterable[Sequence[LiveEntr
         yield items[start : start + size]
 
 
+class Batch:
+    """What one read brought for one stream, as every subscriber receives it.
+
+    Its websocket frames (one per :data:`FRAME_MAX` entries) are built on first use and then shared:
+    every client written to directly gets the very same ``bytes`` (:mod:`streams_app.live.wire`).
+    """
+
+    __slots__ = ("_wire", "entries")
+
+    def __init__(self, entries: Sequence[LiveEntry]) -> None:
+        self.entries = entries
+        self._wire: list[bytes] | None = None
+
+    def wire(self) -> list[bytes]:
+        if self._wire is None:
+            self._wire = [text_frame(entries_frame(chunk)) for chunk in _chunks(self.entries, FRAME_MAX)]
+        return self._wire
+
+
 # ------------------------------------------------------------------------------------ subscription
 
 
@@ -145,20 +174,39 @@ class Subscription:
         self._skip_after: str | None = None
         self._last_skipped: str | None = None
         self._wake = asyncio.Event()
+        # The pump is (or must start) sending: replay, control frames, queued entries. Entries go to the
+        # queue behind them meanwhile; only an idle pump lets offers write to the socket directly.
+        self._busy = True
+        self.socket: DirectSocket | None = None  # set by the pump once the client is live
         self.close_code: int | None = None
         self.high_water = 0  # the most entries this queue ever held (never above capacity)
         self.skipped_total = 0
+        self.direct_frames = 0  # shared frames written straight to the socket
         self.active = True
 
     # -- called by the reader (synchronously, on the event loop)
 
-    def offer(self, batch: Sequence[LiveEntry]) -> None:
-        if batch[0].sid > self._newest and len(self._pending) + len(batch) <= self.capacity:
-            self._pending.extend(batch)  # the common case, without a Python loop per entry per client
-            self._newest = batch[-1].sid
-            self.high_water = max(self.high_water, len(self._pending))
-            self._wake.set()
-            return
+    def offer(self, batch: Batch) -> None:
+        entries = batch.entries
+        if entries[0].sid > self._newest:
+            socket = self.socket
+            if socket is not None and not self._busy and socket.ready():
+                # The common case: the client is keeping up; it gets the stream's shared frames.
+                for frame in batch.wire():
+                    socket.write(frame)
+                self.direct_frames += 1
+                self._newest = entries[-1].sid
+                self._last_taken = entries[-1].id
+                return
+            if len(self._pending) + len(entries) <= self.capacity:
+                self._pending.extend(entries)  # no Python loop per entry per client
+                self._newest = entries[-1].sid
+                self.high_water = max(self.high_water, len(self._pending))
+                self._wakeup()
+                return
+        self._offer_one_by_one(entries)
+
+    def _offer_one_by_one(self, batch: Sequence[LiveEntry]) -> None:
         for item in batch:
             if item.sid <= self._newest:
                 continue
@@ -167,6 +215,10 @@ class Subscription:
                 self._skip_ahead()
             self._pending.append(item)
         self.high_water = max(self.high_water, len(self._pending))
+        self._wakeup()
+
+    def _wakeup(self) -> None:
+        self._busy = True
         self._wake.set()
 
     def _skip_ahead(self) -> None:
@@ -190,12 +242,12 @@ class Subscription:
         self._skip_counted = False
         self._last_skipped = head
         self._newest = id_order(head)
-        self._wake.set()
+        self._wakeup()
 
     def post(self, frame: dict[str, Any]) -> None:
         """Queue a small control frame (status, operator action, job progress) ahead of entries."""
         self._control.append(dumps(frame))
-        self._wake.set()
+        self._wakeup()
 
     def end(self, code: int, frame: dict[str, Any]) -> None:
         """Stop this tail from the server side: send ``frame``, then the consumer closes with ``code``."""
@@ -208,17 +260,20 @@ class Subscription:
 
     # -- called by the consumer
 
-    async def pump(self, send: Send) -> int | None:
+    async def pump(self, send: Send, *, socket: Callable[[], DirectSocket | None] | None = None) -> int | None:
         """Replay what the client missed, then send live entries until the hub ends the tail.
 
+        ``send`` is the ASGI path, used for what only this client receives (replay, control frames,
+        its queue once it fell behind); ``socket``, called once the client is live, gives the socket
+        the stream's shared frames are written to while the client keeps up (None: ``send`` for all).
         Returns the close code the hub asked for (the consumer's disconnect cancels it otherwise).
         """
         if self.after is not None and id_order(self.after) < id_order(self.start):
             await self._replay(send)
         await send(dumps({"type": "status", "state": "live", "last_id": self._last_taken}))
+        if socket is not None:
+            self.socket = socket()
         while True:
-            await self._wake.wait()
-            self._wake.clear()
             while self._control or self._skipped or self._pending:
                 if self._control:
                     await send(self._control.popleft())
@@ -236,6 +291,10 @@ class Subscription:
                     await send(entries_frame(batch))
             if self.close_code is not None:
                 return self.close_code
+            # Drained, with no await since the loop's last check: offers may write directly again.
+            self._busy = False
+            await self._wake.wait()
+            self._wake.clear()
 
     async def _replay(self, send: Send) -> None:
         assert self.after is not None
@@ -292,8 +351,8 @@ class StreamTail:
             if key not in self.cursors:
                 await self.source.node_of(key)  # the layout, read once while anything is tailed
                 newest = await self._newest_id(key)
+                node = await self.source.node_of(key)  # now: a MOVED seen meanwhile counts
                 if key not in self.cursors:  # nobody registered it while we waited
-                    node = self.source.owner(key)  # now: a MOVED seen meanwhile counts
                     self._set_cursor(key, newest)
                     self._assign(key, node)
             # From here to the registration there is no await: the reader cannot dispatch in between.
@@ -416,15 +475,16 @@ class StreamTail:
             subs, cursor = self.subscribers.get(key), self._cursor_sids.get(key)
             if not subs or cursor is None:
                 continue
-            batch = []
+            fresh = []
             for raw in raw_entries:
                 entry = parse_entry(raw)
                 if id_order(entry.id) > cursor:
-                    batch.append(self.live_entry(key, entry))
-            if not batch:
+                    fresh.append(self.live_entry(key, entry))
+            if not fresh:
                 continue
-            self._set_cursor(key, batch[-1].id)
-            self.entries_read += len(batch)
+            self._set_cursor(key, fresh[-1].id)
+            self.entries_read += len(fresh)
+            batch = Batch(fresh)
             for sub in subs:
                 sub.offer(batch)
         return lagging
@@ -484,6 +544,7 @@ class StreamTail:
             "max_queued": max((s.high_water for s in subs), default=0),
             "capacity": queue_capacity(),
             "skipped": sum(s.skipped_total for s in subs),
+            "direct_frames": sum(s.direct_frames for s in subs),
             "xread_calls": self.xread_calls,
             "interrupts": self.interrupts,
             "jumps": self.jumps,
@@ -503,6 +564,7 @@ class Hub:
     def __init__(self, *, entry_json: EntryJson) -> None:
         self.entry_json = entry_json
         self.tails: dict[str, StreamTail] = {}
+        self.relay = EventRelay(self._deliver)
 
     def tail(self, conn: str) -> StreamTail:
         """The connection's tail; raises NotFound for a connection that is not configured (any more)."""
@@ -512,14 +574,29 @@ class Hub:
         return tail
 
     async def subscribe(self, conn: str, key: bytes, *, after: str | None = None) -> Subscription:
-        """Register a client; raises :class:`OpsError` (unknown connection, bad ``after``, not a stream...)."""
-        return await self.tail(conn).subscribe(key, after=after)
+        """Register a client; raises :class:`OpsError` (unknown connection, bad ``after``, not a stream...).
+
+        Returns once the process hears the stream's operator events too (before the client is "live").
+        Registered first, joined second: a last client leaving meanwhile cannot take the membership away.
+        """
+        sub = await self.tail(conn).subscribe(key, after=after)
+        await self.relay.join(conn, key)
+        if sub.key not in sub.tail.subscribers:  # it left while the join was under way
+            self.relay.leave(conn, key)
+        return sub
 
     def unsubscribe(self, sub: Subscription) -> None:
         sub.tail.unsubscribe(sub)
+        if sub.key not in sub.tail.subscribers:
+            self.relay.leave(sub.tail.conn, sub.key)
+
+    def _deliver(self, conn: str, key: bytes, frame: dict[str, Any]) -> None:
+        tail = self.tails.get(conn)
+        if tail is not None:
+            tail.broadcast([key], frame)
 
     def stats(self) -> dict[str, dict[str, Any]]:
-        return {conn: tail.stats() for conn, tail in self.tails.items()}
+        return {conn: {**tail.stats(), "events": self.relay.events} for conn, tail in self.tails.items()}
 
 
 _hubs: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Hub] = weakref.WeakKeyDictionary()

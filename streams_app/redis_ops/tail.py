@@ -401,14 +401,21 @@ class TailSource:
         return self._layout
 
     async def node_of(self, key: bytes) -> str:
-        """The node that reads ``key``, the layout read first if it is not known yet."""
-        await self.layout()
-        return self.owner(key)
+        """The node that reads ``key``, the layout read first if it is not known yet.
+
+        The layout it awaited, not ``self._layout``: a :meth:`close` (the last tail of the process
+        left) may forget the layout between the load finishing and this caller resuming.
+        """
+        return self._owner(await self.layout(), key)
 
     def owner(self, key: bytes) -> str:
         """:meth:`node_of` once the layout is known (no await: for callers that must not yield)."""
-        assert self._layout is not None
-        node = self._layout.node_of(key)
+        if self._layout is None:
+            raise Unreachable(f"The layout of {self.conn!r} is being read again; try again.", conn=self.conn)
+        return self._owner(self._layout, key)
+
+    def _owner(self, layout: Layout, key: bytes) -> str:
+        node = layout.node_of(key)
         if not node:
             raise Unreachable(f"Redis Cluster {self.conn!r} serves the slot of this key nowhere now.", conn=self.conn)
         return node

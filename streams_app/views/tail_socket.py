@@ -14,11 +14,13 @@
   Redis refuses the read, ``live`` again once it reads (:mod:`streams_app.live.node_reader`): the page
   says "live" only while entries can arrive;
 - ``{"type": "changed", ...}`` (an operator action on the stream) and ``{"type": "job", ...}`` (progress
-  of a background job about it), relayed from the channel layer.
+  of a background job about it), relayed from the channel layer by the process's hub, which hears them
+  once per stream for all its clients (:mod:`streams_app.live.relay`).
 
-Entries travel through the process's tail hub and this client's bounded queue, never through the
-channel layer (SPEC section 9: channels-redis drops or buffers without bound); the channel layer only
-carries the small control events. Close codes: 4401 anonymous or signed out since (logout,
+Entries travel through the process's tail hub, never through the channel layer (SPEC section 9:
+channels-redis drops or buffers without bound): while a client keeps up, the hub writes the stream's
+shared frames straight to its socket (:mod:`streams_app.live.wire`); once it falls behind, they wait in
+its bounded queue and go out through ``send`` here, with ``skipped`` frames for what did not fit. Close codes: 4401 anonymous or signed out since (logout,
 deactivation: :mod:`streams_app.views.socket_auth`), 4403 the user's role changed (the page reconnects),
 4400 bad ``after``, 4404 unknown connection or not a stream, 4503 Redis unreachable (the page retries that one).
 """
@@ -32,9 +34,8 @@ from urllib.parse import parse_qs, unquote_to_bytes
 
 from channels.db import database_sync_to_async
 
-from streams_app.live.broadcast import changed_frame, job_frame
-from streams_app.live.groups import stream_group
 from streams_app.live.hub import Hub, Subscription, get_hub
+from streams_app.live.wire import direct_socket
 from streams_app.masking.apply import masker_cached, rules_load
 from streams_app.redis_ops.errors import OpsError
 from streams_app.redis_ops.types import Entry
@@ -79,7 +80,6 @@ class TailConsumer(SessionBoundConsumer):
 
     sub: Subscription | None = None
     pump_task: asyncio.Task[None] | None = None
-    group: str | None = None
 
     async def connect(self) -> None:
         # Accept first so the close code reaches the client (a refused handshake is a bare 403).
@@ -92,14 +92,6 @@ class TailConsumer(SessionBoundConsumer):
         # The masking rules as they are now, for the frames this process's hub encodes (it may not query).
         await database_sync_to_async(rules_load)()
         after = parse_qs(self.scope.get("query_string", b"").decode("latin-1")).get("after", [None])[0] or None
-        # Join the stream's event group before going live: an action announced after the client saw
-        # "live" must reach it (events that arrive before the subscription exists are dropped).
-        self.group = stream_group(conn, key)
-        try:
-            await self.channel_layer.group_add(self.group, self.channel_name)
-        except Exception as exc:  # noqa: BLE001 - the tail works without operator-action events
-            log.warning("tail: channel layer unavailable, no live action events: %s", exc)
-            self.group = None
         try:
             self.sub = await tail_hub().subscribe(conn, key, after=after)
         except OpsError as exc:
@@ -110,7 +102,7 @@ class TailConsumer(SessionBoundConsumer):
 
     async def _pump(self, sub: Subscription) -> None:
         try:
-            code = await sub.pump(self.send_text)
+            code = await sub.pump(self.send_text, socket=lambda: direct_socket(self.scope))
         except asyncio.CancelledError:
             raise
         except OpsError as exc:  # the replay could not be read
@@ -145,18 +137,3 @@ class TailConsumer(SessionBoundConsumer):
     async def disconnect(self, code: int) -> None:
         self._stop()
         await self.auth_release()
-        if self.group is not None:
-            try:
-                await self.channel_layer.group_discard(self.group, self.channel_name)
-            except Exception as exc:  # noqa: BLE001 - the group entry expires on its own
-                log.debug("tail: group_discard failed: %s", exc)
-
-    # Channel-layer events (small, from streams_app.live.broadcast); queued ahead of entries.
-
-    async def stream_changed(self, event: dict) -> None:
-        if self.sub is not None:
-            self.sub.post(changed_frame(event))
-
-    async def job_progress(self, event: dict) -> None:
-        if self.sub is not None:
-            self.sub.post(job_frame(event))

@@ -9,10 +9,14 @@ and ``run``'s generous bound only turns a hang into a failure.
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
+import os
+import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
+from urllib.parse import urlsplit
 
 import redis
 from websockets.asyncio.client import ClientConnection, connect
@@ -120,3 +124,52 @@ async def reader_settled(r: redis.Redis, ignore: set[int]) -> list[dict[str, Any
 
 def run(coro) -> Any:
     return asyncio.run(asyncio.wait_for(coro, HANG))
+
+
+class RawClient:
+    """A websocket client on a raw socket (a tiny receive buffer: it reads nothing until told), frames as sent."""
+
+    def __init__(self, server, cookies: dict[str, str], key: bytes, *, conn: str = "default") -> None:
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        self.sock.connect(("127.0.0.1", server.port))
+        path = urlsplit(tail_url(server, key, conn=conn)).path
+        nonce = base64.b64encode(os.urandom(16)).decode()
+        request = (
+            f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            f"Sec-WebSocket-Key: {nonce}\r\nSec-WebSocket-Version: 13\r\nOrigin: {server.url}\r\n"
+            f"Cookie: {cookie_header(cookies)}\r\n\r\n"
+        )
+        self.sock.sendall(request.encode())
+        self.buffer = b""
+        while b"\r\n\r\n" not in self.buffer:
+            self.buffer += self.sock.recv(4096)
+        head, self.buffer = self.buffer.split(b"\r\n\r\n", 1)
+        assert head.startswith(b"HTTP/1.1 101"), head
+
+    def _read(self, n: int) -> bytes:
+        while len(self.buffer) < n:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise ConnectionError("closed")
+            self.buffer += chunk
+        data, self.buffer = self.buffer[:n], self.buffer[n:]
+        return data
+
+    def raw_frame(self) -> tuple[int, bytes]:
+        """The next frame's opcode and payload, exactly as the server sent them (no extension was offered)."""
+        b0, b1 = self._read(2)
+        length = b1 & 0x7F
+        if length == 126:
+            length = int.from_bytes(self._read(2), "big")
+        elif length == 127:
+            length = int.from_bytes(self._read(8), "big")
+        return b0 & 0x0F, self._read(length)
+
+    def frame(self) -> dict[str, Any] | None:
+        """The next text frame as JSON (control frames are skipped: returns None)."""
+        opcode, payload = self.raw_frame()
+        return json.loads(payload) if opcode == 0x1 else None
+
+    def close(self) -> None:
+        self.sock.close()

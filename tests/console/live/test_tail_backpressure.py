@@ -7,72 +7,21 @@ notes must account for every entry exactly once, in order, with each gap announc
 
 from __future__ import annotations
 
-import base64
-import json
-import os
-import socket
 from typing import Any
-from urllib.parse import urlsplit
 
 import redis
 
 from tests.console.live.helpers import (
-    cookie_header,
+    RawClient,
     entries_of,
     entries_until,
     frame,
     hub_stats,
     open_tail,
     run,
-    tail_url,
     until_live,
     xadd_many,
 )
-
-
-class SlowClient:
-    """A websocket client on a raw socket with a tiny receive buffer that reads nothing until told."""
-
-    def __init__(self, server, cookies: dict[str, str], key: bytes) -> None:
-        self.sock = socket.socket()
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        self.sock.connect(("127.0.0.1", server.port))
-        path = urlsplit(tail_url(server, key)).path
-        nonce = base64.b64encode(os.urandom(16)).decode()
-        request = (
-            f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-            f"Sec-WebSocket-Key: {nonce}\r\nSec-WebSocket-Version: 13\r\nOrigin: {server.url}\r\n"
-            f"Cookie: {cookie_header(cookies)}\r\n\r\n"
-        )
-        self.sock.sendall(request.encode())
-        self.buffer = b""
-        while b"\r\n\r\n" not in self.buffer:
-            self.buffer += self.sock.recv(4096)
-        head, self.buffer = self.buffer.split(b"\r\n\r\n", 1)
-        assert head.startswith(b"HTTP/1.1 101"), head
-
-    def _read(self, n: int) -> bytes:
-        while len(self.buffer) < n:
-            chunk = self.sock.recv(65536)
-            if not chunk:
-                raise ConnectionError("closed")
-            self.buffer += chunk
-        data, self.buffer = self.buffer[:n], self.buffer[n:]
-        return data
-
-    def frame(self) -> dict[str, Any] | None:
-        """The next text frame as JSON (control frames are skipped: returns None)."""
-        b0, b1 = self._read(2)
-        length = b1 & 0x7F
-        if length == 126:
-            length = int.from_bytes(self._read(2), "big")
-        elif length == 127:
-            length = int.from_bytes(self._read(8), "big")
-        payload = self._read(length)
-        return json.loads(payload) if b0 & 0x0F == 0x1 else None
-
-    def close(self) -> None:
-        self.sock.close()
 
 
 def test_a_slow_client_is_skipped_ahead_and_queues_stay_bounded(
@@ -80,7 +29,7 @@ def test_a_slow_client_is_skipped_ahead_and_queues_stay_bounded(
 ) -> None:
     settings.BUSCONSOLE_TAIL_QUEUE = capacity = 200
     key = b"firehose"
-    slow = SlowClient(asgi_server, cookies, key)
+    slow = RawClient(asgi_server, cookies, key)
     try:
         assert slow.frame() == {"type": "status", "state": "live", "last_id": "0-0"}
 
