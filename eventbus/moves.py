@@ -20,7 +20,8 @@ added at most once per dead letter):
 2. **add** (target's slot, ``lua/move_add.lua``): XADD each leased entry to the target and, in the
    same script, record ``DLQ entry ID -> new ID`` in a hash in the target's slot. An entry already
    recorded is not added again: its recorded ID is the answer.
-3. **release** (DLQ's slot): XDEL the added entries and drop their leases.
+3. **release** (DLQ's slot): XDEL the added entries (or XTRIM the run of them a bulk batch read from
+   the DLQ's head) and drop their leases.
 4. **forget** (target's slot): drop their records.
 
 What a kill at each point leaves, and why a re-run is right:
@@ -52,7 +53,7 @@ caller translates errors.
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -151,34 +152,99 @@ def move_across(
 def add_and_release(
     client: Any, dlq_key: bytes, target: bytes, leased: Sequence[tuple[str, Sequence[bytes]]]
 ) -> Moved:
-    """Steps 2 to 4 for entries this caller holds leases on (from :func:`move_across`, or from the
-    console's bulk script, which leases and rewrites a batch in one call)."""
+    """Steps 2 to 4 for entries this caller holds leases on, planned here (from :func:`move_across`):
+    each one's DLQ ID and flat field/value list."""
     if not leased:
         return Moved(added=(), missing=(), failed=())
-    args: list[object] = [RECORD_TTL_MS]
+    args: list[object] = [RECORD_TTL_MS, b"flat"]
     for entry_id, fields in leased:
         args += (entry_id, len(fields), *fields)
+    ids = [entry_id for entry_id, _ in leased]
+    moved = _add(client, dlq_key, target, ids, args)
+    release(client, dlq_key, target, [entry_id for entry_id, _ in moved.added], ids)
+    return moved
+
+
+@dataclass(frozen=True, slots=True)
+class Packed:
+    """The entries of one batch leased for one target, as the console's bulk script hands them back."""
+
+    target: bytes
+    ids: tuple[str, ...]  # DLQ IDs, in the order of the packed entries
+    packed: bytes  # a MessagePack array of [DLQ ID, field, value, ...], read by lua/move_add.lua only
+
+
+def add_packed_and_release(
+    client: Any, dlq_key: bytes, batch: Sequence[Packed], *, order: Sequence[str], at_head: bool
+) -> list[Moved]:
+    """Steps 2 to 4 for a batch the console's bulk script (``streams_app/redis_ops/lua/requeue_rule.lua``)
+    leased and rewrote in one call; one :class:`Moved` per item of ``batch``.
+
+    The packed entries go to ``lua/move_add.lua`` unread. Every target is added to before the first
+    :func:`release`; for each entry the steps keep the order of :func:`add_and_release`.
+
+    ``order`` is the IDs of the batch still in the DLQ, as read (one XRANGE); ``at_head`` says nothing
+    in the DLQ was older than them (it stays so: nothing can be added below an existing entry). Then
+    the leading run of ``order`` that was added is exactly the DLQ's entries below its last one, and
+    the release drops them by one XTRIM MINID.
+    """
+    results: list[Moved] = []
+    added: set[str] = set()
+    for item in batch:
+        moved = _add(client, dlq_key, item.target, item.ids, [RECORD_TTL_MS, b"packed", item.packed])
+        results.append(moved)
+        added.update(entry_id for entry_id, _ in moved.added)
+    run = 0
+    if at_head:
+        while run < len(order) and order[run] in added:
+            run += 1
+    trim_below = order[run - 1] if run > 1 else None
+    trimmed = frozenset(order[: run - 1]) if trim_below else frozenset()
+    for n, (item, moved) in enumerate(zip(batch, results, strict=True)):
+        done = [entry_id for entry_id, _ in moved.added]
+        # The first release trims for every target: all of them were added to by now.
+        release(client, dlq_key, item.target, done, item.ids, trim_below=trim_below if n == 0 else None,
+                trimmed=trimmed)  # fmt: skip
+    return results
+
+
+def _add(client: Any, dlq_key: bytes, target: bytes, ids: Sequence[str], args: list[object]) -> Moved:
+    """Step 2: ``lua/move_add.lua`` with ``args``, its replies sorted into added and failed."""
     replies = _run(client, "move_add", [target, record_key(dlq_key, target)], args)
     added: list[tuple[str, str]] = []
     failed: list[tuple[str, str]] = []
-    for (entry_id, _), reply in zip(leased, replies, strict=True):
+    for entry_id, reply in zip(ids, replies, strict=True):
         if reply.startswith(b"!"):
             failed.append((entry_id, f"Redis refused the XADD: {display_text(reply[1:])}"))
         else:
             added.append((entry_id, reply.decode()))
-    release(
-        client, dlq_key, target, [entry_id for entry_id, _ in added], [entry_id for entry_id, _ in leased]
-    )
     return Moved(added=tuple(added), missing=(), failed=tuple(failed))
 
 
-def release(client: Any, dlq_key: bytes, target: bytes, done: Sequence[str], leased: Sequence[str]) -> None:
+def release(
+    client: Any,
+    dlq_key: bytes,
+    target: bytes,
+    done: Sequence[str],
+    leased: Sequence[str],
+    *,
+    trim_below: str | None = None,
+    trimmed: Collection[str] = (),
+) -> None:
     """Steps 3 and 4: XDEL the ``done`` entries and drop every ``leased`` one's lease (one pipeline on
     the DLQ's node), then forget the records of ``done`` (the target's node). In this order: see the
-    module docstring."""
+    module docstring.
+
+    ``trim_below``: an ID below which every entry left in the DLQ is done (the caller read them from
+    the DLQ's head; ``trimmed`` names those it covers): one XTRIM MINID drops them, which frees whole
+    listpack nodes where an XDEL looks up and marks each ID, and only the rest of ``done`` is XDELed.
+    """
     pipe = client.pipeline(transaction=False)
-    if done:
-        pipe.execute_command("XDEL", dlq_key, *done)
+    if trim_below:
+        pipe.execute_command("XTRIM", dlq_key, "MINID", trim_below)
+    rest = [entry_id for entry_id in done if entry_id not in trimmed]
+    if rest:
+        pipe.execute_command("XDEL", dlq_key, *rest)
     pipe.execute_command("HDEL", lease_key(dlq_key), *leased)
     pipe.execute()
     if done:

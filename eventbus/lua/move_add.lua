@@ -8,25 +8,58 @@
 -- dead letter stays in the DLQ.
 --
 -- KEYS[1] the target stream; KEYS[2] the record hash for this DLQ, in the target's slot
--- ARGV[1] record TTL in ms, then per entry: DLQ entry ID, N, then N field/value args
+-- ARGV[1] record TTL in ms, ARGV[2] how the entries come:
+--   'flat': ARGV[3..], per entry: DLQ entry ID, N, then N field/value args;
+--   'packed': ARGV[3], one MessagePack array holding per entry {DLQ entry ID, field, value, ...}, as
+--   the console's bulk script (streams_app/redis_ops/lua/requeue_rule.lua) hands a batch back for
+--   the client to pass on unread: one argument per batch instead of one per field and value saves
+--   the client and both servers most of the per-entry work of a move across slots. (One string per
+--   batch, not per entry: Lua 5.1 hashes a long string by sampling it, and a thousand lookalike
+--   entries packed one by one would all land in one bucket of its string table.)
 -- Returns one reply per entry: its new ID (just added or recorded before), or "!" .. Redis's error.
+-- HSET of many fields at once. A new hash is built as a listpack until it holds more than
+-- hash-max-listpack-entries fields, each field a linear search of it: for a batch's thousand leases or
+-- records that is quadratic (6 us a field at 512, ten times a hash table's cost). A value longer than
+-- hash-max-listpack-value makes HSET turn the hash into a table before it inserts anything, so one
+-- such field rides along and is dropped again. (The same few lines are in eventbus/lua/move_add.lua
+-- and streams_app/redis_ops/lua/requeue_rule.lua: a script cannot load another.)
+local function hset_many(key, pairs)
+  if #pairs > 256 then
+    pairs[#pairs + 1] = 'busconsole:as-table'
+    pairs[#pairs + 1] = string.rep('-', 4096)
+    redis.call('HSET', key, unpack(pairs))
+    redis.call('HDEL', key, 'busconsole:as-table')
+  else
+    redis.call('HSET', key, unpack(pairs))
+  end
+end
+
 local target, record = KEYS[1], KEYS[2]
-local ids, starts = {}, {}
-local i, n = 2, #ARGV
-while i <= n do
-  ids[#ids + 1] = ARGV[i]
-  starts[#starts + 1] = i
-  i = i + 2 + tonumber(ARGV[i + 1])
+local ids, fields = {}, {} -- per entry: its DLQ ID, and a function giving its field/value args
+if ARGV[2] == 'packed' then
+  local batch = cmsgpack.unpack(ARGV[3])
+  for e = 1, #batch do
+    local entry = batch[e]
+    ids[e] = entry[1]
+    fields[e] = function() return unpack(entry, 2) end
+  end
+else
+  local i, n = 3, #ARGV
+  while i <= n do
+    local at, count = i, tonumber(ARGV[i + 1])
+    ids[#ids + 1] = ARGV[i]
+    fields[#fields + 1] = function() return unpack(ARGV, at + 2, at + 1 + count) end
+    i = i + 2 + count
+  end
 end
 local out, recorded = {}, {}
 if #ids > 0 then
   local known = redis.call('HMGET', record, unpack(ids))
   for e = 1, #ids do
-    local at = starts[e]
     if known[e] then
       out[e] = known[e]
     else
-      local new_id = redis.pcall('XADD', target, '*', unpack(ARGV, at + 2, at + 1 + tonumber(ARGV[at + 1])))
+      local new_id = redis.pcall('XADD', target, '*', fields[e]())
       if type(new_id) == 'table' and new_id.err then
         out[e] = '!' .. new_id.err
       else
@@ -38,7 +71,7 @@ if #ids > 0 then
   end
 end
 if #recorded > 0 then
-  redis.call('HSET', record, unpack(recorded))
+  hset_many(record, recorded)
 end
 redis.call('PEXPIRE', record, ARGV[1])
 return out

@@ -71,8 +71,10 @@ def requeue_all_run(job: Job, progress: Progress) -> None:
     progress.save(done=done, total=total, progress=state, force=True)
     batch = _batch(job)
     while True:
-        step = actions.requeue_range(conn, key, up_to=up_to, after=cursor, batch=batch, owner=f"job:{job.pk}")
-        done += len(step.result.requeued)
+        step = actions.requeue_range(
+            conn, key, up_to=up_to, after=cursor, batch=batch, owner=f"job:{job.pk}", itemize=False
+        )
+        done += step.moved
         missing += len(step.result.missing)
         failed += len(step.result.failed)
         for failure in step.result.failed:

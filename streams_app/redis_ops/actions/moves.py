@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from eventbus import moves
-from eventbus.moves import BUSY, LEASE_MS, RECORD_TTL_MS, Moved, lease_key, record_key
+from eventbus.moves import BUSY, LEASE_MS, RECORD_TTL_MS, Moved, Packed, lease_key, record_key
 
 from ..client import get_client
 
@@ -21,7 +21,8 @@ __all__ = [
     "LEASE_MS",
     "RECORD_TTL_MS",
     "Moved",
-    "add_and_release",
+    "Packed",
+    "add_packed_and_release",
     "lease_key",
     "move_across",
     "record_key",
@@ -35,8 +36,8 @@ def move_across(
     return moves.move_across(get_client(conn), dlq_key, target, planned, owner=owner)
 
 
-def add_and_release(
-    conn: str, dlq_key: bytes, target: bytes, leased: Sequence[tuple[str, Sequence[bytes]]]
-) -> Moved:
-    """Add, release and forget entries the caller already leased (``lua/requeue_rule.lua`` did)."""
-    return moves.add_and_release(get_client(conn), dlq_key, target, leased)
+def add_packed_and_release(
+    conn: str, dlq_key: bytes, batch: Sequence[Packed], *, order: Sequence[str], at_head: bool
+) -> list[Moved]:
+    """Add, release and forget the entries ``lua/requeue_rule.lua`` leased and packed, per target."""
+    return moves.add_packed_and_release(get_client(conn), dlq_key, batch, order=order, at_head=at_head)

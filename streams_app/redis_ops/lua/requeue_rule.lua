@@ -1,14 +1,21 @@
 -- Requeue one batch of the oldest dead letters up to an ID, planning each entry here by a rule.
 --
--- The bulk path of requeue-all (SPEC section 8 asks for >= 20,000 entries/s and >= 10x a per-entry
+-- The bulk path of requeue-all (SPEC section 8: within 0.8x of a bare Lua batch, >= 20x a per-entry
 -- loop): entries never travel to the client and back. The rule is a field rewrite that Python derives
 -- from the DLQ's convention (``actions._requeue_rule``, checked against ``conventions.requeue_plan`` by
 -- the tests); whenever the rule cannot tell where an entry goes, the entry is *declined*, left in the
 -- DLQ untouched, and the client plans it with the conventions module instead.
 --
--- Each entry read here is moved at most once: the XRANGE, every XADD and the XDEL of the moved IDs run
--- in this one script, so a job that re-runs a batch after a crash finds the moved entries gone. XADD
--- runs under pcall and before the XDEL: a refused XADD leaves its dead letter in place.
+-- Each entry read here is moved at most once: the XRANGE, every XADD and the removal of the moved IDs
+-- run in this one script, so a job that re-runs a batch after a crash finds the moved entries gone.
+-- XADD runs under pcall and before the removal: a refused XADD leaves its dead letter in place.
+--
+-- The removal: when the moved entries begin the DLQ (nothing older is left in it, the usual case of a
+-- requeue-all), all but the last of that run are dropped by one XTRIM MINID, which frees whole
+-- listpack nodes instead of looking up and marking each ID as XDEL does (measured: XDEL was a tenth
+-- of a batch's time in Redis, XTRIM is almost nothing); the rest are XDELed. Either way exactly the
+-- moved entries leave: the batch is a contiguous XRANGE, so the entries below the first one not moved
+-- are the ones moved.
 --
 -- The targets are read from the entries, so on a standalone server they are not declared. On Redis
 -- Cluster a script may only write keys it declares, in its own slot ('cluster' placement): an entry
@@ -27,11 +34,18 @@
 -- when the switch field is present ('switch'), ARGV[8] the marker field (_requeued_from),
 -- ARGV[9] placement: 'any' (one server: write every target) or 'cluster',
 -- ARGV[10] owner and ARGV[11] lease length in ms ('cluster'),
--- ARGV[12..] field names dropped from every requeued entry
--- Returns {entries read, last ID read or false, {targets}, then per entry: ID, target (index into
--- targets, 0 when declined), outcome}; outcome is the new ID, false when declined, '!' .. error
--- when the XADD was refused, and ('cluster') the rewritten field/value list when leased to the
--- caller, '~' when leased to another owner.
+-- ARGV[12] 'all' (reply with every entry) or 'count' (leave out the entries moved here: a bulk job
+-- only counts them, and building, sending and parsing three replies per entry it would drop costs
+-- both sides a fifth of the batch), ARGV[13..] field names dropped from every requeued entry
+-- Returns {entries read, last ID read or false, {targets}, entries moved here, {per target: the
+-- entries leased to the caller for it, packed, or false}, whether nothing in the DLQ is older than
+-- the batch (1 or nil: the client's release may then XTRIM too), then per entry (each one, or with
+-- 'count' those not moved here): ID, target (index into targets, 0 when declined), outcome};
+-- outcome is the new ID, false when declined, '!' .. error when the XADD was refused, and
+-- ('cluster') 1 when leased to the caller, '~' when leased to another owner. The leased entries of
+-- one target are rewritten here and packed in one MessagePack array of {DLQ ID, field, value, ...},
+-- in the order of their IDs in the reply: the client passes it to the target's node unread
+-- (eventbus/lua/move_add.lua).
 local dlq = KEYS[1]
 local mode, fixed, switch, prefix, marker = ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8]
 local cluster = ARGV[9] == 'cluster'
@@ -56,8 +70,26 @@ local function lease(id, held)
   granted[#granted + 1] = lease_value
   return true
 end
+local itemize = ARGV[12] == 'all'
+-- HSET of many fields at once. A new hash is built as a listpack until it holds more than
+-- hash-max-listpack-entries fields, each field a linear search of it: for a batch's thousand leases or
+-- records that is quadratic (6 us a field at 512, ten times a hash table's cost). A value longer than
+-- hash-max-listpack-value makes HSET turn the hash into a table before it inserts anything, so one
+-- such field rides along and is dropped again. (The same few lines are in eventbus/lua/move_add.lua
+-- and streams_app/redis_ops/lua/requeue_rule.lua: a script cannot load another.)
+local function hset_many(key, pairs)
+  if #pairs > 256 then
+    pairs[#pairs + 1] = 'busconsole:as-table'
+    pairs[#pairs + 1] = string.rep('-', 4096)
+    redis.call('HSET', key, unpack(pairs))
+    redis.call('HDEL', key, 'busconsole:as-table')
+  else
+    redis.call('HSET', key, unpack(pairs))
+  end
+end
+
 local drop = {}
-for a = 12, #ARGV do
+for a = 13, #ARGV do
   drop[ARGV[a]] = true
 end
 -- Whether to keep a field name, decided once per name (a DLQ's entries share a handful of names).
@@ -80,9 +112,16 @@ if cluster and #entries > 0 then
   for e = 1, #entries do ids[e] = entries[e][1] end
   held = redis.call('HMGET', leases, unpack(ids))
 end
-local out = {#entries, false, {}}
-local targets, target_index = out[3], {}
-local moved = {}
+-- Whether nothing in the DLQ is older than this batch. It stays true: no entry can be added below
+-- one that exists.
+local at_head = false
+if #entries > 0 then
+  at_head = ARGV[1] == '-' or redis.call('XRANGE', dlq, '-', '+', 'COUNT', 1)[1][1] == entries[1][1]
+end
+local out = {#entries, false, {}, 0, {}, at_head}
+local targets, target_index, packs = out[3], {}, {}
+local moved, head = {}, 0 -- head: how many entries from the batch's first were all moved
+local n = #out
 for e = 1, #entries do
   local id, fields = entries[e][1], entries[e][2]
   local target, strip = fixed, false
@@ -103,16 +142,19 @@ for e = 1, #entries do
       target = found or ''
     end
   end
-  local n = #out
-  out[n + 1] = id
-  if target == '' or target == dlq then
-    out[n + 2] = 0
-    out[n + 3] = false
-  else
-    local args, a = {}, 0
+  local t, outcome, here = 0, false, false
+  if target ~= '' and target ~= dlq then
+    -- An entry for another slot is packed for the client with its ID first: {ID, field, value, ...}.
+    local away = cluster and target ~= local_target
+    local args, a, memo = {}, 0, strip and keep_strip or keep_plain
+    if away then
+      args[1], a = id, 1
+    end
     for f = 1, #fields, 2 do
       local name = fields[f]
-      if keeps(name, strip) then
+      local keep = memo[name] -- looked up here, the function call only for a name not seen yet
+      if keep == nil then keep = keeps(name, strip) end
+      if keep then
         args[a + 1] = name
         args[a + 2] = fields[f + 1]
         a = a + 2
@@ -120,34 +162,58 @@ for e = 1, #entries do
     end
     args[a + 1] = marker
     args[a + 2] = id
-    local t = target_index[target]
+    t = target_index[target]
     if not t then
       t = #targets + 1
       targets[t] = target
       target_index[target] = t
     end
-    out[n + 2] = t
-    if cluster and target ~= local_target then
-      out[n + 3] = lease(id, held[e]) and args or '~'
+    if away then
+      if lease(id, held[e]) then
+        local pack = packs[t]
+        if not pack then
+          pack = {}
+          packs[t] = pack
+        end
+        pack[#pack + 1] = args
+        outcome = 1
+      else
+        outcome = '~'
+      end
     else
       local new_id = xadd('XADD', target, '*', unpack(args))
       if type(new_id) == 'table' and new_id.err then
-        out[n + 3] = '!' .. new_id.err
+        outcome = '!' .. new_id.err
       else
-        out[n + 3] = new_id
+        outcome, here = new_id, true
         moved[#moved + 1] = id
+        if head == e - 1 then head = e end
       end
     end
   end
+  if itemize or not here then
+    out[n + 1], out[n + 2], out[n + 3] = id, t, outcome
+    n = n + 3
+  end
+end
+out[4] = #moved
+for t = 1, #targets do
+  out[5][t] = packs[t] and cmsgpack.pack(packs[t]) or false
 end
 if #entries > 0 then
   out[2] = entries[#entries][1]
 end
 if #moved > 0 then
-  redis.call('XDEL', dlq, unpack(moved))
+  local from = 1
+  if head > 1 and at_head then
+    -- Drops entries[1 .. head - 1], the entries below entries[head]: nothing older is left.
+    redis.call('XTRIM', dlq, 'MINID', entries[head][1])
+    from = head
+  end
+  redis.call('XDEL', dlq, unpack(moved, from))
 end
 if #granted > 0 then
-  redis.call('HSET', leases, unpack(granted))
+  hset_many(leases, granted)
 end
 if cluster then
   redis.call('PEXPIRE', leases, 2 * span)
