@@ -5,6 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+BENCH_STAMP := $(VENV)/.installed-bench
 
 .PHONY: setup system system-postgres run test test-postgres fuzz lint bench bench-scale clean distclean
 
@@ -23,6 +24,11 @@ $(STAMP): requirements.txt | $(PY)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
 	@# The repo on the venv's path: bare `pytest` and `python -m eventbus` work from anywhere.
 	@$(PY) -c 'import pathlib, sysconfig; pathlib.Path(sysconfig.get_paths()["purelib"], "busconsole-repo.pth").write_text(str(pathlib.Path.cwd()) + "\n")'
+	@touch $@
+
+# What only the benchmarks use (DuckDB as the pipeline's single-process baseline), kept out of the app.
+$(BENCH_STAMP): requirements-bench.txt $(STAMP)
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-bench.txt
 	@touch $@
 
 run: setup
@@ -60,12 +66,12 @@ lint: setup
 
 # Every bench/*.py except helpers named _*.py and scale.py, one after the other, then one table of
 # figure, floor, ratio, goal and verdict; fails if any goal is missed. make bench ARGS="--only tail,search"
-bench: setup system-postgres
+bench: setup system-postgres $(BENCH_STAMP)
 	PYTHONPATH=. $(PY) bench/_run.py $(ARGS)
 
 # 100k streams on SQLite and PostgreSQL: snapshot, mirror sync and retention against their intervals,
 # page and /metrics times and sizes (about 15 minutes). make bench-scale ARGS="--streams 20000"
-bench-scale: setup system-postgres
+bench-scale: setup system-postgres $(BENCH_STAMP)
 	PYTHONPATH=. $(PY) bench/scale.py $(ARGS)
 
 # Caches and build output; keeps the venv and var/ (database, private Redis data).

@@ -19,7 +19,9 @@ Data flows in three steps, each in its own module so a job can be read, tested a
 ``main`` wires them for ``spark-submit pipeline/main.py --lake <uri> --out <uri>``, for ``python -m pipeline``
 (how the console runs them, in a child process) and for in-process use; ``session`` builds the
 SparkSession (local by default, any ``--master`` unchanged) with settings that fit any master;
-``conf`` parses Spark options given as text; ``standalone`` starts a throwaway standalone cluster from
+``compact`` merges the small files successive exports leave in a partition, swapping each partition
+directory in one atomic step (the exporter calls it at the end of a run); ``conf`` parses Spark options
+given as text; ``standalone`` starts a throwaway standalone cluster from
 the installed pyspark (tests, benchmark). No job uses a Python UDF, so executors on a cluster need
 nothing but Spark itself.
 """

@@ -172,7 +172,7 @@ SCHEMAS: dict[str, pa.Schema] = {
 
 #: Columns with few distinct values, dictionary-encoded in Parquet; the others (payloads, IDs) are
 #: mostly unique, where a dictionary costs time and saves nothing.
-_DICTIONARY_COLUMNS = [
+DICTIONARY_COLUMNS = [
     "conn", "stream", "stream_text", "event_type", "fields.list.element.name", "event", "group", "type",
     "consumer", "dlq", "dlq_text", "convention", "resolution", "group_text",
 ]
@@ -248,7 +248,7 @@ class Lake:
             target,
             filesystem=self.fs,
             compression="snappy",
-            use_dictionary=[c for c in _DICTIONARY_COLUMNS if c.split(".", 1)[0] in columns],
+            use_dictionary=[c for c in DICTIONARY_COLUMNS if c.split(".", 1)[0] in columns],
             row_group_size=256 * 1024,
         )
         if self.local:

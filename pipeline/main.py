@@ -26,7 +26,6 @@ from collections.abc import Callable, Sequence  # noqa: E402
 from dataclasses import asdict, dataclass  # noqa: E402
 from datetime import UTC, datetime  # noqa: E402
 
-from pyspark import StorageLevel  # noqa: E402
 from pyspark.sql import DataFrame, SparkSession  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 
@@ -65,7 +64,6 @@ def run_all(
     as_of = as_of or datetime.now(UTC)
     session.size_shuffle(spark, extract.input_bytes(spark, lake_uri))
     results: list[JobResult] = []
-    minutes: DataFrame | None = None
 
     def step(name: str, work: Callable[[], dict[str, int]]) -> None:
         started = time.monotonic()
@@ -74,50 +72,51 @@ def run_all(
         if on_step:
             on_step(result)
 
-    def per_minute() -> DataFrame:
-        nonlocal minutes
-        if minutes is None:
-            minutes = transform.throughput_minutes(extract.entries(spark, lake_uri)).persist(
-                StorageLevel.MEMORY_AND_DISK
+    if "throughput" in jobs:
+        step("throughput", lambda: {
+            lake.THROUGHPUT: load.write(
+                spark, transform.throughput(transform.throughput_minutes(extract.entries(spark, lake_uri))),
+                target, lake.THROUGHPUT,
             )
-        return minutes
+        })
+    if "latency" in jobs:
+        step("latency", lambda: {
+            lake.LATENCY: load.write(spark, transform.latency(extract.metrics(spark, lake_uri)), target, lake.LATENCY)
+        })
+    if "failures" in jobs:
+        dead = extract.dead_letters(spark, lake_uri)
+        step("failures", lambda: {
+            lake.ERROR_SIGNATURES: load.write(spark, failures.error_signatures(dead), target, lake.ERROR_SIGNATURES),
+            lake.RETRIES: load.write(spark, failures.retries_histogram(dead), target, lake.RETRIES),
+        })
+    if "lag_trend" in jobs:
+        step("lag_trend", lambda: {
+            lake.LAG_TREND: load.write(spark, transform.lag_trend(extract.group_samples(spark, lake_uri)),
+                                       target, lake.LAG_TREND)
+        })
+    if "anomalies" in jobs:
+        def anomalies() -> dict[str, int]:
+            found = transform.anomalies(_hourly(spark, lake_uri, target, reuse="throughput" in jobs), as_of=as_of,
+                                        threshold=threshold, baseline_days=baseline_days)
+            return {lake.ANOMALIES: load.write(spark, found, target, lake.ANOMALIES)}
 
-    try:
-        if "throughput" in jobs:
-            step("throughput", lambda: {
-                lake.THROUGHPUT: load.write(spark, transform.throughput(per_minute()), target, lake.THROUGHPUT)
-            })
-        if "latency" in jobs:
-            step("latency", lambda: {
-                lake.LATENCY: load.write(spark, transform.latency(extract.metrics(spark, lake_uri)), target,
-                                         lake.LATENCY)
-            })
-        if "failures" in jobs:
-            dead = extract.dead_letters(spark, lake_uri)
-            step("failures", lambda: {
-                lake.ERROR_SIGNATURES: load.write(spark, failures.error_signatures(dead), target,
-                                                  lake.ERROR_SIGNATURES),
-                lake.RETRIES: load.write(spark, failures.retries_histogram(dead), target, lake.RETRIES),
-            })
-        if "lag_trend" in jobs:
-            step("lag_trend", lambda: {
-                lake.LAG_TREND: load.write(spark, transform.lag_trend(extract.group_samples(spark, lake_uri)),
-                                           target, lake.LAG_TREND)
-            })
-        if "anomalies" in jobs:
-            def anomalies() -> dict[str, int]:
-                hourly = (
-                    transform.throughput(per_minute())
-                    .filter((F.col("scope") == transform.SCOPE_STREAM) & (F.col("resolution") == transform.HOUR))
-                )
-                found = transform.anomalies(hourly, as_of=as_of, threshold=threshold, baseline_days=baseline_days)
-                return {lake.ANOMALIES: load.write(spark, found, target, lake.ANOMALIES)}
-
-            step("anomalies", anomalies)
-    finally:
-        if minutes is not None:
-            minutes.unpersist()
+        step("anomalies", anomalies)
     return results
+
+
+def _hourly(spark: SparkSession, lake_uri: str, target: str, *, reuse: bool) -> DataFrame:
+    """Per-stream hourly counts for the anomaly scores: the rows the throughput job just wrote, when it ran.
+
+    Reading them back (a few thousand rows of one Parquet directory) replaces a second pass over every
+    entry; the throughput job used to cache its per-minute counts for this, and building that cache
+    (serializing millions of rows with their binary stream keys) cost more than the job's own
+    aggregation.
+    """
+    if reuse:
+        frame = spark.read.parquet(target.rstrip("/") + "/" + lake.THROUGHPUT)
+    else:
+        frame = transform.throughput(transform.throughput_minutes(extract.entries(spark, lake_uri)))
+    return frame.filter((F.col("scope") == transform.SCOPE_STREAM) & (F.col("resolution") == transform.HOUR))
 
 
 def _parse(argv: Sequence[str] | None) -> argparse.Namespace:

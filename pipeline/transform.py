@@ -32,8 +32,10 @@ _STREAM = ["conn", "stream", "stream_text"]
 def throughput_minutes(entries: DataFrame) -> DataFrame:
     """Entries and payload bytes per stream, event type and minute: the one pass over every entry.
 
-    Entries without an event type count under the empty type. Cache the result: :func:`throughput` and
-    :func:`anomalies` both build on it.
+    Entries without an event type count under the empty type. :func:`throughput` derives its four
+    parts from it; Spark computes it once for all four (the same shuffle is reused), so it needs no
+    cache. Every grouping key is a column, never an aggregate like ``first(stream_text)``: a string
+    in the aggregation buffer turns Spark's hash aggregation into a sort-based one, twice the CPU.
     """
     return (
         entries.select(

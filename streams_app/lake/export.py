@@ -55,6 +55,7 @@ from django.utils import timezone
 
 from busconsole.locks import LockError, renewable_lock
 from eventbus.keys import is_metrics_key
+from pipeline import compact as compaction
 from pipeline import convert, lake
 from streams_app.lake import worker
 from streams_app.lake.checkpoints import (
@@ -144,6 +145,7 @@ def export_run(
     since: str | None = None,
     lake_uri: str | None = None,
     tables: bool = True,
+    compact: bool = True,
     chunk_rows: int = CHUNK_ROWS,
     workers: int | None = None,
     parallel_min: int = PARALLEL_MIN_ENTRIES,
@@ -153,6 +155,9 @@ def export_run(
 ) -> ExportStats:
     """Export new entries of every stream matching ``match`` on ``conns`` (all connections by default),
     then the snapshot tables. Take :func:`pipeline_lock` around it when other runs may start.
+
+    With ``compact`` the partitions this and earlier runs left in several files are then merged
+    (:mod:`pipeline.compact`), so a lake exported every few minutes does not grow a file per run.
 
     With at least ``parallel_min`` entries in the streams to look at, streams are exported by ``workers``
     processes (``BUSCONSOLE_EXPORT_WORKERS``; 0 means one per core, at most 4): parsing replies and
@@ -186,6 +191,8 @@ def export_run(
                               on_written=on_written, base=stats)
             if part.unreachable:
                 unreachable.add((item.conn, item.node))
+    if compact:
+        _compact(uri)
     if tables:
         since_ms = parse_id(first).ms if first else 0
         export_tables(lake.Lake(uri), now=now or timezone.now(), since_ms=since_ms, stats=stats, on_written=on_written)
@@ -193,6 +200,17 @@ def export_run(
     if on_progress:
         on_progress(stats)
     return stats
+
+
+def _compact(uri: str) -> None:
+    """Merge small files, leaving alone the partitions of a chunk that a failed stream left pending
+    (the next run deletes those files, which must still be where the checkpoint says)."""
+    pending = [path for paths in ExportCheckpoint.objects.exclude(pending=[]).values_list("pending", flat=True)
+               for path in paths]
+    done = compaction.compact(uri, skip=pending)
+    if done.partitions:
+        log.info("compacted %d partitions of the lake: %d files into %d", done.partitions, done.files_before,
+                 done.files_after)
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,6 +29,7 @@ from pipeline.standalone import Standalone
 from streams_app.lake import export
 from streams_app.metrics.models import GroupMirror, GroupSample, StreamMirror, name_hash
 from tests.pipeline import data
+from tests.pipeline.conftest import FAST_JVM
 from tests.servers import REPO
 
 pytestmark = [pytest.mark.spark, pytest.mark.django_db]
@@ -93,7 +94,8 @@ def test_standalone_cluster_rollups_equal_the_local_ones(spark, r, lake_dir: Pat
              "--out", str(tmp_path / "standalone"), "--as-of", as_of.isoformat(),
              "--conf", "spark.driver.memory=512m", "--conf", "spark.executor.memory=768m",
              "--conf", "spark.driver.host=127.0.0.1", "--conf", "spark.driver.bindAddress=127.0.0.1",
-             "--conf", "spark.ui.enabled=false"],
+             "--conf", "spark.ui.enabled=false", "--conf", f"spark.driver.extraJavaOptions={FAST_JVM}",
+             "--conf", f"spark.executor.extraJavaOptions={FAST_JVM}"],
             cwd=workdir, env={**cluster.env(), "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=300,
         )
         assert run.returncode == 0, run.stderr[-4000:]

@@ -21,6 +21,7 @@ from streams_app.lake import run as pipeline_run
 from streams_app.lake.models import PipelineRun, ThroughputRollup
 from tests.console.celery_procs import Worker, celery_env
 from tests.pipeline import data
+from tests.pipeline.conftest import FAST_JVM
 from tests.polling import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -57,7 +58,7 @@ def worker(django_db_setup, django_db_blocker, tmp_path_factory) -> Iterator[Wor
     lake = tmp_path_factory.mktemp("lake")
     with django_db_blocker.unblock():
         env = celery_env(BUSCONSOLE_LAKE=str(lake), SPARK_MASTER="local[1]", SPARK_DRIVER_MEMORY="512m",
-                         BUSCONSOLE_SPARK_CONF="spark.sql.shuffle.partitions=3")
+                         BUSCONSOLE_SPARK_CONF=f"spark.sql.shuffle.partitions=3,spark.driver.extraJavaOptions={FAST_JVM}")
     process = Worker("pipeline", env)
     yield process
     process.stop()
