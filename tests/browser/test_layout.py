@@ -274,10 +274,16 @@ def links(page, selector: str, origin: str) -> list[str]:
     return [p for p in (crawlable(h, origin) for h in hrefs) if p]
 
 
-def pages_to_check(page, hand: dict[str, str], origin: str) -> dict[str, str]:
-    """The hand list, then what the nav and the overview link to, then one more hop; one URL per kind."""
+def check_every_page(page, hand: dict[str, str], origin: str, width: int) -> tuple[dict[str, str], list[str]]:
+    """The hand list, then what the nav and the overview link to, then one more hop (one URL per kind),
+    each checked by :func:`page_problems`; returns the pages and the problems found.
+
+    Each page is opened once: the links of a page the crawl follows are read as it is checked.
+    """
     found = dict(hand)
     seen = {page_kind(u) for u in found.values()}
+    problems: list[str] = []
+    opened: set[str] = set()
 
     def add(paths: list[str]) -> list[str]:
         added = []
@@ -289,17 +295,28 @@ def pages_to_check(page, hand: dict[str, str], origin: str) -> dict[str, str]:
             added.append(p)
         return added
 
-    page.goto("/")
-    first_hop = add(links(page, ".topbar a[href], main a[href]", origin))
+    def open_and_check(path: str, *, follow: bool) -> list[str]:
+        response = page.goto(path)
+        new = []
+        if follow and response and "text/html" in response.headers.get("content-type", ""):
+            new = add(links(page, ".topbar a[href], main a[href]", origin))
+        name = next((n for n, p in found.items() if p == path), path)
+        problems.extend(page_problems(page, response, name, path, width))
+        opened.add(path)
+        return new
+
+    first_hop = open_and_check("/", follow=True)
     for p in [*first_hop, *hand.values()]:
         if len(found) >= MAX_PAGES:
             break
         if p.startswith("/admin/"):  # checked where the console links to it, not crawled: Django's own pages
             continue
-        response = page.goto(p)
-        if response and "text/html" in response.headers.get("content-type", ""):
-            add(links(page, ".topbar a[href], main a[href]", origin))
-    return found
+        if p not in opened:
+            open_and_check(p, follow=True)
+    for path in found.values():
+        if path not in opened:
+            open_and_check(path, follow=False)
+    return found, problems
 
 
 def open_menu(page) -> None:
@@ -310,7 +327,11 @@ def open_menu(page) -> None:
 
 
 def layout_problems(page, name: str, path: str, width: int) -> list[str]:
-    response = page.goto(path)
+    return page_problems(page, page.goto(path), name, path, width)
+
+
+def page_problems(page, response, name: str, path: str, width: int) -> list[str]:
+    """What is wrong with the layout of ``path``, just opened in ``page`` with ``response``."""
     assert response is not None, f"{name} ({path}): no response"
     if "text/html" not in response.headers.get("content-type", ""):
         return []
@@ -344,10 +365,9 @@ def test_every_page_fits_the_screen_and_keeps_its_nav_reachable(
 
     problems = layout_problems(page, "login", "/login/", width)
     login_through_form(page, admin_user, asgi_server)
-    to_check = pages_to_check(page, hand, asgi_server.url)
+    to_check, crawl_problems = check_every_page(page, hand, asgi_server.url, width)
     assert len(to_check) > len(hand), "the crawl found no page beyond the hand list"
-    for name, path in to_check.items():
-        problems += layout_problems(page, name, path, width)
+    problems += crawl_problems
     (ARTIFACTS / f"pages-{width}.txt").write_text("".join(f"{n}\t{p}\n" for n, p in to_check.items()))
 
     # The overview's key figures: each DLQ's depth, whole, inside its block, the number Redis holds.

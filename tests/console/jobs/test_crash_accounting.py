@@ -9,6 +9,9 @@ DLQ, against the 50,000 the test wrote.
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -32,11 +35,17 @@ RESUME_BOUND_S = 60
 
 @pytest.fixture
 def processes() -> Iterator[list[CeleryProcess]]:
-    """The Celery processes a test starts, stopped at its end."""
+    """The Celery processes a test starts, stopped at its end: all asked at once, so that their warm
+    shutdowns run side by side rather than one after the other."""
     started: list[CeleryProcess] = []
     yield started
     for process in started:
-        process.stop()
+        if process.process.poll() is None:
+            process.process.send_signal(signal.SIGTERM)
+    for process in started:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.process.wait(20)
+        process.stop()  # removes its log; kills one that would not stop
 
 
 def test_a_killed_requeue_resumes_unattended_with_exact_counts(
