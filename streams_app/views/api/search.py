@@ -107,7 +107,7 @@ def search_params(request: HttpRequest, *, forms: bool = False) -> SearchQuery:
 )
 def stream_search(request: HttpRequest, conn: str, key: bytes) -> JsonResponse:
     """A bad expression is a 400 naming the parser's complaint; a DLQ's entries also have ``error``,
-    ``retries``, ``origin``, ``original_id``, ``failed_at`` and ``group``."""
+    ``traceback``, ``retries``, ``origin``, ``original_id``, ``failed_at`` and ``group``."""
     client.connection(conn)
     params = search_params(request)
     compiled = search.compile_query(params.q)
