@@ -33,27 +33,44 @@ def django_bench(*, read_only: bool = False) -> Iterator[RedisServer]:
     var_dir = tempfile.mkdtemp(prefix="busconsole-bench-")
     try:
         server.start()
-        os.environ.update(
-            {
-                "DJANGO_SETTINGS_MODULE": "busconsole.settings",
-                "BUS_REDIS_URL": server.url(0),
-                "REDIS_URL": server.url(1),
-                "BUSCONSOLE_VAR_DIR": var_dir,
-                "BUSCONSOLE_LAKE": f"{var_dir}/lake",
-                "DATABASE_URL": f"sqlite:///{var_dir}/bench.sqlite3",
-                "DEBUG": "1",
-                "BUSCONSOLE_READ_ONLY": "1" if read_only else "0",
-            }
+        setup_django(
+            bus_url=server.url(0),
+            console_url=server.url(1),
+            database_url=f"sqlite:///{var_dir}/bench.sqlite3",
+            var_dir=var_dir,
+            read_only=read_only,
         )
-        os.environ.pop("BUS_REDIS_URLS", None)
-        os.environ.setdefault("LOG_LEVEL", "WARNING")
-
-        import django
-        from django.core.management import call_command
-
-        django.setup()
-        call_command("migrate", verbosity=0, interactive=False)
         yield server
     finally:
         server.cleanup()
         shutil.rmtree(var_dir, ignore_errors=True)
+
+
+def setup_django(
+    *, bus_url: str, console_url: str, database_url: str, var_dir: str, read_only: bool = False
+) -> None:
+    """Point the settings at a benchmark's own servers and directory, set Django up and migrate.
+
+    Used by :func:`django_bench` and by the benchmarks that measure each database in a child process of
+    its own (``snapshot.py``, ``scale.py``).
+    """
+    os.environ.update(
+        {
+            "DJANGO_SETTINGS_MODULE": "busconsole.settings",
+            "BUS_REDIS_URL": bus_url,
+            "REDIS_URL": console_url,
+            "BUSCONSOLE_VAR_DIR": var_dir,
+            "BUSCONSOLE_LAKE": f"{var_dir}/lake",
+            "DATABASE_URL": database_url,
+            "DEBUG": "1",
+            "BUSCONSOLE_READ_ONLY": "1" if read_only else "0",
+        }
+    )
+    os.environ.pop("BUS_REDIS_URLS", None)
+    os.environ.setdefault("LOG_LEVEL", "WARNING")
+
+    import django
+    from django.core.management import call_command
+
+    django.setup()
+    call_command("migrate", verbosity=0, interactive=False)

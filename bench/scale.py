@@ -212,25 +212,17 @@ def _page(web, url: str, reps: int, **headers: str) -> dict[str, Any]:
 
 def child(args: argparse.Namespace) -> int:
     """Measure one database; write the figures as JSON to ``args.out``."""
-    os.environ.update({
-        "DJANGO_SETTINGS_MODULE": "busconsole.settings",
-        "BUS_REDIS_URL": f"redis://127.0.0.1:{args.redis_port}/0",
-        "REDIS_URL": f"redis://127.0.0.1:{args.redis_port}/1",
-        "DATABASE_URL": args.database_url,
-        "BUSCONSOLE_VAR_DIR": args.var_dir,
-        "BUSCONSOLE_LAKE": f"{args.var_dir}/lake",
-        "DEBUG": "1",
-        "BUSCONSOLE_READ_ONLY": "0",
-    })
-    os.environ.pop("BUS_REDIS_URLS", None)
-    os.environ.setdefault("LOG_LEVEL", "WARNING")
-    import django
+    from _common import setup_django
 
-    django.setup()
+    setup_django(
+        bus_url=f"redis://127.0.0.1:{args.redis_port}/0",
+        console_url=f"redis://127.0.0.1:{args.redis_port}/1",
+        database_url=args.database_url,
+        var_dir=args.var_dir,
+    )
     import redis
     from django.conf import settings
     from django.contrib.auth.models import Group, User
-    from django.core.management import call_command
     from django.db import connection
     from django.test import Client
 
@@ -239,7 +231,6 @@ def child(args: argparse.Namespace) -> int:
     from streams_app.metrics.models import GroupSample, SnapshotRun, StreamSample
     from streams_app.views.links import group_url, stream_url
 
-    call_command("migrate", verbosity=0, interactive=False)
     redis.Redis.from_url(settings.REDIS_URL).flushdb()  # locks and caches of the previous database's run
     figures: dict[str, Any] = {"database": connection.vendor, "load": {}}
     snap_s = settings.BUSCONSOLE_SNAPSHOT_INTERVAL_S

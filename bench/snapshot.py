@@ -85,23 +85,15 @@ def load() -> str:
 
 def child(args: argparse.Namespace) -> int:
     """Measure one database at every size (each size a connection of its own)."""
-    os.environ.update({
-        "DJANGO_SETTINGS_MODULE": "busconsole.settings",
-        "BUS_REDIS_URL": f"redis://127.0.0.1:{args.redis_port}/0",
-        "REDIS_URL": f"redis://127.0.0.1:{args.redis_port}/1",
-        "DATABASE_URL": args.database_url,
-        "BUSCONSOLE_VAR_DIR": args.var_dir,
-        "BUSCONSOLE_LAKE": f"{args.var_dir}/lake",
-        "DEBUG": "1",
-        "BUSCONSOLE_READ_ONLY": "0",
-    })
-    os.environ.pop("BUS_REDIS_URLS", None)
-    os.environ.setdefault("LOG_LEVEL", "WARNING")
-    import django
+    from _common import setup_django
 
-    django.setup()
+    setup_django(
+        bus_url=f"redis://127.0.0.1:{args.redis_port}/0",
+        console_url=f"redis://127.0.0.1:{args.redis_port}/1",
+        database_url=args.database_url,
+        var_dir=args.var_dir,
+    )
     from django.conf import settings
-    from django.core.management import call_command
     from django.db import connection
 
     from streams_app.metrics import snapshots
@@ -110,7 +102,6 @@ def child(args: argparse.Namespace) -> int:
     from streams_app.redis_ops import client as redis_client
     from streams_app.redis_ops import snapshot_reads
 
-    call_command("migrate", verbosity=0, interactive=False)
     db = connection.vendor
     interval = settings.BUSCONSOLE_SNAPSHOT_INTERVAL_S
     sizes = [int(s) for s in args.sizes.split(",")]
