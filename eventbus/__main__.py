@@ -2,8 +2,10 @@
 requeue,claim} ...``.
 
 The console's screens on the command line (``list`` ... ``claim``) are :mod:`eventbus.cli`.
-Every command but ``worker`` uses ``--url``, else ``$BUS_REDIS_URL``, else
-``redis://localhost:6379/0``; ``worker`` uses the URL of the ``Bus`` it imports. When that Redis cannot
+Every command but ``worker`` uses ``--url``, else ``$BUS_REDIS_URL``, else db 0 of the private Redis that
+``make run`` starts and the console's settings fall back to (``redis://127.0.0.1:$BUSCONSOLE_REDIS_PORT/0``,
+port 6390 when unset): the one default of the project, so a command run beside ``make run`` sees the
+console's streams. ``worker`` uses the URL of the ``Bus`` it imports. When that Redis cannot
 be reached (refused, unknown host, timed out) or refuses the login, the command prints one line naming
 the URL (password masked) and what sets it, and exits with status 69 (see :mod:`eventbus.redis_errors`).
 """
@@ -24,8 +26,12 @@ from .connection import REDIS_ERRORS
 from .errors import DuplicateEvent
 from .redis_errors import EXIT_UNAVAILABLE, explain
 
-DEFAULT_URL = "redis://localhost:6379/0"
 URL_VARIABLE = "BUS_REDIS_URL"
+PORT_VARIABLE = "BUSCONSOLE_REDIS_PORT"
+DEFAULT_PORT = 6390
+DEFAULT_URL = f"redis://127.0.0.1:${PORT_VARIABLE}/0"
+"""The default as the help shows it: :func:`_where` puts the port in (``busconsole/settings.py`` and
+``scripts/run.py`` read the same variable with the same fallback)."""
 
 DESCRIPTION = """\
 The event bus's command line: run workers, publish an event, move keys left
@@ -34,7 +40,8 @@ the console: list streams, inspect entries, groups, pending entries, DLQs,
 stats, requeue dead letters, claim pending entries (tables, or --json).
 
 Redis: every command but worker connects to --url, else $BUS_REDIS_URL, else
-redis://localhost:6379/0. worker connects where the Bus it imports says.
+redis://127.0.0.1:$BUSCONSOLE_REDIS_PORT/0 (port 6390 when unset): the private
+Redis that make run starts. worker connects where the Bus it imports says.
 """
 
 EXAMPLES = """\
@@ -48,12 +55,17 @@ examples:
 
 exit status: 0 done; 1 refused (a duplicate event), nothing done or only part
 of it (an ID missing or refused, nothing matched), or the key is not there;
-2 bad arguments; 69 Redis could not be reached or refused the login.
+2 bad arguments (or a $BUSCONSOLE_REDIS_PORT that is no port number);
+69 Redis could not be reached or refused the login.
 """
 
 
 class Unavailable(Exception):
     """Redis is not where the command looks: the one line to print."""
+
+
+class BadSetting(Exception):
+    """An environment variable the command reads holds no usable value: the one line to print."""
 
 
 def load_bus(target: str) -> Bus:
@@ -76,7 +88,13 @@ def _where(args: argparse.Namespace) -> tuple[str, str, str | None]:
         return args.url, "--url", None
     if os.environ.get(URL_VARIABLE):
         return os.environ[URL_VARIABLE], URL_VARIABLE, None
-    return DEFAULT_URL, "the default", f"start Redis there, or set {URL_VARIABLE} or pass --url"
+    fix = f"start it (make run), or set {URL_VARIABLE} or pass --url"
+    raw = os.environ.get(PORT_VARIABLE, "").strip()
+    if not raw:
+        return f"redis://127.0.0.1:{DEFAULT_PORT}/0", "the default", fix
+    if not raw.isdigit() or not 0 < int(raw) < 65536:
+        raise BadSetting(f"{PORT_VARIABLE} must be a port number, not {raw!r}")
+    return f"redis://127.0.0.1:{int(raw)}/0", PORT_VARIABLE, fix
 
 
 def _reachable(bus: Bus, variable: str, fix: str | None = None) -> None:
@@ -226,7 +244,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     worker.set_defaults(func=_worker)
 
-    url_help = f"Redis URL (default: ${URL_VARIABLE}, else {DEFAULT_URL})"
+    url_help = f"Redis URL (default: ${URL_VARIABLE}, else {DEFAULT_URL}, port {DEFAULT_PORT} when unset)"
     publish = _parser(
         commands,
         "publish",
@@ -276,6 +294,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Unavailable as exc:
         print(exc, file=sys.stderr)
         return EXIT_UNAVAILABLE
+    except BadSetting as exc:
+        print(exc, file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -9,6 +9,12 @@ Lua sees all its keys on one server: on Redis Cluster every script's keys must s
 They do: each script touches one stream and at most one of its companion keys, which
 :mod:`eventbus.keys` names into the stream's slot (``orders`` -> ``{orders}:retry``...). Progress
 streams have their own one-key script (``progress_write``), registered by :mod:`eventbus.progress`.
+
+Redis scripts cannot load one another, so a function two scripts call is kept once, in a file of
+``lua/`` that is no script of its own (it defines a local function and nothing else), and
+:func:`source` joins it in front of each script that calls it (:data:`PRELUDES`). Redis sees, and
+EVALSHA hashes, the joined text. The console's own scripts call two of these files too
+(``streams_app.redis_ops.actions._common``).
 """
 
 from __future__ import annotations
@@ -20,10 +26,19 @@ from typing import Any
 
 NAMES = ("schedule_retry", "pump_retries", "dead_letter", "touch", "delete_consumer", "publish_unique")
 
+PRELUDES = {"requeue": ("add_then_remove",), "move_add": ("hset_many",)}
+"""The shared functions each script calls, by the name of their file in ``lua/``."""
+
+
+def lua(name: str) -> str:
+    """The text of ``lua/<name>.lua`` as it is, a script without its preludes or a prelude itself."""
+    return resources.files(__package__).joinpath("lua", f"{name}.lua").read_text()
+
 
 @cache
 def source(name: str) -> str:
-    return resources.files(__package__).joinpath("lua", f"{name}.lua").read_text()
+    """The script ``name`` as Redis runs it: its preludes, then its own text."""
+    return "".join(lua(prelude) for prelude in PRELUDES.get(name, ())) + lua(name)
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,6 +9,7 @@ invisible reordering characters never look alike, on a page or in a terminal.
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime, timedelta
 
 BIDI_CONTROLS = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
 """Unicode's bidirectional formatting characters (ALM, LRM, RLM, the embeddings and overrides, the
@@ -51,3 +52,19 @@ def id_ms(entry_id: str | None) -> int | None:
     head = str(entry_id).split("-", 1)[0]
     # ASCII and decimal: "²" is a digit that int() refuses, "١" a decimal that int() accepts.
     return int(head) if head.isascii() and head.isdecimal() else None
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def id_time(ms: int) -> datetime:
+    """The UTC time of an ID's millisecond part, clamped to what datetime can hold: an ID's ms runs to
+    2**64 - 1, datetime ends in the year 9999, and a page or a search must not fail on a far-future ID.
+
+    Integer arithmetic rather than ``fromtimestamp(ms / 1000)``: a float of seconds drops microseconds
+    from the times of far-future IDs (the last millisecond of 9999 came out 7 us early).
+    """
+    try:
+        return _EPOCH + timedelta(milliseconds=ms)
+    except OverflowError:
+        return datetime.max.replace(tzinfo=UTC)

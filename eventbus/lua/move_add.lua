@@ -17,23 +17,7 @@
 --   batch, not per entry: Lua 5.1 hashes a long string by sampling it, and a thousand lookalike
 --   entries packed one by one would all land in one bucket of its string table.)
 -- Returns one reply per entry: its new ID (just added or recorded before), or "!" .. Redis's error.
--- HSET of many fields at once. A new hash is built as a listpack until it holds more than
--- hash-max-listpack-entries fields, each field a linear search of it: for a batch's thousand leases or
--- records that is quadratic (6 us a field at 512, ten times a hash table's cost). A value longer than
--- hash-max-listpack-value makes HSET turn the hash into a table before it inserts anything, so one
--- such field rides along and is dropped again. (The same few lines are in eventbus/lua/move_add.lua
--- and streams_app/redis_ops/lua/requeue_rule.lua: a script cannot load another.)
-local function hset_many(key, pairs)
-  if #pairs > 256 then
-    pairs[#pairs + 1] = 'busconsole:as-table'
-    pairs[#pairs + 1] = string.rep('-', 4096)
-    redis.call('HSET', key, unpack(pairs))
-    redis.call('HDEL', key, 'busconsole:as-table')
-  else
-    redis.call('HSET', key, unpack(pairs))
-  end
-end
-
+-- hset_many(key, pairs): eventbus/lua/hset_many.lua, prepended when the source is read.
 local target, record = KEYS[1], KEYS[2]
 local ids, fields = {}, {} -- per entry: its DLQ ID, and a function giving its field/value args
 if ARGV[2] == 'packed' then

@@ -10,8 +10,9 @@
 -- was planned in Python from the entry as read just before: an ID names one immutable entry, so
 -- "it still exists" means "it still holds what was read".
 --
--- XADD runs under pcall and before XDEL: if the target refuses (WRONGTYPE, OOM), the dead letter
--- stays where it was and the entry's reply says why. Nothing is ever removed without a copy.
+-- XADD runs under pcall and before XDEL (add_then_remove, eventbus/lua/add_then_remove.lua, prepended
+-- when the source is read): if the target refuses (WRONGTYPE, OOM), the dead letter stays where it was
+-- and the entry's reply says why. Nothing is ever removed without a copy.
 --
 -- KEYS[1] the DLQ; KEYS[2..] the target streams (declared, as Redis Cluster requires; on a
 --   cluster they must share the DLQ's hash slot)
@@ -28,13 +29,7 @@ while i <= n do
   if #redis.call('XRANGE', dlq, id, id, 'COUNT', 1) == 0 then
     out[#out + 1] = false
   else
-    local new_id = redis.pcall('XADD', target, '*', unpack(ARGV, i + 3, last))
-    if type(new_id) == 'table' and new_id.err then
-      out[#out + 1] = '!' .. new_id.err
-    else
-      redis.call('XDEL', dlq, id)
-      out[#out + 1] = new_id
-    end
+    out[#out + 1] = add_then_remove(target, ARGV, i + 3, last, 'XDEL', dlq, id)
   end
   i = last + 1
 end

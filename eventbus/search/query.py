@@ -63,14 +63,14 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Protocol
 
 import cel
 
 from ..conventions import DlqPattern, parse_dlq_entry
 from ..decoding import PREVIEW_LIMIT, decoded_value, display_text
-from ..text import id_ms
+from ..text import id_ms, id_time
 from . import analysis
 from .fast import Evaluator, compile_fast
 
@@ -326,7 +326,7 @@ class Query:
             "retries": parsed.retries,
             "origin": display_text(parsed.original_stream) if parsed.original_stream is not None else None,
             "original_id": parsed.original_id,
-            "failed_at": _time(parsed.failed_at_ms) if parsed.failed_at_ms is not None else None,
+            "failed_at": id_time(parsed.failed_at_ms) if parsed.failed_at_ms is not None else None,
             "group": parsed.group,
         }
 
@@ -375,17 +375,8 @@ def _first_by_name(fields: Fields) -> dict[str, bytes]:
     return named
 
 
-def _time(ms: int) -> datetime:
-    """The UTC time of a millisecond timestamp, clamped to what datetime can hold (as the console's
-    ``streams_app.redis_ops.ids.id_time``)."""
-    try:
-        return datetime.fromtimestamp(ms / 1000, tz=UTC)
-    except (OverflowError, OSError, ValueError):
-        return datetime.max.replace(tzinfo=UTC)
-
-
 def _entry_time(entry_id: str) -> datetime:
-    return _time(id_ms(entry_id) or 0)
+    return id_time(id_ms(entry_id) or 0)
 
 
 def _faststream_part(fields: Fields, part: str) -> object:

@@ -35,6 +35,7 @@ from __future__ import annotations
 from typing import Any
 
 from streams_app.jobs.models import Job
+from streams_app.jobs.replay_resume import replay_resume
 from streams_app.jobs.runner import Progress
 from streams_app.redis_ops import actions, reads
 from streams_app.redis_ops.ids import parse_id
@@ -124,39 +125,21 @@ def _count_up_to(conn: str, key: bytes, up_to: str) -> int | None:
 
 
 def replay_run(job: Job, progress: Progress) -> None:
-    """Copy a range in batches; the cursor lives in Redis next to the copies, so none is made twice.
-
-    ``done`` is ``base`` plus the count the script keeps next to the cursor: ``base`` is what the job
-    had counted when that Redis-side count (re)started at zero (it expired, or the job began before
-    counts were kept), so a resume after a crash picks up every copy the killed run made.
-    """
+    """Copy a range in batches; the cursor lives in Redis next to the copies, so none is made twice,
+    and so does the count of copies, so ``done`` is exact after a crash (:func:`replay_resume`)."""
     if job.parameters.get("query"):  # "replay the entries matching this": a search picks the copies
         return replay_matching_run(job, progress)
-    conn = job.connection
-    params = job.parameters
-    key = bytes.fromhex(params["key"])
-    target = bytes.fromhex(params["target"])
-    match = {bytes.fromhex(name): bytes.fromhex(value) for name, value in params.get("match", [])} or None
-    job_key = params["job_key"].encode()
-    start, end = params["start"], params["end"]
-    saved = dict(job.progress or {})
-    done, total = job.done, job.total
+    run = replay_resume(job)
+    done, cursor, scanned, base, total = run.done, run.cursor, run.scanned, run.base, job.total
     if total is None:
-        total = actions.replay_count(conn, key, start=start, end=end, match=match)
-    cursor = actions.replay_cursor(conn, job_key, target=target) or saved.get("cursor")
-    scanned = int(saved.get("scanned", 0))
-    counted = actions.replay_copied(conn, job_key, target=target)
-    base = int(saved.get("base", 0))
-    if counted is None:
-        base = done  # Redis keeps no count for this job (yet): it starts from zero at the next batch
-    else:
-        done = base + counted  # exact: the script counted every copy, saved or not
+        total = actions.replay_count(run.conn, run.key, start=run.start, end=run.end, match=run.match)
     progress.save(done=done, total=total, progress={"cursor": cursor, "scanned": scanned, "base": base}, force=True)
     batch = _batch(job)
     while True:
         step = actions.replay_range(
-            conn, key, start=start, end=end, target=target, match=match, after=cursor, batch=batch, job_key=job_key
-        )
+            run.conn, run.key, start=run.start, end=run.end, target=run.target, match=run.match, after=cursor,
+            batch=batch, job_key=run.job_key,
+        )  # fmt: skip
         done = base + step.counted
         scanned += step.scanned
         cursor = step.cursor

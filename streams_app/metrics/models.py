@@ -72,7 +72,9 @@ class StreamMirror(models.Model):
     groups_count = models.IntegerField(default=0)
     pending = models.BigIntegerField(default=0, help_text="Pending entries summed over the groups.")
     lag = models.BigIntegerField(
-        null=True, blank=True, help_text="The largest known lag among the groups (None: no group reports one)."
+        null=True, blank=True,
+        help_text="The largest lag among the groups (redis_ops.types.groups_lag). None when the stream has no "
+        "group, and None when any group's lag is unknown: the largest of 5 and unknown is unknown (SPEC 9).",
     )
     is_dlq = models.BooleanField(default=False)
     dlq_convention = models.CharField(max_length=64, blank=True)

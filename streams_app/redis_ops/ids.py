@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-# One copy, shared with the bus's command line; re-exported under the name the console imports.
-from eventbus.text import id_ms  # noqa: F401
+# One copy, shared with the bus's command line and search; re-exported under the names the console imports.
+from eventbus.text import id_ms, id_time  # noqa: F401
 
 from .errors import InvalidArgument
 
@@ -41,7 +41,9 @@ def parse_id(value: str, *, allow_bare: bool = True, what: str = "ID") -> Stream
     value = (value or "").strip()
     match = _ID.match(value)
     if not match or (match.group(2) is None and not allow_bare):
-        raise InvalidArgument(f"{what} {value[:64]!r} is not a stream ID (expected <milliseconds>-<sequence>).")
+        raise InvalidArgument(
+            f"{what} {value[:64]!r} is not a stream ID (expected <milliseconds>-<sequence>)."
+        )
     ms = int(match.group(1))
     seq = int(match.group(2) or 0)
     if ms > U64_MAX or seq > U64_MAX:
@@ -65,14 +67,6 @@ def reply_id(entry: Sequence | None) -> str | None:
         return None
     head = entry[0]
     return head.decode() if isinstance(head, bytes) else str(head)
-
-
-def id_time(ms: int) -> datetime:
-    """The UTC time of an ID's millisecond part (clamped to what datetime can hold)."""
-    try:
-        return datetime.fromtimestamp(ms / 1000, tz=UTC)
-    except (OverflowError, OSError, ValueError):
-        return datetime.max.replace(tzinfo=UTC)
 
 
 def parse_time(value: str) -> int:

@@ -14,9 +14,10 @@ crash starts from that cursor, and the script skips anything at or before it.
 from __future__ import annotations
 
 from streams_app.jobs.models import Job
+from streams_app.jobs.replay_resume import replay_resume
 from streams_app.jobs.runner import Progress
 from streams_app.masking.apply import search_mask
-from streams_app.redis_ops import actions, reads
+from streams_app.redis_ops import reads
 from streams_app.redis_ops.actions.replay_selected import replay_entries
 
 from .query import compile_query
@@ -29,38 +30,23 @@ STEP_MS = 1000
 
 def replay_matching_run(job: Job, progress: Progress) -> None:
     """Copy the entries of the job's range that match its ``query`` (module docstring)."""
-    conn = job.connection
-    params = job.parameters
-    key = bytes.fromhex(params["key"])
-    target = bytes.fromhex(params["target"])
-    match = {bytes.fromhex(name): bytes.fromhex(value) for name, value in params.get("match", [])} or None
-    job_key = params["job_key"].encode()
-    start, end = params["start"], params["end"]
-    query = compile_query(params["query"])
-    mask = search_mask(job.created_by, conn, key)  # it selects what its creator could find
-    saved = dict(job.progress or {})
-    done = job.done
-    cursor = actions.replay_cursor(conn, job_key, target=target) or saved.get("cursor")
-    scanned = int(saved.get("scanned", 0))
-    counted = actions.replay_copied(conn, job_key, target=target)
-    base = int(saved.get("base", 0))
-    if counted is None:
-        base = done  # Redis keeps no count for this job yet: it starts from zero at the next step
-    else:
-        done = base + counted  # exact: the script counted every copy, saved or not
+    run = replay_resume(job)
+    done, cursor, scanned, base = run.done, run.cursor, run.scanned, run.base
+    query = compile_query(job.parameters["query"])
+    mask = search_mask(job.created_by, run.conn, run.key)  # it selects what its creator could find
     progress.save(
         done=done, total=None, progress={"cursor": cursor, "scanned": scanned, "base": base}, force=True
     )
     while True:
         page = search_page(
-            conn, key, query, start=start, end=end, direction="asc", cursor=cursor, limit=STEP_MATCHES,
-            budget_entries=STEP_ENTRIES, budget_ms=STEP_MS, mask=mask,
+            run.conn, run.key, query, start=run.start, end=run.end, direction="asc", cursor=cursor,
+            limit=STEP_MATCHES, budget_entries=STEP_ENTRIES, budget_ms=STEP_MS, mask=mask,
         )  # fmt: skip
-        originals = reads.entries_at(conn, key, [m.id for m in page.matches]) if page.matches else {}
-        reached = end if page.complete else (page.next or end)
+        originals = reads.entries_at(run.conn, run.key, [m.id for m in page.matches]) if page.matches else {}
+        reached = run.end if page.complete else (page.next or run.end)
         step = replay_entries(
-            conn, target, [e for e in originals.values() if e is not None], reached=reached, job_key=job_key,
-            match=match, done=page.complete,
+            run.conn, run.target, [e for e in originals.values() if e is not None], reached=reached,
+            job_key=run.job_key, match=run.match, done=page.complete,
         )  # fmt: skip
         done = base + step.counted
         scanned += page.scanned

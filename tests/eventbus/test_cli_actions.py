@@ -137,8 +137,17 @@ def test_the_console_uses_the_same_one_copy() -> None:
     assert conventions.DlqEntry is eventbus.conventions.DlqEntry
     assert conventions.dlq_candidates is eventbus.conventions.dlq_candidates
     assert decoding.display_text is eventbus.text.display_text and ids.id_ms is eventbus.text.id_ms
-    assert _common._lua("requeue") == eventbus.scripts.source("requeue")
+    assert ids.id_time is eventbus.text.id_time
+    assert _common._source("requeue") == eventbus.scripts.source("requeue")
     assert not (REPO / "streams_app" / "redis_ops" / "lua" / "requeue.lua").exists()
+    # the functions the Lua scripts of both share: one file each, in the bus, joined in when a script is read
+    scripts = [
+        *(REPO / "eventbus" / "lua").glob("*.lua"),
+        *(REPO / "streams_app" / "redis_ops" / "lua").glob("*.lua"),
+    ]
+    for prelude in ("add_then_remove", "hset_many"):
+        definers = [path.name for path in scripts if f"local function {prelude}(" in path.read_text()]
+        assert definers == [f"{prelude}.lua"]
     # the cross-slot move: the console hands its client to the bus's steps and names keys the same way
     assert moves.BUSY is eventbus.moves.BUSY and moves.lease_key is eventbus.moves.lease_key
     assert _common.slot_twin is eventbus.moves.slot_twin and moves.record_key is eventbus.moves.record_key

@@ -18,6 +18,7 @@ from importlib import resources
 import redis
 from redis.commands.core import Script
 
+from eventbus import scripts as bus_scripts
 from eventbus.moves import slot_twin as slot_twin  # the one copy, re-exported for the actions
 
 from ..client import key_client
@@ -54,25 +55,33 @@ _scripts_lock = threading.Lock()
 
 
 #: Redis scripts cannot load one another: the shared functions (``lua/holds_all.lua``, the field filter;
-#: ``lua/add_copy.lua``, a replayed copy and the ID order) are prepended to the scripts that call them.
+#: ``lua/add_copy.lua``, a replayed copy and the ID order; the bus's ``add_then_remove``, a move into a
+#: stream that removes nothing without a copy, and ``hset_many``) are prepended to the scripts that call them.
 _PRELUDES = {
     "count_range": ("holds_all",),
     "replay": ("holds_all", "add_copy"),
     "replay_copy": ("holds_all", "add_copy"),
+    "requeue_rule": ("hset_many",),
+    "retry_take": ("add_then_remove",),
 }
 
 
-#: Scripts the bus's command line runs too: their one copy is in eventbus/lua/.
+#: Scripts the bus's command line runs too: their one copy, preludes included, is eventbus.scripts'.
 _BUS_SCRIPTS = frozenset({"requeue"})
+#: Preludes the console's scripts share with the bus's: their one copy is in eventbus/lua/.
+_BUS_PRELUDES = frozenset({"add_then_remove", "hset_many"})
 
 
 def _lua(name: str) -> str:
-    # The scripts live in redis_ops/lua/, one level above this package (the shared ones in eventbus/lua/).
-    package = "eventbus" if name in _BUS_SCRIPTS else "streams_app.redis_ops"
-    return resources.files(package).joinpath("lua", f"{name}.lua").read_text()
+    if name in _BUS_PRELUDES:
+        return bus_scripts.lua(name)
+    # The scripts live in redis_ops/lua/, one level above this package.
+    return resources.files("streams_app.redis_ops").joinpath("lua", f"{name}.lua").read_text()
 
 
 def _source(name: str) -> str:
+    if name in _BUS_SCRIPTS:
+        return bus_scripts.source(name)
     return "".join(_lua(prelude) for prelude in _PRELUDES.get(name, ())) + _lua(name)
 
 

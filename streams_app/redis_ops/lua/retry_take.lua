@@ -12,7 +12,8 @@
 -- console does not know the workers' setting; their next XADD trims). 'dlq' adds the fields given
 -- here (the bus's dead-letter fields, planned by the caller from the member) followed by
 -- dlq_failed_at on the server clock, as eventbus/lua/dead_letter.lua does. XADD runs under pcall and
--- before ZREM: a refused XADD leaves the member where it was and says why.
+-- before ZREM (add_then_remove, eventbus/lua/add_then_remove.lua, prepended when the source is read, as
+-- requeue.lua moves a dead letter): a refused XADD leaves the member where it was and says why.
 --
 -- KEYS[1] the retry sorted set; KEYS[2] the stream or dead-letter stream ('stream' and 'dlq' only;
 --   on a cluster it must share KEYS[1]'s slot, as the bus's names do)
@@ -51,13 +52,7 @@ while i <= n do
       fields[#fields + 1] = 'dlq_failed_at'
       fields[#fields + 1] = string.format('%d', t[1] * 1000 + math.floor(t[2] / 1000))
     end
-    local new_id = redis.pcall('XADD', KEYS[2], '*', unpack(fields))
-    if type(new_id) == 'table' and new_id.err then
-      out[#out + 1] = '!' .. new_id.err
-    else
-      redis.call('ZREM', zset, found)
-      out[#out + 1] = new_id
-    end
+    out[#out + 1] = add_then_remove(KEYS[2], fields, 1, #fields, 'ZREM', zset, found)
   end
   i = last + 1
 end
