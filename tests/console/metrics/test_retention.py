@@ -171,3 +171,37 @@ def test_series_picks_the_resolution_from_the_window(db, settings) -> None:
         (recent, 7.0)]
     with pytest.raises(ValueError):
         snapshots.series(kind="group", obj_id=1, metric="length", since=now)
+
+
+def test_a_forgotten_mirror_row_takes_its_samples_with_it(db, settings) -> None:
+    """The samples' foreign keys are not database constraints (one check per sample at commit is too
+    dear for a tick), so the ORM's cascade is what keeps them from pointing at nothing: counted in SQL."""
+    from django.db import connection
+
+    settings.BUSCONSOLE_RETENTION_1H_D = 30
+    streams, groups = _rollup_fixture()  # a (groups g1, g2) and b:dlq
+    now = datetime(2026, 3, 1, tzinfo=UTC)
+    recent = now - timedelta(hours=3)  # inside every retention: only the forgetting can remove these
+    for s in streams:
+        StreamSample.objects.create(stream=s, at=recent, resolution="1h", length=1)
+    DlqSample.objects.create(stream=streams[1], at=recent, resolution="1h", depth=1)
+    for g in groups:
+        GroupSample.objects.create(group=g, at=recent, resolution="1h", pending=1)
+    StreamMirror.objects.filter(pk=streams[0].pk).update(deleted_at=now - timedelta(days=31))
+
+    assert snapshots.samples_prune(now=now)["mirror"] == 1
+
+    def count(sql: str) -> int:
+        with connection.cursor() as cursor:
+            cursor.execute(sql)
+            return cursor.fetchone()[0]
+
+    sample, group, dlq, mirror, gmirror = (
+        t._meta.db_table for t in (StreamSample, GroupSample, DlqSample, StreamMirror, GroupMirror)
+    )
+    assert count(f"SELECT COUNT(*) FROM {sample} WHERE stream_id NOT IN (SELECT id FROM {mirror})") == 0
+    assert count(f"SELECT COUNT(*) FROM {group} WHERE group_id NOT IN (SELECT id FROM {gmirror})") == 0
+    assert count(f"SELECT COUNT(*) FROM {dlq} WHERE stream_id NOT IN (SELECT id FROM {mirror})") == 0
+    assert count(f"SELECT COUNT(*) FROM {gmirror}") == 0  # a's groups went with it
+    # b:dlq was not forgotten: its stream and DLQ samples are still there.
+    assert count(f"SELECT COUNT(*) FROM {sample}") == 1 and count(f"SELECT COUNT(*) FROM {dlq}") == 1
