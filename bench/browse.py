@@ -217,7 +217,9 @@ def fill_many_streams(raw, n: int, start_at: int = 0) -> tuple[float, int]:
 def run(server: RedisServer, big: int) -> None:
     import redis
     from django.contrib.auth.models import Group, User
+    from django.db import connection
     from django.test import Client
+    from django.test.utils import CaptureQueriesContext
 
     from streams_app.redis_ops import reads
 
@@ -312,9 +314,19 @@ def run(server: RedisServer, big: int) -> None:
             call()
         redis_cost[case] = (statistics.median(per_pass[case]), commands[case], trips.counts[(server.port, 0)])
 
+    # What one request costs beside its time (load does not disturb these): the console's SQL queries
+    # and its round trips to the bus, for the HTML page and its API at the newest position.
+    newest = ("newest", big_label)
+    request_cost = {}
+    for side, call in (("HTML", html_cases[newest]), ("API", api_cases[newest])):
+        with CaptureQueriesContext(connection) as queries, trips:
+            call()
+        request_cost[side] = (len(queries), trips.counts[(server.port, 0)])
+
     api = time_interleaved(api_cases, WARMUP, REPS)
     layer = time_interleaved(layer_cases, WARMUP, REPS)
     # The HTML page and its API, same positions, interleaved with each other: their ratio is a goal.
+    load_before = os.getloadavg()[0]
     pair = time_interleaved(
         {
             **{("html", *c): f for c, f in html_cases.items()},
@@ -324,6 +336,7 @@ def run(server: RedisServer, big: int) -> None:
         HTML_REPS,
     )
     html = {case: pair[("html", *case)] for case in html_cases}
+    load_after = os.getloadavg()[0]
 
     print()
     print(
@@ -333,6 +346,14 @@ def run(server: RedisServer, big: int) -> None:
     header = (
         f"{'position':<14} {'stream':<9} {'API med':>8} {'API p95':>8} {'layer med':>9} {'layer p95':>9} "
         f"{'HTML med':>8} {'HTML p95':>8} {'HTML/API':>8} {'redis us/XREVRANGE':>18} {'cmds/page':>18} {'trips':>5}"
+    )
+    print(
+        f"load average (1 min) {load_before:.1f} before the HTML/API runs, {load_after:.1f} after, on "
+        f"{os.cpu_count()} CPUs; one request, newest of {big_label}: "
+        + ", ".join(
+            f"{side} {n_sql} SQL queries and {n_trips} round trips"
+            for side, (n_sql, n_trips) in request_cost.items()
+        )
     )
     print(header)
     print("-" * len(header))

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 from datetime import datetime
+from functools import lru_cache
 from urllib.parse import urlencode
 
 from django import template
-from django.utils.html import format_html
+from django.conf import settings
+from django.urls import get_script_prefix, get_urlconf, reverse
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
+from django.utils.timezone import localtime
 
 from streams_app.alerts.models import Alert
 from streams_app.metrics.charts import format_duration_ms
@@ -22,6 +27,16 @@ def idtime(entry_id: str | None) -> datetime | None:
     """The time an entry ID was generated (its millisecond part)."""
     ms = id_ms(entry_id)
     return None if ms is None else id_time(ms)
+
+
+@register.filter
+def idtime_text(entry_id: str | None) -> str:
+    """``{{ id|idtime_text }}``: what ``{{ id|idtime|date:"Y-m-d H:i:s" }}`` shows, for the tables that
+    show it on every row. The ``date`` filter goes through the localisation machinery to format four
+    numbers, which made it the costliest cell of a group's or a pending entry's row. In the current
+    time zone as ``date`` is (the console's is UTC: the pages say so beside it); "" without a time."""
+    moment = idtime(entry_id)
+    return "" if moment is None else localtime(moment).strftime("%Y-%m-%d %H:%M:%S")
 
 
 @register.filter
@@ -86,6 +101,71 @@ def query(context, **changes) -> str:
     ]
     pairs += [(name, value) for name, value in changes.items() if value not in (None, "")]
     return f"?{urlencode(pairs)}" if pairs else "?"
+
+
+@register.simple_tag
+def nav_url(view_name: str, **kwargs: str) -> str:
+    """``{% url %}`` for the links every page repeats (the navigation bar, the crumbs): reversed once
+    per process and URLconf, then looked up.
+
+    ``reverse()`` walks the resolver's tables on every call, and the frame of each page holds a dozen
+    such links whose targets cannot change while the process runs. The script prefix (a deployment
+    under a sub-path) and the URLconf in force are part of the cache key, so the answer is always
+    what ``reverse()`` would give now. Only for view names with few distinct arguments (connection
+    names): the cache is bounded, but a key or entry ID per link would only churn it.
+    """
+    return _reversed(
+        get_script_prefix(), get_urlconf() or settings.ROOT_URLCONF, view_name, tuple(kwargs.items())
+    )
+
+
+@lru_cache(maxsize=256)
+def _reversed(prefix: str, urlconf: str, view_name: str, kwargs: tuple[tuple[str, str], ...]) -> str:
+    return reverse(view_name, urlconf=urlconf, kwargs=dict(kwargs))
+
+
+@register.inclusion_tag("streams_app/_search_box.html", takes_context=True)
+def search_box(context: template.Context, search_page: str) -> dict[str, object]:
+    """The search box of the stream and DLQ pages, filled from the page's query string.
+
+    Read here with ``QueryDict.get`` rather than as ``request.GET.q`` in the template: the template
+    engine looks a missing key up by raising and catching an exception (then tries it as an attribute
+    and an index), which is most of what a box with five parameters costs on a page without a search.
+    """
+    params = context["request"].GET
+    return {
+        "search_page": search_page,
+        "q": params.get("q") or "",
+        "start": params.get("from") or "",
+        "end": params.get("to") or "",
+        "newest_first": params.get("direction") == "desc",
+        "limit": params.get("limit") or "",
+        "query": params.urlencode(),
+    }
+
+
+@register.inclusion_tag("streams_app/export_form.html", takes_context=True)
+def export_form(context: template.Context) -> dict[str, object]:
+    """The "Export" form of the stream and DLQ pages: the page's stream, its search query (to export
+    what was searched for) and the size over which an export runs as a background job."""
+    return {
+        "conn": context["conn"],
+        "key": context["key"],
+        "key_text": context["key_text"],
+        "q": context["request"].GET.get("q", ""),
+        "stream_max": settings.BUSCONSOLE_EXPORT_STREAM_MAX,
+    }
+
+
+@register.simple_tag(takes_context=True)
+def hidden_params(context: template.Context, *names: str) -> SafeString:
+    """An ``<input type="hidden">`` for each of ``names`` in the query string (its last value, in the
+    query string's order, escaped), so a form that changes some parameters keeps these ones."""
+    return format_html_join(
+        "",
+        '<input type="hidden" name="{}" value="{}">',
+        ((name, value) for name, value in context["request"].GET.items() if name in names),
+    )
 
 
 @register.simple_tag

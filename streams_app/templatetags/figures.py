@@ -8,6 +8,10 @@ lag, unknown when any group's is, see :func:`streams_app.redis_ops.types.groups_
 ``{% inactive_figure c.inactive_ms version=health.redis_version %}``. ``version`` is the server's
 ``redis_version`` (the page's ``health``), which tells "this server is too old to report it" from
 "Redis cannot count it now".
+
+The tags return their markup built with ``format_html`` (every value escaped) rather than rendering a
+template per figure: the stream and group pages show one in each of their 50 rows, and an inclusion
+tag costs a template render per cell, several times the figure itself.
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ import re
 from typing import Any
 
 from django import template
+from django.utils.html import format_html
+from django.utils.safestring import SafeString, mark_safe
 
 from streams_app.metrics.charts import format_duration_ms
 
@@ -53,11 +59,26 @@ def _short(version: tuple[int, int] | None) -> str:
     return f"Redis {version[0]}.{version[1]}" if version else "this Redis"
 
 
-@register.inclusion_tag("streams_app/_figure.html")
+def _figure(text: object, title: str = "", css: str = "", strong: bool = False) -> SafeString:
+    """One figure: the value (bold when ``strong``), or a marker whose title says why it is missing,
+    focusable so that a keyboard reaches the reason too."""
+    if title:
+        focus = mark_safe(' tabindex="0"') if css == "unknown-figure" else ""
+        return format_html('<span class="{}" title="{}"{}>{}</span>\n', css, title, focus, text)
+    if strong:
+        return format_html("<strong>{}</strong>\n", text)
+    return format_html("{}\n", text)
+
+
+@register.simple_tag
 def lag_figure(
     lag: int | None, *, version: str | None = None, groups: int = 1, of: str = "group"
-) -> dict[str, Any]:
+) -> SafeString:
     """A lag cell: the number (bold when not 0), or "unknown" / "n/a on Redis 6.2" with its reason."""
+    return _figure(**_lag(lag, version=version, groups=groups, of=of))
+
+
+def _lag(lag: int | None, *, version: str | None, groups: int, of: str) -> dict[str, Any]:
     if groups == 0:
         return {"text": "—", "title": LAG_NO_GROUP, "css": "muted"}
     if lag is not None:
@@ -72,9 +93,13 @@ def lag_figure(
     }
 
 
-@register.inclusion_tag("streams_app/_figure.html")
-def inactive_figure(inactive_ms: int | None, *, version: str | None = None) -> dict[str, Any]:
+@register.simple_tag
+def inactive_figure(inactive_ms: int | None, *, version: str | None = None) -> SafeString:
     """An Inactive cell: the duration, "n/a on Redis 7.0" before 7.2, or "never" when the consumer never read."""
+    return _figure(**_inactive(inactive_ms, version=version))
+
+
+def _inactive(inactive_ms: int | None, *, version: str | None) -> dict[str, Any]:
     if inactive_ms is not None:
         return {"text": format_duration_ms(inactive_ms), "title": "", "css": ""}
     parsed = server_version(version)

@@ -14,7 +14,7 @@ from streams_app.redis_ops import conventions, reads
 from streams_app.redis_ops.decoding import decode_value, display_text
 from streams_app.redis_ops.errors import InvalidArgument
 from streams_app.views import links
-from streams_app.views.common import connection_context, render_screen
+from streams_app.views.common import connection_context, is_htmx, render_screen
 from streams_app.views.forms import EntriesForm, validated
 from streams_app.views.masking import masking_context, request_masker
 from streams_app.views.paging import ranked_window, ranking
@@ -26,34 +26,36 @@ def stream_detail(request: HttpRequest, conn: str, key: bytes) -> HttpResponse:
     context = connection_context(request, conn)
     params = validated(EntriesForm, request.GET)
     masker = request_masker(request, conn, key)
-    # The groups' own parameters are prefixed: the entries already take ``order``.
-    groups_rank = ranking(request.GET, sorts=reads.GROUP_SORTS, prefix="groups")
-    info = reads.stream_info(conn, key)
+    # The live refresh re-renders the entries section only: the stream's facts, its groups (a thousand
+    # of them are parsed and ranked) and its DLQs are read for the whole page, not for every new entry.
+    if not is_htmx(request):
+        # The groups' own parameters are prefixed: the entries already take ``order``.
+        groups_rank = ranking(request.GET, sorts=reads.GROUP_SORTS, prefix="groups")
+        # The DLQ may live on another node of a cluster: one that does not answer is named, not fatal.
+        info, dlq_keys, dlq_missed = reads.stream_info_with_dlqs(conn, key)
+        context.update(
+            info=info,
+            groups=ranked_window(info.groups, groups_rank, sorts=reads.GROUP_SORTS),
+            dlq=dlq_convention(key),
+            dlq_missed=dlq_missed,
+            dead_letters=[
+                {"text": display_text(k), "page": links.dlq_url(conn, k), "stream": links.stream_url(conn, k)}
+                for k in dlq_keys
+            ],
+            api_url=links.api_stream_url(conn, key),
+        )
     page = reads.entries_page(
         conn, key, order=params["order"], after=params["after"], before=params["before"],
         at=params["at"], count=params["count"],
     )
-    # The DLQ may live on another node of a cluster: one that does not answer is named, not fatal.
-    dlq_keys, dlq_missed = reads.existing_streams(
-        conn, conventions.dlq_candidates(key, [g.name for g in info.groups])
-    )
     context.update(
         key=key,
         key_text=display_text(key),
-        info=info,
-        groups=ranked_window(info.groups, groups_rank, sorts=reads.GROUP_SORTS),
         params=params,
         page=page,
         entries=[entry_view(conn, key, masker.entry(e)) for e in page.entries],
         # Ticking entries for the delete form; decided once here, not once per row in the template.
         entries_selectable=role_of(request.user) >= Role.ADMIN and not settings.BUSCONSOLE_READ_ONLY,
-        dlq=dlq_convention(key),
-        dlq_missed=dlq_missed,
-        dead_letters=[
-            {"text": display_text(k), "page": links.dlq_url(conn, k), "stream": links.stream_url(conn, k)}
-            for k in dlq_keys
-        ],
-        api_url=links.api_stream_url(conn, key),
         here=links.with_query(links.stream_url(conn, key), request),
         **masking_context(request, masker, links.stream_url(conn, key)),
     )
