@@ -51,18 +51,31 @@ back on shared frames. A process's memory is so bounded by clients x (queue size
 + ``wire.BUFFER_MAX``), whatever the stream's rate.
 
 Overload. The reader paces itself (:mod:`streams_app.live.node_reader`, "Pacing"): after a hand-out
-that took T it lets entries gather for about 2T, so a quiet stream's entry goes out at once and a busy
-stream's travel in batches, the bigger the busier the process, with hand-outs held to a share of its
-time. A pump takes everything queued (up to ``FRAME_MAX``) into one ``entries`` frame.
-When the whole process cannot keep up, its XREADs come back full: once that has
+that took T of CPU it lets entries gather for about 2T (at most 12 ms), so a quiet stream's entry goes
+out at once and a busy stream's travel in batches, the bigger the busier the process, with hand-outs
+held to a share of its time. A pump takes everything queued (up to ``FRAME_MAX``) into one ``entries``
+frame. When the whole process cannot keep up, its XREADs come back full: once that has
 lasted ``BUSCONSOLE_TAIL_MAX_LAG_MS`` (1 s), the reader jumps to the stream's newest entry and every
 client of it gets a ``skipped`` frame (``count`` null: nobody counted the entries jumped over, and
 counting would read them). The backlog stays in Redis; the tail stays fresh; memory stays bounded.
+
+Pauses. A frame that is late because the event loop stood still is late for every client at once. The
+longest stills were CPython's full garbage collections: each walks every object the collector tracks
+(the loaded Django project, and a few hundred objects per open websocket): 70-190 ms at 100 to 500
+clients on a busy 2-core machine, every few seconds at 1000 entries/s, and a tail's p99 was the length
+of one of them. So the live tails of a process freeze the heap (``gc.freeze``: what is alive moves out
+of the collector's sight, and is still freed by reference counting) each time their number grows to
+:data:`FREEZE_GROWTH` times what it was at the last freeze, after one collection so that no garbage is
+frozen; a full collection then walks only what is newer. Freezes happen only at new highs (28 up to 500
+tails), so what they hold is bounded by the busiest moment; when the process's last tail closes, the
+heap is unfrozen and the collector sees everything again (reference cycles among frozen objects that
+died meanwhile are collected then). See :class:`HeapFreezer`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import logging
 import time
@@ -94,6 +107,9 @@ screen's business, so the caller of :func:`get_hub` hands it in."""
 
 #: Entries per websocket frame at most (a frame of 200 small entries is ~100 KB).
 FRAME_MAX = 200
+#: The live tails of a process freeze the heap again once they are this many times what they were at the
+#: last freeze (see "Pauses" in the module docstring).
+FREEZE_GROWTH = 1.2
 
 
 def replay_max() -> int:
@@ -183,6 +199,7 @@ class Subscription:
         self.skipped_total = 0
         self.direct_frames = 0  # shared frames written straight to the socket
         self.active = True
+        self.counted = False  # among the live tails of the process's HeapFreezer
 
     # -- called by the reader (synchronously, on the event loop)
 
@@ -555,6 +572,40 @@ class StreamTail:
         }
 
 
+# ------------------------------------------------------------------------------------------ heap
+
+
+class HeapFreezer:
+    """Keeps the objects of a process's live tails out of CPython's full collections (see "Pauses").
+
+    One per process (the collector is): it counts the tails of every hub. ``gc.freeze`` is the
+    standard library's own tool for long-lived objects; a threshold tuned with ``gc.set_threshold``
+    would make full collections rarer, not shorter.
+    """
+
+    def __init__(self) -> None:
+        self.live = 0
+        self.frozen_at = 0  # live tails at the last freeze; 0: nothing frozen by us
+        self.freezes = 0
+
+    def opened(self) -> None:
+        self.live += 1
+        if self.live > self.frozen_at and self.live >= self.frozen_at * FREEZE_GROWTH:
+            gc.collect()  # garbage frozen now would be kept until the unfreeze: collect it first
+            gc.freeze()
+            self.frozen_at = self.live
+            self.freezes += 1
+
+    def closed(self) -> None:
+        self.live -= 1
+        if self.live == 0 and self.frozen_at:
+            gc.unfreeze()
+            self.frozen_at = 0
+
+
+heap = HeapFreezer()
+
+
 # ------------------------------------------------------------------------------------------- hub
 
 
@@ -581,12 +632,17 @@ class Hub:
         """
         sub = await self.tail(conn).subscribe(key, after=after)
         await self.relay.join(conn, key)
+        sub.counted = True
+        heap.opened()
         if sub.key not in sub.tail.subscribers:  # it left while the join was under way
             self.relay.leave(conn, key)
         return sub
 
     def unsubscribe(self, sub: Subscription) -> None:
         sub.tail.unsubscribe(sub)
+        if sub.counted:
+            sub.counted = False
+            heap.closed()
         if sub.key not in sub.tail.subscribers:
             self.relay.leave(sub.tail.conn, sub.key)
 
