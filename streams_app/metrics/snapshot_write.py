@@ -4,13 +4,11 @@ At 100k streams a tick writes 300k sample rows and refreshes the mirror's figure
 group it read; it must fit in the snapshot interval and stay within 1.5x of the Redis read (SPEC section
 8). Work per row in Python (a model per row, a SELECT of the mirror to compare figures and find ids, an
 ``UPDATE`` per changed row) costs more than that, and on PostgreSQL a statement per row costs a round
-trip's worth of work per row. So, inside the snapshot's transaction and for each batch of streams
-(:class:`TickWriter`: the snapshot writes a batch while Redis answers the next, see
-:func:`streams_app.metrics.snapshots.snapshot_take`):
+trip's worth of work per row. So, inside the snapshot's transaction:
 
-1. the batch's facts are staged in two temporary tables, one row per stream and one per group, keyed by
-   the hashes the mirror finds them by (``COPY`` on PostgreSQL, one ``INSERT ... SELECT`` from
-   ``json_each`` on SQLite: :func:`_stage`);
+1. the tick's facts are staged in two temporary tables, one row per stream and one per group, keyed by
+   the hashes the mirror finds them by (:func:`~streams_app.metrics.bulk.temp_table_load`: ``COPY`` on
+   PostgreSQL, ``executemany`` on SQLite);
 2. one ``UPDATE ... FROM`` per mirror table writes only the rows whose figures differ, or that were
    marked deleted (they are back). A group row whose only change is the idle time of the same idlest
    pending entry is left alone: it grows every tick and the sample has it, so a quiet bus writes no
@@ -30,8 +28,8 @@ clauses. ``UPDATE ... FROM`` needs SQLite 3.33 or later.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -62,7 +60,7 @@ from streams_app.redis_ops.conventions import dlq_patterns
 from streams_app.redis_ops.decoding import display_text
 from streams_app.redis_ops.types import GroupInfo, StreamInfo
 
-__all__ = ["TickWriter", "TickWritten", "tick_write"]
+__all__ = ["TickWritten", "tick_write"]
 
 STAGED_STREAMS = "busconsole_tick_streams"
 STAGED_GROUPS = "busconsole_tick_groups"
@@ -92,111 +90,64 @@ def tick_write(
     already is kept (``ignore_conflicts``). ``added`` and the rate are counted from the samples of
     ``previous_tick`` (None: no previous tick close enough, both stay None).
     """
-    with TickWriter(conn=conn, tick=tick, previous_tick=previous_tick, now=now) as writer:
-        writer.write(streams)
-    return writer.written
+    db = connections[router.db_for_write(StreamSample)]
+    by_hash = {name_hash(s.key): s for s in streams}
+    group_hash: dict[bytes, str] = {}  # group names repeat across streams: hash each once
+    groups: dict[tuple[str, str], GroupInfo] = {}
+    for h, s in by_hash.items():
+        for g in s.groups:
+            gh = group_hash.get(g.name)
+            if gh is None:
+                gh = group_hash[g.name] = name_hash(g.name)
+            groups[(h, gh)] = g
 
+    patterns = dlq_patterns()  # the configured conventions, read from the settings once rather than per key
+    temp_table_load(db, STAGED_STREAMS, _staged_columns(StreamMirror, ["key_hash"], STREAM_FIGURES, is_dlq="boolean"),
+                    [(h, *stream_figures(s), detect_dlq(s.key, patterns) is not None) for h, s in by_hash.items()])
+    temp_table_load(db, STAGED_GROUPS, _staged_columns(GroupMirror, ["key_hash", "name_hash"], GROUP_FIGURES),
+                    [(h, gh, *group_figures(g)) for (h, gh), g in groups.items()])
+    sql = _Statements(db)
+    at = db.ops.adapt_datetimefield_value(tick)
+    with db.cursor() as cursor, _hash_joins(db):
+        cursor.execute(sql.streams_update, [conn])
+        cursor.execute(sql.streams_missing, [conn])
+        _streams_create(conn, [by_hash[h] for (h,) in cursor.fetchall()], now=now)
+        cursor.execute(sql.groups_update, [conn])
+        cursor.execute(sql.groups_missing, [conn])
+        _groups_create([(stream_id, gh, groups[(h, gh)]) for h, gh, stream_id in cursor.fetchall()], now=now)
 
-class TickWriter:
-    """:func:`tick_write` in parts: each :meth:`write` records a batch of ``conn``'s streams at ``tick``.
-
-    The snapshot writes a batch while Redis answers the next one, so that most of the database's work
-    hides behind the read. The batches of one tick must not share a stream (a SCAN's keys are unique).
-    Use as a context manager inside the snapshot's transaction; :attr:`written` counts what was written.
-    """
-
-    def __init__(self, *, conn: str, tick: datetime, previous_tick: datetime | None, now: datetime) -> None:
-        self.conn = conn
-        self.now = now
-        self.db = connections[router.db_for_write(StreamSample)]
-        self.sql = _Statements(self.db)
-        self.patterns = dlq_patterns()  # the configured conventions, read from the settings once, not per key
-        self.group_hash: dict[bytes, str] = {}  # group names repeat across streams: hash each once
-        raw = Resolution.RAW.value
-        at = self.db.ops.adapt_datetimefield_value(tick)
         seconds = (tick - previous_tick).total_seconds() if previous_tick is not None else None
-        before = self.db.ops.adapt_datetimefield_value(previous_tick) if previous_tick is not None else None
+        before = db.ops.adapt_datetimefield_value(previous_tick) if previous_tick is not None else None
+        raw = Resolution.RAW.value
         # Without a previous tick the join matches nothing (``at = NULL``): every added and rate is NULL.
-        self.params = {
-            "stream_samples": [at, raw, seconds, conn, raw, before],
-            "group_samples": [at, raw, conn],
-            "dlq_samples": [at, raw, conn],
-        }
-        self.streams = self.groups = 0
-
-    @property
-    def written(self) -> TickWritten:
-        return TickWritten(streams=self.streams, groups=self.groups)
-
-    def __enter__(self) -> TickWriter:
-        return self
-
-    def __exit__(self, exc_type: object, *exc: object) -> None:
-        if exc_type is not None:
-            return  # the caller's rollback takes the staging tables away with the rest
-        temp_table_drop(self.db, STAGED_GROUPS)
-        temp_table_drop(self.db, STAGED_STREAMS)
-
-    def write(self, streams: Sequence[StreamInfo]) -> None:
-        """Stage ``streams`` (and their groups) and write them: mirror figures, then samples."""
-        db, sql, conn, group_hash = self.db, self.sql, self.conn, self.group_hash
-        by_hash = {name_hash(s.key): s for s in streams}
-        groups: dict[tuple[str, str], GroupInfo] = {}
-        for h, s in by_hash.items():
-            for g in s.groups:
-                gh = group_hash.get(g.name)
-                if gh is None:
-                    gh = group_hash[g.name] = name_hash(g.name)
-                groups[(h, gh)] = g
-        patterns = self.patterns
-        _stage(
-            db,
-            STAGED_STREAMS,
-            _staged_columns(StreamMirror, ["key_hash"], STREAM_FIGURES, is_dlq="boolean"),
-            [(h, *stream_figures(s), detect_dlq(s.key, patterns) is not None) for h, s in by_hash.items()],
-        )
-        _stage(
-            db,
-            STAGED_GROUPS,
-            _staged_columns(GroupMirror, ["key_hash", "name_hash"], GROUP_FIGURES),
-            [(h, gh, *group_figures(g)) for (h, gh), g in groups.items()],
-        )
-        with db.cursor() as cursor:
-            cursor.execute(sql.streams_update, [conn])
-            cursor.execute(sql.streams_missing, [conn])
-            _streams_create(conn, [by_hash[h] for (h,) in cursor.fetchall()], now=self.now)
-            cursor.execute(sql.groups_update, [conn])
-            cursor.execute(sql.groups_missing, [conn])
-            _groups_create(
-                [(stream_id, gh, groups[(h, gh)]) for h, gh, stream_id in cursor.fetchall()], now=self.now
-            )
-            for name, params in self.params.items():
-                cursor.execute(getattr(sql, name), params)
-        self.streams += len(by_hash)
-        self.groups += len(groups)
+        cursor.execute(sql.stream_samples, [at, raw, seconds, conn, raw, before])
+        cursor.execute(sql.group_samples, [at, raw, conn])
+        cursor.execute(sql.dlq_samples, [at, raw, conn])
+    temp_table_drop(db, STAGED_GROUPS)
+    temp_table_drop(db, STAGED_STREAMS)
+    return TickWritten(streams=len(by_hash), groups=len(groups))
 
 
-def _stage(db: Any, name: str, columns: Sequence[tuple[str, str]], rows: Sequence[Sequence[Any]]) -> None:
-    """(Re)create the staging table ``name`` and load ``rows``: ``COPY`` on PostgreSQL, one statement on SQLite.
+@contextmanager
+def _hash_joins(db: Any) -> Iterator[None]:
+    """On PostgreSQL, no nested-loop joins for the block (the setting is put back after it).
 
-    On SQLite the rows go in as one JSON array unpacked by ``json_each``: one statement per batch, where
-    ``executemany`` steps once per row and lets go of the GIL at every step, so that with the snapshot's
-    reader thread busy parsing replies each row would wait for its turn (up to the switch interval).
-    JSON holds every staged value as it is (text, integers, booleans as 1/0, NULL).
+    The statistics of the sample tables always lag the newest tick (its rows came after autovacuum's
+    last ``ANALYZE``), so the planner takes the previous tick for a handful of rows and joins it by a
+    nested loop over a materialized scan: quadratic, seconds at 10k streams. Statements over a whole
+    tick want hash joins anyway. SQLite has only nested loops and picks the unique indexes by itself.
     """
-    if db.vendor != "sqlite":
-        temp_table_load(db, name, columns, rows)
+    if db.vendor != "postgresql":
+        yield
         return
-    temp_table_load(db, name, columns, ())
-    if not rows:
-        return
-    qn = db.ops.quote_name
-    values = ", ".join(f"json_extract(value, '$[{i}]')" for i in range(len(columns)))
     with db.cursor() as cursor:
-        cursor.execute(
-            f"INSERT INTO {qn(name)} ({', '.join(qn(c) for c, _ in columns)}) SELECT {values} FROM json_each(%s)",
-            [json.dumps(rows, separators=(",", ":"))],
-        )
+        cursor.execute("SELECT current_setting('enable_nestloop')")
+        (was,) = cursor.fetchone()
+        cursor.execute("SELECT set_config('enable_nestloop', 'off', true)")  # true: this transaction only
+        try:
+            yield
+        finally:
+            cursor.execute("SELECT set_config('enable_nestloop', %s, true)", [was])
 
 
 def _staged_columns(
@@ -210,42 +161,21 @@ def _staged_columns(
 
 def _streams_create(conn: str, streams: Sequence[StreamInfo], *, now: datetime) -> None:
     """Mirror rows for streams seen for the first time (a concurrent run may have created some: ignored)."""
-    rows = [
-        (conn, s.key, name_hash(s.key), now, *stream_names(s.key), *stream_figures(s), now, now)
-        for s in streams
-    ]
+    rows = [(conn, s.key, name_hash(s.key), now, *stream_names(s.key), *stream_figures(s), now, now) for s in streams]
     rows_insert(
         StreamMirror,
-        [
-            "connection",
-            "key",
-            "key_hash",
-            "synced_at",
-            "key_text",
-            "is_dlq",
-            "dlq_convention",
-            "dlq_sources",
-            *STREAM_FIGURES,
-            "first_seen",
-            "last_seen",
-        ],
-        rows,
-        ignore_conflicts=True,
+        ["connection", "key", "key_hash", "synced_at", "key_text", "is_dlq", "dlq_convention", "dlq_sources",
+         *STREAM_FIGURES, "first_seen", "last_seen"],
+        rows, ignore_conflicts=True,
     )
 
 
 def _groups_create(groups: Sequence[tuple[int, str, GroupInfo]], *, now: datetime) -> None:
     """Mirror rows for groups seen for the first time: (stream id, name hash, facts) each."""
-    rows = [
-        (stream_id, g.name, gh, display_text(g.name)[:TEXT_MAX], *group_figures(g), now, now)
-        for stream_id, gh, g in groups
-    ]
-    rows_insert(
-        GroupMirror,
-        ["stream_id", "name", "name_hash", "name_text", *GROUP_FIGURES, "first_seen", "last_seen"],
-        rows,
-        ignore_conflicts=True,
-    )
+    rows = [(stream_id, g.name, gh, display_text(g.name)[:TEXT_MAX], *group_figures(g), now, now)
+            for stream_id, gh, g in groups]
+    rows_insert(GroupMirror, ["stream_id", "name", "name_hash", "name_text", *GROUP_FIGURES, "first_seen", "last_seen"],
+                rows, ignore_conflicts=True)
 
 
 class _Statements:
@@ -263,16 +193,8 @@ class _Statements:
 
         sm, gm = table(StreamMirror), table(GroupMirror)
         staged_s, staged_g = qn(STAGED_STREAMS), qn(STAGED_GROUPS)
-        s_conn, s_hash, s_id = (
-            col(StreamMirror, "connection"),
-            col(StreamMirror, "key_hash"),
-            col(StreamMirror, "id"),
-        )
-        g_stream, g_hash, g_id = (
-            col(GroupMirror, "stream"),
-            col(GroupMirror, "name_hash"),
-            col(GroupMirror, "id"),
-        )
+        s_conn, s_hash, s_id = col(StreamMirror, "connection"), col(StreamMirror, "key_hash"), col(StreamMirror, "id")
+        g_stream, g_hash, g_id = col(GroupMirror, "stream"), col(GroupMirror, "name_hash"), col(GroupMirror, "id")
         deleted = col(StreamMirror, "deleted_at")
         stream_of = f"{sm} AS m ON m.{s_conn} = %s AND m.{s_hash} = s.key_hash"
 
@@ -303,24 +225,15 @@ class _Statements:
 
         def insert(model: type[models.Model], fields: Sequence[str], select: str) -> str:
             columns = [model._meta.get_field(f) for f in fields]
-            return " ".join(
-                filter(
-                    None,
-                    [
-                        db.ops.insert_statement(on_conflict=OnConflict.IGNORE),
-                        f"{table(model)} ({', '.join(qn(f.column) for f in columns)})",
-                        select,
-                        db.ops.on_conflict_suffix_sql(columns, OnConflict.IGNORE, None, None),
-                    ],
-                )
-            )
+            return " ".join(filter(None, [
+                db.ops.insert_statement(on_conflict=OnConflict.IGNORE),
+                f"{table(model)} ({', '.join(qn(f.column) for f in columns)})",
+                select,
+                db.ops.on_conflict_suffix_sql(columns, OnConflict.IGNORE, None, None),
+            ]))
 
         ss = table(StreamSample)
-        p_stream, p_res, p_at = (
-            col(StreamSample, "stream"),
-            col(StreamSample, "resolution"),
-            col(StreamSample, "at"),
-        )
+        p_stream, p_res, p_at = col(StreamSample, "stream"), col(StreamSample, "resolution"), col(StreamSample, "at")
         p_added, p_length = col(StreamSample, "entries_added"), col(StreamSample, "length")
         # Entries added since the previous tick: from Redis 7's entries-added counter (a drop means the
         # stream was deleted and made again: all its entries are new); before Redis 7 only the growth of
@@ -331,36 +244,21 @@ class _Statements:
             f"CASE WHEN s.entries_added >= p.{p_added} THEN s.entries_added - p.{p_added} ELSE s.entries_added END "
             f"WHEN s.length > p.{p_length} THEN s.length - p.{p_length} ELSE 0 END"
         )
-        # The previous tick's sample of each stream, by the unique (stream, resolution, at) index. On
-        # PostgreSQL a LATERAL subquery says so (its LIMIT keeps the planner from flattening it into a
-        # plain join): the statistics of the sample tables always lag the newest tick (its rows came
-        # after autovacuum's last ANALYZE), so the planner would take that tick for a handful of rows and
-        # scan all of it for every staged stream. SQLite looks each row up by itself.
-        previous_match = f"p.{p_stream} = m.{s_id} AND p.{p_res} = %s AND p.{p_at} = %s"
-        if db.vendor == "postgresql":
-            previous = (
-                f"LEFT JOIN LATERAL (SELECT p.{p_stream}, p.{p_added}, p.{p_length} FROM {ss} AS p "
-                f"WHERE {previous_match} LIMIT 1) AS p ON TRUE"
-            )
-        else:
-            previous = f"LEFT JOIN {ss} AS p ON {previous_match}"
         self.stream_samples = insert(
-            StreamSample,
-            ["stream", "at", "resolution", "length", "added", "rate_per_s", "entries_added"],
+            StreamSample, ["stream", "at", "resolution", "length", "added", "rate_per_s", "entries_added"],
             f"SELECT x.id, %s, %s, x.length, x.added, "
             f"CAST(x.added AS DOUBLE PRECISION) / CAST(%s AS DOUBLE PRECISION), x.entries_added FROM ("
             f"SELECT m.{s_id} AS id, s.length AS length, s.entries_added AS entries_added, {added} AS added "
-            f"FROM {staged_s} AS s JOIN {stream_of} {previous}) AS x",
+            f"FROM {staged_s} AS s JOIN {stream_of} "
+            f"LEFT JOIN {ss} AS p ON p.{p_stream} = m.{s_id} AND p.{p_res} = %s AND p.{p_at} = %s) AS x",
         )
         self.group_samples = insert(
-            GroupSample,
-            ["group", "at", "resolution", "lag", "pending", "oldest_pending_idle_ms"],
+            GroupSample, ["group", "at", "resolution", "lag", "pending", "oldest_pending_idle_ms"],
             f"SELECT t.{g_id}, %s, %s, g.lag, g.pending, g.oldest_pending_idle_ms "
             f"FROM {staged_g} AS g JOIN {sm} AS m ON m.{s_conn} = %s AND m.{s_hash} = g.key_hash "
             f"JOIN {gm} AS t ON t.{g_stream} = m.{s_id} AND t.{g_hash} = g.name_hash",
         )
         self.dlq_samples = insert(
-            DlqSample,
-            ["stream", "at", "resolution", "depth"],
+            DlqSample, ["stream", "at", "resolution", "depth"],
             f"SELECT m.{s_id}, %s, %s, s.length FROM {staged_s} AS s JOIN {stream_of} WHERE s.is_dlq",
         )

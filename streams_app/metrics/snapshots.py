@@ -28,9 +28,6 @@ from __future__ import annotations
 
 import logging
 import math
-import queue
-import sys
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -57,11 +54,10 @@ from streams_app.metrics.models import (
     StreamMirror,
     StreamSample,
 )
-from streams_app.metrics.snapshot_write import TickWriter
+from streams_app.metrics.snapshot_write import tick_write
 from streams_app.redis_ops import client as redis_client
 from streams_app.redis_ops import snapshot_reads
 from streams_app.redis_ops.errors import OpsError
-from streams_app.redis_ops.types import StreamInfo
 
 __all__ = [
     "SnapshotHealth",
@@ -107,13 +103,6 @@ def snapshot_take(*, tick: datetime) -> SnapshotRun:
 
     An unreachable connection is recorded in ``run.errors`` and skipped; the others are still sampled.
     The mirror's figures of streams and groups are refreshed on the way (:mod:`.snapshot_write`).
-
-    The run's row is claimed first (its unique tick makes a second run of the tick return the first's),
-    then each connection is read chunk by chunk by a :class:`_ChunkReader` thread while this thread
-    writes the batches read so far, so the database's work (another process, or SQLite without the GIL)
-    overlaps the read instead of following it. One transaction still holds the whole tick, and a savepoint
-    per connection takes back the batches of a connection whose read fails midway. ``run.redis_ms`` is
-    the reads' wall time.
     """
     with gc_paused():
         return _snapshot_take(tick)
@@ -125,136 +114,42 @@ def _snapshot_take(tick: datetime) -> SnapshotRun:
         return done
     started_at = timezone.now()
     t0 = time.perf_counter()
+    read: dict[str, snapshot_reads.ServerFacts] = {}
     errors: list[dict[str, str]] = []
-    redis_s = 0.0
+    for conn in redis_client.connections():
+        try:
+            facts = snapshot_reads.server_read(conn.name)
+        except OpsError as exc:
+            errors.append({"conn": conn.name, "error": exc.message})
+            log.warning("snapshot %s: %s", tick.isoformat(), exc.message)
+            continue
+        read[conn.name] = facts
+        missed = getattr(facts, "missed", ())
+        if missed:  # a cluster primary did not answer: its streams have no sample this tick
+            errors.append({"conn": conn.name, "error": f"partial: not read from {', '.join(missed)}"})
+    redis_ms = int((time.perf_counter() - t0) * 1000)
+
     with transaction.atomic():
         run, created = SnapshotRun.objects.get_or_create(
-            tick=tick, defaults={"started_at": started_at, "redis_ms": 0, "errors": []}
+            tick=tick, defaults={"started_at": started_at, "redis_ms": redis_ms, "errors": errors}
         )
         if not created:  # another run of this tick committed first
             return run
         _record_gap(tick, found_at=started_at)
         previous_tick = _previous_tick(tick)
         streams = groups = 0
-        for conn in redis_client.connections():
-            reader = _ChunkReader(conn.name)
-            try:
-                writer = TickWriter(conn=conn.name, tick=tick, previous_tick=previous_tick, now=started_at)
-                with (
-                    transaction.atomic(),
-                    writer,
-                ):  # a savepoint: a connection that fails midway leaves nothing
-                    missed = _overlapped_write(reader, writer)
-            except OpsError as exc:
-                errors.append({"conn": conn.name, "error": exc.message})
-                log.warning("snapshot %s: %s", tick.isoformat(), exc.message)
-                continue
-            finally:
-                redis_s += reader.seconds
-            if missed:  # a cluster primary did not answer: its streams have no sample this tick
-                errors.append({"conn": conn.name, "error": f"partial: not read from {', '.join(missed)}"})
-            streams += writer.streams
-            groups += writer.groups
+        for conn, facts in read.items():
+            written = tick_write(conn=conn, streams=facts.streams, tick=tick, previous_tick=previous_tick,
+                                 now=started_at)
+            streams += written.streams
+            groups += written.groups
         run.finished_at = timezone.now()
         run.duration_ms = int((time.perf_counter() - t0) * 1000)
-        run.redis_ms = int(redis_s * 1000)
-        run.errors = errors
         run.streams = streams
         run.groups = groups
-        run.save(update_fields=["finished_at", "duration_ms", "redis_ms", "errors", "streams", "groups"])
+        run.save(update_fields=["finished_at", "duration_ms", "streams", "groups"])
         transaction.on_commit(lambda: _announce(tick, run))
     return run
-
-
-class _ChunkReader(threading.Thread):
-    """Reads one connection's streams chunk by chunk (:func:`~snapshot_reads.server_read_chunks`) into a
-    bounded queue, for the snapshot's thread to write each batch while Redis answers the next.
-
-    A thread rather than asyncio because the read is redis-py's blocking client; the writing thread keeps
-    the database connection (Django's connections belong to their thread, and the caller's transaction
-    with it). The queue ends with :data:`_END` or the exception that stopped the read; :attr:`stop` makes
-    the thread give up at its next chunk when the writer failed. While a batch is written the database
-    works in its own process (PostgreSQL) or without the GIL (SQLite), beside the parsing of replies.
-    """
-
-    def __init__(self, conn: str) -> None:
-        super().__init__(name=f"snapshot-read-{conn}", daemon=True)
-        self.conn = conn
-        self.parts: queue.Queue[object] = queue.Queue(maxsize=QUEUED_CHUNKS)
-        self.stop = threading.Event()
-        self.seconds = 0.0  # the read's wall time, once it ended
-
-    def run(self) -> None:
-        started = time.perf_counter()
-        last: object = _END
-        try:
-            for part in snapshot_reads.server_read_chunks(self.conn):
-                if not self._put(part):
-                    return
-        except Exception as exc:  # handed to the writing thread, which raises it
-            last = exc
-        finally:
-            self.seconds = time.perf_counter() - started
-        self._put(last)
-
-    def _put(self, item: object) -> bool:
-        while not self.stop.is_set():
-            try:
-                self.parts.put(item, timeout=0.05)
-            except queue.Full:
-                continue
-            return True
-        return False
-
-
-#: Marks the end of a :class:`_ChunkReader`'s queue.
-_END = object()
-#: Chunks a reader may hold ahead of the writer (:data:`~snapshot_reads.CHUNK` streams each).
-QUEUED_CHUNKS = 64
-#: Streams a batch waits for before it is written (unless the read has ended): a batch's dozen
-#: statements cost the same for a few streams as for a few hundred.
-BATCH_MIN = 5000
-#: Batches per connection and tick at most: some statements of a batch scan a whole mirror table (a hash
-#: join on PostgreSQL, an UPDATE ... FROM on SQLite), so a batch costs more than its share of the rows.
-MAX_BATCHES = 4
-#: The GIL's switch interval while a reader runs. Each statement the writer waits for hands the GIL to the
-#: reader, which parses replies without a pause: at the default 5 ms the writer would get it back only
-#: after that long, a second or more per snapshot of 100k streams. Put back when the read ends.
-SWITCH_INTERVAL_S = 0.0005
-
-
-def _overlapped_write(reader: _ChunkReader, writer: TickWriter) -> tuple[str, ...]:
-    """Run ``reader`` and write what it reads in batches as it goes; returns the primaries it missed.
-
-    The reader's exception (an unreachable server: :class:`OpsError`) is raised here, after the batches
-    written before it, which the caller's savepoint takes back.
-    """
-    switch = sys.getswitchinterval()
-    sys.setswitchinterval(min(switch, SWITCH_INTERVAL_S))
-    reader.start()
-    missed: tuple[str, ...] = ()
-    ended = False
-    least = BATCH_MIN
-    try:
-        while not ended:
-            batch: list[StreamInfo] = []
-            while not ended and (len(batch) < least or not reader.parts.empty()):
-                part = reader.parts.get()
-                if part is _END:
-                    ended = True
-                elif isinstance(part, BaseException):
-                    raise part
-                else:
-                    batch += part.streams
-                    missed = part.missed
-                    least = max(BATCH_MIN, part.listed // MAX_BATCHES)
-            if batch:
-                writer.write(batch)
-    finally:
-        reader.stop.set()
-        reader.join()
-        sys.setswitchinterval(switch)
-    return missed
 
 
 def _record_gap(tick: datetime, *, found_at: datetime) -> None:
@@ -443,9 +338,7 @@ def _rolled_until(model: type[models.Model], resolution: str) -> datetime | None
     return last + BUCKET_SIZE[resolution] if last else None
 
 
-def _rollup(
-    model: type[models.Model], resolution: str, *, limit: datetime, deadline: float | None = None
-) -> int:
+def _rollup(model: type[models.Model], resolution: str, *, limit: datetime, deadline: float | None = None) -> int:
     """Roll raw rows of ``model`` up into ``resolution`` buckets that ended before ``limit``.
 
     Buckets are taken in time order from the end of the newest rollup, skipping stretches without raw
@@ -494,8 +387,7 @@ def samples_downsample(*, now: datetime, budget_s: float | None = None) -> dict[
     deadline = None if budget_s is None else time.monotonic() + budget_s
     return {
         str(resolution): {
-            _TABLE_NAMES[model]: _rollup(model, resolution, limit=limit, deadline=deadline)
-            for model in _ROLLUPS
+            _TABLE_NAMES[model]: _rollup(model, resolution, limit=limit, deadline=deadline) for model in _ROLLUPS
         }
         for resolution in (Resolution.MINUTE, Resolution.HOUR)
     }
@@ -525,9 +417,7 @@ def samples_prune(*, now: datetime, budget_s: float | None = None) -> dict[str, 
         covered = [_rolled_until(model, res) for res in (Resolution.MINUTE, Resolution.HOUR)]
         if all(covered):
             cut = min(raw_cut, *covered)
-            deleted[f"{name}.raw"] = _prune(
-                model.objects.filter(resolution=Resolution.RAW, at__lt=cut), deadline
-            )
+            deleted[f"{name}.raw"] = _prune(model.objects.filter(resolution=Resolution.RAW, at__lt=cut), deadline)
         for res, cut in cuts.items():
             deleted[f"{name}.{res}"] = _prune(model.objects.filter(resolution=res, at__lt=cut), deadline)
     deleted["runs"] = _prune(SnapshotRun.objects.filter(tick__lt=raw_cut), deadline)
@@ -541,9 +431,7 @@ def samples_prune(*, now: datetime, budget_s: float | None = None) -> dict[str, 
         if not ids:
             break
         with transaction.atomic():
-            deleted["mirror"] += (
-                StreamMirror.objects.filter(pk__in=ids).delete()[1].get(StreamMirror._meta.label, 0)
-            )
+            deleted["mirror"] += StreamMirror.objects.filter(pk__in=ids).delete()[1].get(StreamMirror._meta.label, 0)
     return deleted
 
 

@@ -29,7 +29,7 @@ time and its entry (and, for the mirror, their consumers).
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .commands import SCAN_COUNT, keyed_pipeline, scan_streams
@@ -50,8 +50,6 @@ class ServerFacts:
     seconds: float
     #: primaries (host:port) whose streams could not be listed or read: absent, not deleted
     missed: tuple[str, ...] = ()
-    #: streams listed by the SCAN (of the whole read, also in each part of :func:`server_read_chunks`)
-    listed: int = 0
 
 
 def stream_keys_scan(conn: str, *, count: int = SCAN_COUNT) -> list[bytes]:
@@ -88,25 +86,10 @@ def streams_read_covered(
     out: list[StreamInfo] = []
     round_trips = 0
     missed: dict[str, None] = {}
-    for infos, trips, unread in streams_read_chunks(conn, keys, consumers=consumers, chunk=chunk):
-        out += infos
-        round_trips += trips
-        missed.update(dict.fromkeys(unread))
-    return out, round_trips, tuple(missed)
-
-
-def streams_read_chunks(
-    conn: str, keys: Sequence[bytes], *, consumers: bool = False, chunk: int = CHUNK
-) -> Iterator[tuple[list[StreamInfo], int, tuple[str, ...]]]:
-    """:func:`streams_read_covered` one chunk of ``keys`` at a time: its facts, round trips and unread primaries.
-
-    A caller that writes what it read (the snapshot) can write a chunk while the next one is read.
-    """
     for start in range(0, len(keys), chunk):
-        out: list[StreamInfo] = []
         found, unread = stream_infos_covered(conn, keys[start : start + chunk])  # vanished keys are left out
-        missed: dict[str, None] = dict.fromkeys(unread)
-        round_trips = 1
+        missed.update(dict.fromkeys(unread))
+        round_trips += 1
 
         asked: dict[bytes, list[tuple[int, int, str]]] = {}  # per stream: (stream index, group index, what)
         for n, stream in enumerate(found):
@@ -115,9 +98,7 @@ def streams_read_chunks(
                     asked.setdefault(stream.key, []).append((n, j, "pending"))
                 if consumers and g.consumers > 0:
                     asked.setdefault(stream.key, []).append((n, j, "consumers"))
-        commands = {
-            key: [_extra_command(found, key, q) for q in questions] for key, questions in asked.items()
-        }
+        commands = {key: [_extra_command(found, key, q) for q in questions] for key, questions in asked.items()}
         sent_at = time.monotonic()
         extra = keyed_pipeline(conn, list(commands), commands.__getitem__)
         if asked:
@@ -144,7 +125,7 @@ def streams_read_chunks(
 
         for n, stream in enumerate(found):
             out.append(_with_extras(stream, n, longest, members, consumers))
-        yield out, round_trips, tuple(missed)
+    return out, round_trips, tuple(missed)
 
 
 def _extra_command(found: list[StreamInfo], key: bytes, question: tuple[int, int, str]) -> tuple[object, ...]:
@@ -158,50 +139,16 @@ def _extra_command(found: list[StreamInfo], key: bytes, question: tuple[int, int
 
 def server_read(conn: str, *, consumers: bool = False, chunk: int = CHUNK) -> ServerFacts:
     """Every stream of ``conn`` with its groups (and, for the mirror, their consumers)."""
-    streams: list[StreamInfo] = []
-    round_trips = 0
-    missed: tuple[str, ...] = ()
-    seconds = 0.0
-    listed = 0
-    for part in server_read_chunks(conn, consumers=consumers, chunk=chunk):
-        streams += part.streams
-        round_trips += part.round_trips
-        missed = part.missed
-        seconds = part.seconds
-        listed = part.listed
+    started = time.perf_counter()
+    keys, unlisted = stream_keys_scan_covered(conn)
+    streams, round_trips, unread = streams_read_covered(conn, keys, consumers=consumers, chunk=chunk)
     return ServerFacts(
         conn=conn,
         streams=tuple(streams),
         round_trips=round_trips,
-        seconds=seconds,
-        missed=missed,
-        listed=listed,
+        seconds=time.perf_counter() - started,
+        missed=tuple(dict.fromkeys((*unlisted, *unread))),
     )
-
-
-def server_read_chunks(conn: str, *, consumers: bool = False, chunk: int = CHUNK) -> Iterator[ServerFacts]:
-    """:func:`server_read` as it goes: one :class:`ServerFacts` per chunk of streams (at least one).
-
-    Each holds that chunk's streams and round trips; ``seconds`` counts from the start of the read and
-    ``missed`` names every primary missed so far, so the last one's are the whole read's.
-    """
-    started = time.perf_counter()
-    keys, unlisted = stream_keys_scan_covered(conn)
-    missed: dict[str, None] = dict.fromkeys(unlisted)
-    if not keys:
-        yield ServerFacts(
-            conn=conn, streams=(), round_trips=0, seconds=time.perf_counter() - started, missed=tuple(missed)
-        )
-    for streams, round_trips, unread in streams_read_chunks(conn, keys, consumers=consumers, chunk=chunk):
-        missed.update(dict.fromkeys(unread))
-        yield ServerFacts(
-            conn=conn,
-            streams=tuple(streams),
-            round_trips=round_trips,
-            seconds=time.perf_counter() - started,
-            missed=tuple(missed),
-            listed=len(keys),
-        )
 
 
 def _with_extras(
@@ -222,24 +169,12 @@ def _with_extras(
     for j, g in enumerate(stream.groups):
         groups.append(
             GroupInfo(
-                g.name,
-                g.consumers,
-                g.pending,
-                g.last_delivered_id,
-                g.entries_read,
-                g.lag,
+                g.name, g.consumers, g.pending, g.last_delivered_id, g.entries_read, g.lag,
                 longest_idle=longest.get((n, j)),
                 consumer_list=(members.get((n, j), ()) if consumers else None),
             )
         )
     return StreamInfo(
-        stream.key,
-        stream.length,
-        stream.first_id,
-        stream.last_id,
-        stream.last_generated_id,
-        stream.entries_added,
-        stream.max_deleted_entry_id,
-        stream.radix_tree_keys,
-        tuple(groups),
+        stream.key, stream.length, stream.first_id, stream.last_id, stream.last_generated_id,
+        stream.entries_added, stream.max_deleted_entry_id, stream.radix_tree_keys, tuple(groups),
     )

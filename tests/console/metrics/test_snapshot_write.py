@@ -8,16 +8,13 @@ counted against the previous tick, including a stream deleted and made again. Ru
 
 from __future__ import annotations
 
-import functools
 from datetime import timedelta
 
-import pytest
 import redis
 from django.utils import timezone
 
 from streams_app.metrics import snapshots
 from streams_app.metrics.models import DlqSample, GroupMirror, GroupSample, StreamMirror, StreamSample
-from streams_app.redis_ops import snapshot_reads
 from tests.console.helpers import CONN
 from tests.console.metrics.helpers import T0, bus, group_row, mirror_row
 
@@ -33,14 +30,9 @@ def _redis_facts(r: redis.Redis) -> dict[bytes, tuple[dict, list[dict]]]:
     return {key: (r.xinfo_stream(key), r.xinfo_groups(key)) for key in r.scan_iter(_type="stream")}
 
 
-def _assert_tick_matches(
-    r: redis.Redis, at, *, added: dict[bytes, int | None], seconds: float | None
-) -> None:
+def _assert_tick_matches(r: redis.Redis, at, *, added: dict[bytes, int | None], seconds: float | None) -> None:
     facts = _redis_facts(r)
-    samples = {
-        bytes(s.stream.key): s
-        for s in StreamSample.objects.filter(at=at, resolution="raw").select_related("stream")
-    }
+    samples = {bytes(s.stream.key): s for s in StreamSample.objects.filter(at=at, resolution="raw").select_related("stream")}
     assert set(samples) == set(facts)
     group_samples = GroupSample.objects.filter(at=at, resolution="raw").select_related("group__stream")
     assert {(bytes(g.group.stream.key), bytes(g.group.name)) for g in group_samples} == {
@@ -50,31 +42,20 @@ def _assert_tick_matches(
         row = mirror_row(key)
         assert row.deleted_at is None
         assert (row.length, row.entries_added, row.last_generated_id) == (
-            info["length"],
-            info["entries-added"],
-            _id(info["last-generated-id"]),
-        )
+            info["length"], info["entries-added"], _id(info["last-generated-id"]))
         assert row.first_id == (_id(info["first-entry"][0]) if info["first-entry"] else None)
         assert row.last_id == (_id(info["last-entry"][0]) if info["last-entry"] else None)
         assert (row.groups_count, row.pending) == (len(groups), sum(g["pending"] for g in groups))
         sample = samples[key]
-        assert (sample.length, sample.entries_added, sample.added) == (
-            info["length"],
-            info["entries-added"],
-            added[key],
-        )
+        assert (sample.length, sample.entries_added, sample.added) == (info["length"], info["entries-added"], added[key])
         expected_rate = added[key] / seconds if added[key] is not None and seconds else None
         assert sample.rate_per_s == expected_rate
         for g in groups:
             mirrored = group_row(key, g["name"])
             assert mirrored.deleted_at is None
-            assert (
-                mirrored.consumers,
-                mirrored.pending,
-                mirrored.last_delivered_id,
-                mirrored.entries_read,
-                mirrored.lag,
-            ) == (g["consumers"], g["pending"], _id(g["last-delivered-id"]), g["entries-read"], g["lag"])
+            assert (mirrored.consumers, mirrored.pending, mirrored.last_delivered_id, mirrored.entries_read,
+                    mirrored.lag) == (g["consumers"], g["pending"], _id(g["last-delivered-id"]), g["entries-read"],
+                                      g["lag"])
             gs = GroupSample.objects.get(group=mirrored, at=at, resolution="raw")
             assert (gs.lag, gs.pending) == (g["lag"], g["pending"])
             assert (gs.oldest_pending_idle_ms is None) == (g["pending"] == 0)
@@ -82,19 +63,7 @@ def _assert_tick_matches(
     assert dlqs == {key: r.xlen(key) for key in facts if key.endswith(b":dlq")}
 
 
-@pytest.fixture(params=["one batch", "a batch per stream"])
-def batches(request, monkeypatch) -> None:
-    """The snapshot writes what it reads in batches as it goes: the rows must not depend on their size."""
-    if request.param == "a batch per stream":
-        monkeypatch.setattr(snapshots, "BATCH_MIN", 1)
-        monkeypatch.setattr(
-            snapshot_reads,
-            "server_read_chunks",
-            functools.partial(snapshot_reads.server_read_chunks, chunk=1),
-        )
-
-
-def test_the_written_rows_match_redis_tick_after_tick(r: redis.Redis, db, batches) -> None:
+def test_the_written_rows_match_redis_tick_after_tick(r: redis.Redis, db) -> None:
     bus(r)
     first = _redis_facts(r)
     snapshots.snapshot_take(tick=T0)
@@ -122,9 +91,7 @@ def test_the_written_rows_match_redis_tick_after_tick(r: redis.Redis, db, batche
             expected[key] = info["entries-added"] - before[key][0]
         else:
             expected[key] = info["entries-added"]
-    assert (
-        expected[b"orders"] == 7 and expected[b"orders:dlq"] == 1 and expected[b"empty"] == 1
-    )  # plain arithmetic
+    assert expected[b"orders"] == 7 and expected[b"orders:dlq"] == 1 and expected[b"empty"] == 1  # plain arithmetic
     _assert_tick_matches(r, LATER, added=expected, seconds=10.0)
     assert StreamMirror.objects.filter(connection=CONN).count() == len(now)
 
@@ -145,3 +112,4 @@ def test_a_stream_and_a_group_that_came_back_are_undeleted_with_fresh_figures(r:
     assert StreamSample.objects.get(stream_id=ids[b"orders"], at=LATER).added == 0
     _assert_tick_matches(r, LATER, added=dict.fromkeys(_redis_facts(r), 0), seconds=10.0)
     assert mirror_row("orders").length == info["length"]
+
