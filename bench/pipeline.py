@@ -8,7 +8,9 @@ explicit IDs spread over ``--days`` days; streams after the first few are DUMP/R
 which is how 10M entries fit in seconds): event entries shaped like the bus's (``type``, JSON ``data``,
 ``id``, ``ts``), the ``eventbus:metrics`` a worker fleet would have written for them (``processed``
 aggregated per stream, group, type and 10 minutes for two groups, plus ``failed`` events), and a DLQ per
-stream. Then, on a fresh SQLite database and an empty lake:
+stream; and the lag samples of those two groups in the console's database (:func:`_samples`), so that
+every job, the lag trend included, has real rows to compute. Then, on a fresh SQLite database and an
+empty lake:
 
 1. the export (``streams_app.lake.export.export_run``, one worker process per core, compaction
    included) against a bare single-process ``XRANGE ... COUNT`` loop over one stream of the same run;
@@ -16,7 +18,11 @@ stream. Then, on a fresh SQLite database and an empty lake:
 3. the Spark jobs (``pipeline.main.run_all``), each against DuckDB (bench-only dependency,
    ``requirements-bench.txt``) running the same rollups in SQL over the same Parquet files and writing
    Parquet too (:class:`DuckRollups`); every rollup of the two is compared row by row
-   (:func:`compare`: exact but for float sums, whose order differs between the engines);
+   (:func:`compare`: exact but for float sums, whose order differs between the engines). Each job is one
+   goal row; the CPU seconds of each engine are printed beside the seconds (wall time on a shared
+   machine swings with the load, CPU much less), and the jobs' total against DuckDB's total is one
+   more row: a small job's ratio is mostly Spark's fixed cost per job (planning, scheduling, a write's
+   commit), which the total weighs by the work;
 4. the load into the console's tables (``streams_app.lake.rollups``);
 5. unless ``--no-standalone``, a throwaway standalone master and worker with every core
    (:mod:`pipeline.standalone`), or with ``--cluster`` a cluster of yours: the same jobs once more as the
@@ -36,7 +42,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -151,6 +157,67 @@ def _fill(r, *, entries: int, streams: int, days: int) -> tuple[int, int]:
     return per_stream * streams, written
 
 
+def _samples(*, streams: int, days: int) -> int:
+    """The consumer groups' lag samples the console's snapshots would have taken of the filled streams.
+
+    Two groups per stream, as the metrics say, at the three resolutions the snapshots keep: a 1-hour
+    row for every hour, 1-minute rows for the last day, raw rows (every 10 s) for the last three
+    hours, so each hour's finest resolution decides (as the lag trend job must); every 17th sample
+    knows no lag (Redis reports none after some SETIDs). Written with ``bulk_create`` into the bench's
+    own database; the export then writes them to the lake like any snapshot rows.
+    """
+    from streams_app.metrics.models import GroupMirror, GroupSample, StreamMirror, name_hash
+
+    start = datetime.fromtimestamp(START_MS / 1000, UTC)
+    end = start + timedelta(days=days)
+    mirrors = StreamMirror.objects.bulk_create(
+        StreamMirror(
+            connection="default",
+            key=key,
+            key_hash=name_hash(key),
+            key_text=key.decode(),
+            first_seen=start,
+            last_seen=end,
+            synced_at=end,
+        )
+        for key in (f"bench:s{s:02d}".encode() for s in range(streams))
+    )
+    groups = GroupMirror.objects.bulk_create(
+        GroupMirror(
+            stream=mirror,
+            name=name,
+            name_hash=name_hash(name),
+            name_text=name.decode(),
+            first_seen=start,
+            last_seen=end,
+        )
+        for mirror in mirrors
+        for name in (b"billing", b"audit")
+    )
+    spans = (
+        ("1h", start, timedelta(hours=1)),
+        ("1m", end - timedelta(days=1), timedelta(minutes=1)),
+        ("raw", end - timedelta(hours=3), timedelta(seconds=10)),
+    )
+    rows = []
+    for g, group in enumerate(groups):
+        for resolution, first, step in spans:
+            for i in range((end - first) // step):
+                n = i * 7 + g * 13
+                rows.append(
+                    GroupSample(
+                        group=group,
+                        at=first + i * step,
+                        resolution=resolution,
+                        lag=None if n % 17 == 0 else n % 500,
+                        pending=n % 41,
+                        oldest_pending_idle_ms=None if n % 5 == 0 else n % 9000,
+                    )
+                )
+    GroupSample.objects.bulk_create(rows, batch_size=5000)
+    return len(rows)
+
+
 def _baseline_read(r, key: str) -> tuple[int, float]:
     """Entries/s of a bare XRANGE COUNT loop (replies parsed by hiredis, nothing else)."""
     r.set_response_callback("XRANGE", lambda response, **options: response)
@@ -196,6 +263,12 @@ def main() -> int:
         base_n, base_rate = _baseline_read(r, "bench:s00")
         print(f"baseline: bare XRANGE COUNT 10000 loop: {base_n:,} entries at {base_rate:,.0f} entries/s")
 
+        t = time.perf_counter()
+        samples = _samples(streams=args.streams, days=args.days)
+        print(
+            f"samples: {samples:,} consumer group samples (lag) in the database; {time.perf_counter() - t:.1f} s"
+        )
+
         import pyarrow.parquet as pq
         from django.conf import settings
 
@@ -233,7 +306,11 @@ def main() -> int:
 
         t = time.perf_counter()
         as_of = datetime.fromtimestamp((START_MS + args.days * DAY_MS) / 1000, UTC)  # the end of the data
-        results = jobs.run_all(spark, lake_root, as_of=as_of)
+        jvm = _JvmCpu(spark)
+        spark_cpu: dict[str, float] = {}
+        results = jobs.run_all(
+            spark, lake_root, as_of=as_of, on_step=lambda result: spark_cpu.update({result.job: jvm.lap()})
+        )
         jobs_s = time.perf_counter() - t
         print(
             f"spark: jobs {jobs_s:.1f} s (shuffle partitions {spark.conf.get('spark.sql.shuffle.partitions')})"
@@ -241,14 +318,14 @@ def main() -> int:
         spark.stop()
 
         duck = DuckRollups(lake_root, Path(lake_root) / "rollups-duckdb")
-        duck_s = duck.run(as_of)
+        duck_s, duck_cpu = duck.run(as_of)
         print(f"duckdb: jobs {sum(duck_s.values()):.1f} s")
         spark_out = lake.Lake(lake_root)
         for result in results:
             rows = ", ".join(f"{n:,} {name}" for name, n in result.rows.items())
             print(
                 f"  job {result.job:<11} spark {result.seconds:6.1f} s  duckdb {duck_s[result.job]:6.1f} s  "
-                f"({rows} rows)"
+                f"CPU spark {spark_cpu[result.job]:6.1f} s  duckdb {duck_cpu[result.job]:6.1f} s  ({rows} rows)"
             )
             for name in result.rows:
                 differs = compare(
@@ -273,6 +350,16 @@ def main() -> int:
                 )
                 and ok
             )
+
+        spark_total, duck_total = sum(r.seconds for r in results), sum(duck_s[r.job] for r in results)
+        print(
+            f"  all jobs        spark {spark_total:6.1f} s  duckdb {duck_total:6.1f} s  CPU spark "
+            f"{sum(spark_cpu.values()):6.1f} s  duckdb {sum(duck_cpu.values()):6.1f} s"
+        )
+        ok = (
+            within("pipeline spark jobs, all, vs DuckDB", spark_total, duck_total, DUCKDB_FACTOR, unit="s")
+            and ok
+        )
 
         t = time.perf_counter()
         loaded = rollup_load.rollups_load()
@@ -538,10 +625,8 @@ class DuckRollups:
         )
         self.con.register("signatures", table)
 
-    def run(self, as_of: datetime) -> dict[str, float]:
-        """Every job, as Spark's are grouped; the seconds of each."""
-        from datetime import timedelta
-
+    def run(self, as_of: datetime) -> tuple[dict[str, float], dict[str, float]]:
+        """Every job, as Spark's are grouped; the seconds and the CPU seconds (all threads) of each."""
         from pipeline import transform
 
         last = (as_of - timedelta(hours=1)).replace(minute=0, second=0, microsecond=0)
@@ -571,12 +656,38 @@ class DuckRollups:
                 anomalies,
             ),
         }
-        seconds = {}
+        seconds, cpu_seconds = {}, {}
         for job, work in jobs.items():
-            started = time.perf_counter()
+            started, cpu = time.perf_counter(), time.process_time()
             work()
             seconds[job] = time.perf_counter() - started
-        return seconds
+            cpu_seconds[job] = time.process_time() - cpu
+        return seconds, cpu_seconds
+
+
+class _JvmCpu:
+    """CPU seconds of the Spark JVM (every thread: a local master's executors and the driver) between laps.
+
+    Wall time on a machine shared with other work swings with the load; the CPU a job burns does not
+    much, so it is printed beside the seconds (from ``/proc``, hence Linux only; 0 elsewhere).
+    """
+
+    def __init__(self, spark) -> None:
+        self.stat = f"/proc/{spark.sparkContext._jvm.ProcessHandle.current().pid()}/stat"
+        self.last = self._now()
+
+    def _now(self) -> float:
+        try:
+            with open(self.stat) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            return 0.0
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+    def lap(self) -> float:
+        now = self._now()
+        spent, self.last = now - self.last, now
+        return spent
 
 
 def compare(spark_table, duck_table) -> str | None:

@@ -165,9 +165,20 @@ def metrics_table(conn: str, reply: Reply) -> pa.Table:
     )
 
 
-def split_by_day(table: pa.Table) -> list[tuple[str, pa.Table]]:
-    """A table of ID-ordered rows cut into one table per UTC day (``date`` column), in order."""
-    days = table.column("date").combine_chunks()
+def split_by_partition(dataset: str, table: pa.Table) -> list[tuple[str, pa.Table]]:
+    """A table of ID-ordered rows of ``dataset`` cut into one table per partition directory, in order:
+    per UTC day, or per month for the datasets the layout keeps by month (:data:`pipeline.lake.MONTHLY`)."""
+    return split_by_month(table) if dataset in lake.MONTHLY else split_by_day(table)
+
+
+def split_by_month(table: pa.Table) -> list[tuple[str, pa.Table]]:
+    """A table of ID-ordered rows cut into one table per UTC month, each named by its first day."""
+    return split_by_day(table, pc.floor_temporal(table.column("date"), unit="month"))
+
+
+def split_by_day(table: pa.Table, days: pa.ChunkedArray | None = None) -> list[tuple[str, pa.Table]]:
+    """A table of ID-ordered rows cut into one table per UTC day (``date`` column, or ``days``), in order."""
+    days = (table.column("date") if days is None else days).combine_chunks()
     if len(days) == 0:
         return []
     first, last = days[0].as_py(), days[-1].as_py()

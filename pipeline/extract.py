@@ -15,7 +15,7 @@ from pyspark.sql.types import StructType
 
 from pipeline import lake
 
-ENTRY_COLUMNS = ("conn", "stream", "stream_text", "ts", "event_type", "payload_size")
+ENTRY_COLUMNS = ("conn", "stream", "stream_text", "ms", "event_type", "payload_size")
 METRIC_COLUMNS = ("conn", "ts", "event", "stream", "group", "type", "count", "duration_ms", "max_ms")
 DLQ_COLUMNS = (
     "conn", "dlq", "dlq_text", "entry_id", "ms", "ts", "stream", "stream_text", "error", "retries", "failed_at",

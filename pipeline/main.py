@@ -63,6 +63,7 @@ def run_all(
     target = load.out_uri(lake_uri, out)
     as_of = as_of or datetime.now(UTC)
     session.size_shuffle(spark, extract.input_bytes(spark, lake_uri))
+    session.size_listing(spark, lake_uri)
     results: list[JobResult] = []
 
     def step(name: str, work: Callable[[], dict[str, int]]) -> None:

@@ -13,7 +13,12 @@ The jobs do not care where they run, and the settings below are right for any ma
 * the number of shuffle partitions is sized per run from the lake's size and the cores the
   application has (:func:`size_shuffle`), never Spark's constant 200: on a standalone cluster that
   constant made every stage 200 tiny tasks and every rollup 200 files, four times slower than local;
-* a local master also gets a driver bound to 127.0.0.1 and no web UI.
+* a local master also gets a driver bound to 127.0.0.1 and no web UI, and a JVM for short runs: the
+  JIT's first tier only and the parallel collector (``-XX:TieredStopAtLevel=1 -XX:+UseParallelGC``).
+  A run is a fresh JVM doing each job once; the optimizing compiler (C2) and G1's concurrent threads
+  then burn about as much CPU as the jobs themselves, on the same cores: measured on 2 cores, the
+  small jobs' CPU halves and the big one's is unchanged. A cluster's executors keep the JVM defaults
+  (they may run long, and their cores are not the driver's).
 
 An option given by the caller (``conf``, ``spark-submit --conf``, ``run_pipeline --conf``,
 ``BUSCONSOLE_SPARK_CONF``) always wins, ``spark.sql.shuffle.partitions`` included: then it is not sized.
@@ -32,6 +37,8 @@ from collections.abc import Mapping
 from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
 
+from pipeline import lake
+
 BASE_CONF = {
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
@@ -45,6 +52,7 @@ LOCAL_CONF = {
     "spark.driver.host": "127.0.0.1",
     "spark.driver.bindAddress": "127.0.0.1",
     "spark.driver.memory": "2g",  # unless SPARK_DRIVER_MEMORY is set (see build_session)
+    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseParallelGC",  # see the module's doc
 }
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 #: Set on a session whose shuffle partitions are ours to size (the caller did not choose them).
@@ -56,6 +64,12 @@ AUTO_PARTITIONS = "spark.busconsole.autoShufflePartitions"
 PARTITION_INPUT_BYTES = 64 * 2**20
 MIN_ROUNDS = 4
 MAX_PER_CORE = 16
+#: Directories to list above which Spark lists a dataset in a Spark job instead of in the driver.
+LISTING_THRESHOLD = "spark.sql.sources.parallelPartitionDiscovery.threshold"
+SPARK_LISTING_THRESHOLD = "32"  # Spark's default
+#: The threshold for a lake on a local file system: listing there costs microseconds per directory,
+#: a listing job (tens of tasks) a second or more of a small job's time.
+LOCAL_LISTING_THRESHOLD = 1_000_000
 #: How long a cluster session waits for its first executor before it counts cores (a standalone
 #: master reports 2 cores until executors have registered).
 EXECUTOR_WAIT_S = 20.0
@@ -131,6 +145,20 @@ def cores(spark: SparkSession, *, wait_s: float = EXECUTOR_WAIT_S) -> int:
         while len(tracker.getExecutorInfos()) < 2 and time.monotonic() < deadline:  # the driver is one
             time.sleep(0.2)
     return int(context.defaultParallelism)
+
+
+def size_listing(spark: SparkSession, lake_uri: str) -> bool:
+    """List a lake on the local file system in the driver; True when the session was changed.
+
+    The lake has a directory per stream and day, hundreds of them, more than the 32 above which Spark
+    lists in parallel in a job of its own. Against HDFS or an object store that job pays (each listing
+    is a round trip); against a local disk it costs far more than the listing. Left alone when the
+    caller set the threshold (it is not Spark's default).
+    """
+    if not lake.hadoop_uri(lake_uri).startswith("file:") or spark.conf.get(LISTING_THRESHOLD) != SPARK_LISTING_THRESHOLD:
+        return False
+    spark.conf.set(LISTING_THRESHOLD, str(LOCAL_LISTING_THRESHOLD))
+    return True
 
 
 def size_shuffle(spark: SparkSession, input_bytes: int) -> int | None:

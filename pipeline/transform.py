@@ -24,6 +24,7 @@ MIN_BASELINE_POINTS = 3
 SCORE_DAYS = 28
 
 _STREAM = ["conn", "stream", "stream_text"]
+_MINUTE_MS = 60_000
 
 
 # ------------------------------------------------------------------------------------------ throughput
@@ -32,19 +33,23 @@ _STREAM = ["conn", "stream", "stream_text"]
 def throughput_minutes(entries: DataFrame) -> DataFrame:
     """Entries and payload bytes per stream, event type and minute: the one pass over every entry.
 
-    Entries without an event type count under the empty type. :func:`throughput` derives its four
-    parts from it; Spark computes it once for all four (the same shuffle is reused), so it needs no
-    cache. Every grouping key is a column, never an aggregate like ``first(stream_text)``: a string
-    in the aggregation buffer turns Spark's hash aggregation into a sort-based one, twice the CPU.
+    Entries without an event type count under the empty type. The minute is a number, the entry ID's
+    milliseconds divided by 60,000 (UTC minutes since the epoch), not a truncated timestamp: an integer
+    division instead of a time-zone-aware truncation per entry, and a long as the grouping key;
+    :func:`throughput` turns it into a timestamp once per output row. :func:`throughput` derives its
+    four parts from it; Spark shuffles once for all four (the exchange is reused; only the final merge
+    of the per-minute rows runs once per part that reads it), so it needs no cache. Every grouping key
+    is a column, never an aggregate like ``first(stream_text)``: a string in the aggregation buffer
+    turns Spark's hash aggregation into a sort-based one, twice the CPU.
     """
     return (
         entries.select(
             *_STREAM,
             F.coalesce(F.col("event_type"), F.lit("")).alias("event_type"),
-            F.date_trunc("minute", F.col("ts")).alias("bucket"),
+            F.expr(f"ms div {_MINUTE_MS}").alias("minute"),
             "payload_size",
         )
-        .groupBy(*_STREAM, "event_type", "bucket")
+        .groupBy(*_STREAM, "event_type", "minute")
         .agg(F.count(F.lit(1)).alias("entries"), F.sum("payload_size").alias("bytes"))
     )
 
@@ -54,19 +59,20 @@ def throughput(minutes: DataFrame) -> DataFrame:
     ``event_type=''``), from :func:`throughput_minutes`. Columns: conn, stream, stream_text, scope,
     event_type, resolution, bucket, entries, bytes."""
     hours = (
-        minutes.withColumn("bucket", F.date_trunc("hour", F.col("bucket")))
-        .groupBy(*_STREAM, "event_type", "bucket")
+        minutes.withColumn("minute", F.expr("minute div 60"))
+        .groupBy(*_STREAM, "event_type", "minute")
         .agg(F.sum("entries").alias("entries"), F.sum("bytes").alias("bytes"))
     )
     parts = []
-    for resolution, frame in ((MINUTE, minutes), (HOUR, hours)):
+    for resolution, frame, seconds in ((MINUTE, minutes, 60), (HOUR, hours, 3600)):
+        bucket = F.timestamp_seconds(F.col("minute") * seconds).alias("bucket")
         parts.append(frame.select(*_STREAM, F.lit(SCOPE_TYPE).alias("scope"), "event_type",
-                                  F.lit(resolution).alias("resolution"), "bucket", "entries", "bytes"))
-        totals = frame.groupBy(*_STREAM, "bucket").agg(
+                                  F.lit(resolution).alias("resolution"), bucket, "entries", "bytes"))
+        totals = frame.groupBy(*_STREAM, "minute").agg(
             F.sum("entries").alias("entries"), F.sum("bytes").alias("bytes")
         )
         parts.append(totals.select(*_STREAM, F.lit(SCOPE_STREAM).alias("scope"), F.lit("").alias("event_type"),
-                                   F.lit(resolution).alias("resolution"), "bucket", "entries", "bytes"))
+                                   F.lit(resolution).alias("resolution"), bucket, "entries", "bytes"))
     out = parts[0]
     for part in parts[1:]:
         out = out.unionByName(part)

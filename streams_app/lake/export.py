@@ -448,7 +448,7 @@ def _chunk_files(dataset: str, conn: str, key: bytes | None, pieces: list[pa.Tab
     if not pieces:
         return []
     out = []
-    for day, part in convert.split_by_day(pa.concat_tables(pieces)):
+    for day, part in convert.split_by_partition(dataset, pa.concat_tables(pieces)):
         ids = part.column("entry_id")
         out.append((lake.entry_file(dataset, conn, key, day, ids[0].as_py(), ids[-1].as_py()), part))
     return out

@@ -120,6 +120,30 @@ def test_files_never_span_two_days(r, lake_dir: Path) -> None:
     assert (lake_dir / "entries" / "connection=default" / f"stream_hex={b'orders'.hex()}").is_dir()
 
 
+def test_dead_letters_are_kept_by_month_in_one_file_each(r, lake_dir: Path) -> None:
+    def dead(ms: int) -> None:
+        r.xadd("orders:dlq", {
+            "type": "order.paid", "data": "{}", "dlq_original_stream": "orders", "dlq_original_id": "1-0",
+            "dlq_group": "billing", "dlq_error": "ValueError: bad", "dlq_retries": "1", "dlq_failed_at": str(ms),
+        }, id=f"{ms}-0")
+
+    for ms in (BASE_MS, BASE_MS + 5_000, BASE_MS + 9 * DAY_MS):  # Dec 31, then Jan 1 and Jan 9
+        dead(ms)
+    export.export_run(tables=False)
+    dead(BASE_MS + 20 * DAY_MS)  # a second run adds a file to January, which compaction merges
+    export.export_run(tables=False)
+
+    files = sorted(p.relative_to(lake_dir / "dlq") for p in (lake_dir / "dlq").rglob("*.parquet"))
+    directory = Path("connection=default") / f"stream_hex={b'orders:dlq'.hex()}"
+    assert [f.parent for f in files] == [directory / "day=2025-12-01", directory / "day=2026-01-01"]
+    assert sorted(row["ms"] for row in lake_rows(lake_dir, "dlq")) == [
+        BASE_MS, BASE_MS + 5_000, BASE_MS + 9 * DAY_MS, BASE_MS + 20 * DAY_MS
+    ]
+    # the DLQ is a stream too: its raw entries stay in `entries`, by day
+    days = sorted(p.parent.name for p in (lake_dir / "entries").rglob("part-*.parquet"))
+    assert days == ["day=2025-12-31", "day=2026-01-01", "day=2026-01-09", "day=2026-01-20"]
+
+
 @pytest.mark.parametrize("grows", [False, True], ids=["same-range", "stream-grew"])
 def test_crash_between_write_and_checkpoint_leaves_no_duplicate(r, lake_dir: Path, grows: bool) -> None:
     add(r, b"orders", 20, start_ms=BASE_MS)

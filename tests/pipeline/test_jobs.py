@@ -14,10 +14,13 @@ from collections import Counter, defaultdict
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 import pytest
 
-from pipeline import failures, main, signatures
+from pipeline import failures, main, session, signatures
 from pipeline.signatures import NO_ERROR, normalize_error
 from streams_app.lake import export
 from streams_app.metrics.models import GroupMirror, GroupSample, StreamMirror, name_hash
@@ -105,6 +108,30 @@ def test_throughput_per_stream_and_type_per_minute_and_hour(spark, r, lake_dir: 
     assert {k[2] for k in expected if k[1] == "type"} == {"order.created", "order.paid", "ünïcode", ""}
 
 
+def test_each_job_reports_the_rows_its_rollup_files_hold(spark, r, lake_dir: Path) -> None:
+    data.write(r, data.traffic())
+    assert not export.export_run().failed
+    results = main.run_all(spark, str(lake_dir), jobs=["throughput", "lag_trend"])  # no samples: lag_trend is empty
+    counted = {name: n for result in results for name, n in result.rows.items()}
+    assert counted == {name: len(rollup(lake_dir, name)) for name in ("throughput", "lag_trend")}
+    assert counted["throughput"] > 0 and counted["lag_trend"] == 0
+
+
+def test_a_local_lake_is_listed_by_the_driver_unless_the_caller_chose(spark, lake_dir: Path) -> None:
+    threshold = spark.conf.get(session.LISTING_THRESHOLD)
+    try:
+        spark.conf.unset(session.LISTING_THRESHOLD)
+        assert not session.size_listing(spark, "s3://bucket/lake")
+        assert spark.conf.get(session.LISTING_THRESHOLD) == "32"  # Spark's default: a listing job
+        assert session.size_listing(spark, str(lake_dir))
+        assert spark.conf.get(session.LISTING_THRESHOLD) == str(session.LOCAL_LISTING_THRESHOLD)
+        spark.conf.set(session.LISTING_THRESHOLD, "100")
+        assert not session.size_listing(spark, str(lake_dir))
+        assert spark.conf.get(session.LISTING_THRESHOLD) == "100"
+    finally:
+        spark.conf.set(session.LISTING_THRESHOLD, threshold)
+
+
 # ----------------------------------------------------------------------------------------- latency
 
 
@@ -155,10 +182,33 @@ def test_latency_percentiles_per_stream_group_type_and_hour(spark, r, lake_dir: 
 # ----------------------------------------------------------------------------------------- failures
 
 
-def test_error_signatures_and_retries_histogram(spark, r, lake_dir: Path) -> None:
+def lay_out_by_day(lake: Path, dlq: bytes) -> None:
+    """Move one DLQ's dead letters into a directory per day, as exports wrote them before the monthly layout."""
+    directory = lake / "dlq" / "connection=default" / f"stream_hex={dlq.hex()}"
+    for path in list(directory.glob("day=*/*.parquet")):
+        table = pq.read_table(path, partitioning=None)
+        days = table.column("date")
+        for day in sorted(set(days.to_pylist())):
+            part = table.filter(pc.equal(days, pa.scalar(day, pa.date32())))
+            ids = part.column("entry_id")
+            target = directory / f"day={day.isoformat()}" / f"part-{ids[0]}_{ids[-1]}.parquet"
+            assert target.parent != path.parent  # the test's data must really move
+            target.parent.mkdir(exist_ok=True)
+            pq.write_table(part, target)
+        path.unlink()
+
+
+@pytest.mark.parametrize("before", [False, True], ids=["by-month", "some-by-day"])
+def test_error_signatures_and_retries_histogram(spark, r, lake_dir: Path, before: bool) -> None:
     dead = data.dead_letters()
     data.write(r, [d.entry for d in dead])
-    run(spark, lake_dir, ["failures"])
+    assert not export.export_run(tables=False).failed
+    months = {p.parent.name for p in (lake_dir / "dlq").rglob("*.parquet")}
+    assert months == {"day=2026-01-01"}  # one directory per DLQ and month (the data is of 2026-01-05)
+    if before:  # a lake exported before: one DLQ by day, beside the others by month
+        lay_out_by_day(lake_dir, b"orders:dlq")
+        assert {p.parent.name for p in (lake_dir / "dlq").rglob("*.parquet")} == {"day=2026-01-01", "day=2026-01-05"}
+    main.run_all(spark, str(lake_dir), as_of=datetime.now(UTC), jobs=["failures"])
 
     groups: dict[tuple, list[data.DeadLetter]] = defaultdict(list)
     for d in dead:
