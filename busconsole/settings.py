@@ -167,10 +167,11 @@ CHANNEL_LAYERS = {
     }
 }
 
-# ModelBackend logs people in; ConsoleAdminPermissions gives console admins (the admin group, superusers)
-# their permissions in the Django admin (streams_app/admin_site.py says why the role, not is_staff).
+# ConsoleModelBackend logs people in (Django's ModelBackend, whose session user is read with its role);
+# ConsoleAdminPermissions gives console admins (the admin group, superusers) their permissions in the
+# Django admin (streams_app/admin_site.py says why the role, not is_staff).
 AUTHENTICATION_BACKENDS = [
-    "django.contrib.auth.backends.ModelBackend",
+    "streams_app.accounts.role_backend.ConsoleModelBackend",
     "streams_app.accounts.backends.ConsoleAdminPermissions",
 ]
 

@@ -44,6 +44,9 @@ ROLE_GROUPS: dict[str, Role] = {"viewer": Role.VIEWER, "operator": Role.OPERATOR
 
 _ROLE_CACHE_ATTR = "_console_role"
 _CEILING_ATTR = "_console_role_ceiling"
+#: The annotation :class:`streams_app.accounts.role_backend.ConsoleModelBackend` reads a session's user with:
+#: the highest role group's rank (0 for none), so ``role_of`` needs no query of its own.
+GROUP_ROLE_ANNOTATION = "console_group_role"
 
 
 def role_of(user: UserLike | None) -> Role:
@@ -53,8 +56,10 @@ def role_of(user: UserLike | None) -> Role:
     console may read (SPEC: "viewer (read everything)"), and granting an account anything more is an
     explicit act of putting it in the operator or admin group. Anonymous and inactive users have
     Role.NONE. A ceiling set by :func:`role_ceiling_set` (the API token the request came with) caps
-    the answer. The answer is cached on the user object, which lives for one request, so the several
-    checks one page makes cost one query.
+    the answer. A user read by the console's backend carries its groups' role already (read with the
+    user, every request, so a change of groups counts from the next request); any other user object
+    costs one query. The answer is cached on the user object, which lives for one request, so the
+    several checks one page makes cost at most that query.
     """
     if user is None or not user.is_authenticated or not user.is_active:
         return Role.NONE
@@ -63,6 +68,8 @@ def role_of(user: UserLike | None) -> Role:
         return cached
     if getattr(user, "is_superuser", False):
         role = Role.ADMIN
+    elif (rank := getattr(user, GROUP_ROLE_ANNOTATION, None)) is not None:
+        role = max(Role(rank), Role.VIEWER)
     else:
         names = user.groups.filter(name__in=ROLE_GROUPS).values_list("name", flat=True)
         role = max((ROLE_GROUPS[name] for name in names), default=Role.VIEWER)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db.models import Avg
@@ -99,11 +100,26 @@ class _Spec:
 
 
 def _as_of() -> datetime | None:
-    return SnapshotRun.objects.filter(finished_at__isnull=False).order_by("-tick").values_list("tick", flat=True).first()
+    return (
+        SnapshotRun.objects.filter(finished_at__isnull=False)
+        .order_by("-tick")
+        .values_list("tick", flat=True)
+        .first()
+    )
 
 
-def _chart(kind: str, obj_id: int, metric: str, *, title: str, window: Window, now: datetime, unit: Unit = "count",
-           size: str = "full", tone: str = "accent") -> Chart:
+def _chart(
+    kind: str,
+    obj_id: int,
+    metric: str,
+    *,
+    title: str,
+    window: Window,
+    now: datetime,
+    unit: Unit = "count",
+    size: str = "full",
+    tone: str = "accent",
+) -> Chart:
     points = snapshots.series(kind=kind, obj_id=obj_id, metric=metric, since=now - window.delta, until=now)
     return chart_build(points, title=title, window=window, end=now, size=size, unit=unit, tone=tone)  # type: ignore[arg-type]
 
@@ -112,8 +128,14 @@ def _stream_mirror(conn: str, key: bytes) -> StreamMirror | None:
     return StreamMirror.objects.filter(connection=conn, key_hash=name_hash(key)).first()
 
 
-def _panel(title: str, url: str, window: Window, mirror: StreamMirror | GroupMirror | None, what: str,
-           specs: Sequence[_Spec]) -> Panel:
+def _panel(
+    title: str,
+    url: str,
+    window: Window,
+    mirror: StreamMirror | GroupMirror | None,
+    what: str,
+    specs: Sequence[_Spec],
+) -> Panel:
     """The panel of ``mirror`` (``what``: "stream" or "group") with one chart per spec; ``no_data``
     without a mirror row. A deleted object keeps its charts, with a note saying its history is kept."""
     panel = Panel(title=title, url=url, window=window)
@@ -122,8 +144,16 @@ def _panel(title: str, url: str, window: Window, mirror: StreamMirror | GroupMir
         return panel
     now = timezone.now()
     panel.charts = [
-        _chart(spec.kind, mirror.pk, spec.metric, title=spec.title, window=window, now=now, unit=spec.unit,
-               tone=spec.tone)
+        _chart(
+            spec.kind,
+            mirror.pk,
+            spec.metric,
+            title=spec.title,
+            window=window,
+            now=now,
+            unit=spec.unit,
+            tone=spec.tone,
+        )
         for spec in specs
     ]
     if mirror.deleted_at is not None:
@@ -140,7 +170,13 @@ _STREAM_DLQ_CHART = _Spec("dlq", "depth", "DLQ depth", tone="bad")
 _GROUP_CHARTS = (
     _Spec("group", "lag", "Lag (entries not yet delivered)", tone="warn"),
     _Spec("group", "pending", "Pending (delivered, not acked)"),
-    _Spec("group", "oldest_pending_idle_ms", "Longest pending idle (max over the pending list)", unit="ms", tone="bad"),
+    _Spec(
+        "group",
+        "oldest_pending_idle_ms",
+        "Longest pending idle (max over the pending list)",
+        unit="ms",
+        tone="bad",
+    ),
 )
 _DLQ_CHARTS = (
     _Spec("dlq", "depth", "Dead letters waiting", tone="bad"),
@@ -148,8 +184,17 @@ _DLQ_CHARTS = (
 )
 
 
-def stream_panel(*, conn: str, key: bytes, window: Window, url: str) -> Panel:
-    mirror = _stream_mirror(conn, key)
+#: ``mirror=`` of :func:`stream_panel` and :func:`dlq_panel` when the caller has not read the mirror row.
+UNREAD: Any = object()
+
+
+def stream_panel(
+    *, conn: str, key: bytes, window: Window, url: str, mirror: StreamMirror | None = UNREAD
+) -> Panel:
+    """The stream's panel; ``mirror`` is its mirror row when the caller read it already (None: there is
+    none), in the same query as something else the page needs."""
+    if mirror is UNREAD:
+        mirror = _stream_mirror(conn, key)
     specs = (*_STREAM_CHARTS, _STREAM_DLQ_CHART) if mirror is not None and mirror.is_dlq else _STREAM_CHARTS
     return _panel("Throughput and length", url, window, mirror, "stream", specs)
 
@@ -161,8 +206,13 @@ def group_panel(*, conn: str, key: bytes, group: bytes, window: Window, url: str
     return _panel("Lag, pending and longest pending idle", url, window, mirror, "group", _GROUP_CHARTS)
 
 
-def dlq_panel(*, conn: str, key: bytes, window: Window, url: str) -> Panel:
-    return _panel("Depth", url, window, _stream_mirror(conn, key), "stream", _DLQ_CHARTS)
+def dlq_panel(
+    *, conn: str, key: bytes, window: Window, url: str, mirror: StreamMirror | None = UNREAD
+) -> Panel:
+    """The DLQ's panel; ``mirror`` as for :func:`stream_panel`."""
+    if mirror is UNREAD:
+        mirror = _stream_mirror(conn, key)
+    return _panel("Depth", url, window, mirror, "stream", _DLQ_CHARTS)
 
 
 def overview_panel(*, window: Window, url: str, include_internal: bool = False) -> OverviewPanel:
@@ -178,14 +228,26 @@ def overview_panel(*, window: Window, url: str, include_internal: bool = False) 
     """
     now = timezone.now()
     as_of = _as_of()
-    panel = OverviewPanel(url=url, window=window, busiest=[], dlqs=[], as_of=as_of, no_data=as_of is None,
-                          include_internal=include_internal)
+    panel = OverviewPanel(
+        url=url,
+        window=window,
+        busiest=[],
+        dlqs=[],
+        as_of=as_of,
+        no_data=as_of is None,
+        include_internal=include_internal,
+    )
     if as_of is None:
         return panel
     span = max(BUSIEST_SPAN, timedelta(seconds=settings.BUSCONSOLE_SNAPSHOT_INTERVAL_S))
     ranked = (
-        StreamSample.objects.filter(resolution="raw", at__gt=as_of - span, at__lte=as_of,
-                                    stream__deleted_at__isnull=True, stream__is_dlq=False)
+        StreamSample.objects.filter(
+            resolution="raw",
+            at__gt=as_of - span,
+            at__lte=as_of,
+            stream__deleted_at__isnull=True,
+            stream__is_dlq=False,
+        )
         .values("stream_id", "stream__key")
         .annotate(rate=Avg("rate_per_s"))
         .filter(rate__gt=0)
@@ -205,10 +267,17 @@ def overview_panel(*, window: Window, url: str, include_internal: bool = False) 
     mirrors = StreamMirror.objects.in_bulk([sid for sid, _, _ in picked])
     for sid, rate, internal in picked:
         m = mirrors[sid]
-        chart = _chart("stream", sid, "rate", title=m.key_text, window=window, now=now, unit="rate", size="spark")
-        panel.busiest.append(OverviewRow(m, chart, figure=rate, figure_label=format_value(rate, "rate"),
-                                         internal=internal))
-    for m in StreamMirror.objects.filter(is_dlq=True, deleted_at__isnull=True).order_by("-length", "key_text")[:OVERVIEW_ROWS]:
-        chart = _chart("dlq", m.pk, "depth", title=m.key_text, window=window, now=now, size="spark", tone="bad")
+        chart = _chart(
+            "stream", sid, "rate", title=m.key_text, window=window, now=now, unit="rate", size="spark"
+        )
+        panel.busiest.append(
+            OverviewRow(m, chart, figure=rate, figure_label=format_value(rate, "rate"), internal=internal)
+        )
+    for m in StreamMirror.objects.filter(is_dlq=True, deleted_at__isnull=True).order_by(
+        "-length", "key_text"
+    )[:OVERVIEW_ROWS]:
+        chart = _chart(
+            "dlq", m.pk, "depth", title=m.key_text, window=window, now=now, size="spark", tone="bad"
+        )
         panel.dlqs.append(OverviewRow(m, chart, figure=m.length, figure_label=format_value(m.length)))
     return panel
