@@ -10,6 +10,7 @@ shape instead of an error, and every job runs on any lake. Hive partition direct
 from __future__ import annotations
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
 
@@ -54,12 +55,19 @@ def input_bytes(spark: SparkSession, lake_uri: str) -> int:
 
 
 def read(spark: SparkSession, lake_uri: str, dataset: str, columns: tuple[str, ...]) -> DataFrame:
-    """``columns`` of ``dataset`` (see :data:`pipeline.lake.SCHEMAS`); empty when nothing was exported."""
+    """``columns`` of ``dataset`` (see :data:`pipeline.lake.SCHEMAS`); empty when nothing was exported.
+
+    The empty frame is typed nulls over an empty range, built in the JVM: ``createDataFrame([], schema)``
+    is an RDD of Python rows, and running it starts Python workers on every executor (two seconds on
+    a cluster, for no rows).
+    """
     full: StructType = from_arrow_schema(lake.SCHEMAS[dataset])
     schema = StructType([full[name] for name in columns])
     uri = dataset_uri(lake_uri, dataset)
     if not _exists(spark, uri):
-        return spark.createDataFrame([], schema)
+        return spark.range(0, numPartitions=1).select(
+            *(F.lit(None).cast(field.dataType).alias(field.name) for field in schema)
+        )
     return spark.read.schema(schema).option("basePath", uri).parquet(uri).select(*columns)
 
 

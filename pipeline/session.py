@@ -18,7 +18,8 @@ The jobs do not care where they run, and the settings below are right for any ma
   A run is a fresh JVM doing each job once; the optimizing compiler (C2) and G1's concurrent threads
   then burn about as much CPU as the jobs themselves, on the same cores: measured on 2 cores, the
   small jobs' CPU halves and the big one's is unchanged. A cluster's executors keep the JVM defaults
-  (they may run long, and their cores are not the driver's).
+  (they may run long, and their cores are not the driver's); the throwaway cluster of
+  :mod:`pipeline.standalone`, which lives for one run, sets the same flags in its spark-defaults.conf.
 
 An option given by the caller (``conf``, ``spark-submit --conf``, ``run_pipeline --conf``,
 ``BUSCONSOLE_SPARK_CONF``) always wins, ``spark.sql.shuffle.partitions`` included: then it is not sized.
@@ -47,12 +48,14 @@ BASE_CONF = {
     "spark.sql.adaptive.enabled": "true",
     "spark.sql.adaptive.coalescePartitions.enabled": "true",
 }
+#: The JVM flags of a short run (see the module's doc).
+SHORT_RUN_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseParallelGC"
 LOCAL_CONF = {
     "spark.ui.enabled": "false",
     "spark.driver.host": "127.0.0.1",
     "spark.driver.bindAddress": "127.0.0.1",
     "spark.driver.memory": "2g",  # unless SPARK_DRIVER_MEMORY is set (see build_session)
-    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseParallelGC",  # see the module's doc
+    "spark.driver.extraJavaOptions": SHORT_RUN_JVM,
 }
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 #: Set on a session whose shuffle partitions are ours to size (the caller did not choose them).

@@ -6,7 +6,11 @@ of Spark's launch scripts and jars under ``pyspark/``, which is the ``SPARK_HOME
 ``bin/spark-class`` needs (it does not find one from a virtualenv by itself).
 
 Everything listens on 127.0.0.1 on free ports; the master's and worker's logs and the worker's
-directory (where executors run) live in ``workdir``. :meth:`Standalone.stop` ends each daemon's whole
+directory (where executors run) live in ``workdir``. Its ``conf/spark-defaults.conf`` (read by a
+driver started with :meth:`Standalone.env`) gives the driver and the executors the JVM flags a local
+session has (:data:`pipeline.session.SHORT_RUN_JVM`): this cluster lives for one short run, where the
+optimizing JIT and G1's concurrent threads burn as much CPU as the jobs on the same cores; a real
+cluster's executors are long-lived and keep the JVM's defaults. :meth:`Standalone.stop` ends each daemon's whole
 process group, so the executors a worker started go with it.
 """
 
@@ -21,8 +25,12 @@ import time
 from pathlib import Path
 from types import TracebackType
 
+from pipeline.session import SHORT_RUN_JVM
+
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
+#: The spark-defaults.conf of the cluster (see the module's doc).
+DEFAULTS = {"spark.driver.extraJavaOptions": SHORT_RUN_JVM, "spark.executor.extraJavaOptions": SHORT_RUN_JVM}
 
 
 def spark_home() -> str:
@@ -51,9 +59,11 @@ class Standalone:
         self.processes: list[subprocess.Popen[bytes]] = []
 
     def env(self) -> dict[str, str]:
-        """What a daemon (and a driver talking to it) needs: SPARK_HOME, loopback, small daemon heaps."""
-        conf_dir = self.workdir / "conf"  # empty: no spark-defaults.conf or log4j2 file of the machine
+        """What a daemon (and a driver talking to it) needs: SPARK_HOME, loopback, small daemon heaps, and
+        a conf directory of its own: :data:`DEFAULTS`, not the machine's spark-defaults.conf or log4j2 file."""
+        conf_dir = self.workdir / "conf"
         conf_dir.mkdir(parents=True, exist_ok=True)
+        (conf_dir / "spark-defaults.conf").write_text("".join(f"{k} {v}\n" for k, v in DEFAULTS.items()))
         return {
             **os.environ,
             "SPARK_HOME": spark_home(),
