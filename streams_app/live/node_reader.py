@@ -24,11 +24,16 @@ blocked connection per key.
 
 Pacing. Handing a batch out costs per client (a socket write each, :mod:`streams_app.live.wire`), not
 per entry, so a reader that read again the moment it had handed out would, at high rates, write one
-frame per entry to every client and spend the process on system calls. After a hand-out that took T of
-CPU time, the reader therefore waits ``T x (1 / FANOUT_SHARE - 1)`` (at most :data:`PACE_MAX_S`) before
-its next read: the entries that arrive meanwhile go out together, and handing out takes at most
-FANOUT_SHARE of the process's time whatever the rate. A quiet stream's entry still goes out at once (the
-wait follows a hand-out, it never precedes one). T is the event loop thread's CPU time, not the wall
+frame per entry to every client and spend the process on system calls. Hand-outs therefore get a budget:
+FANOUT_SHARE of the wall time that passes (saved up to :data:`PACE_BURST_S`), and each spends its CPU
+time T. While the budget lasts the reader reads again at once, so an entry waits for no pacing when the
+process is not busy handing out (100 clients x 200/s spend about a quarter of it). Once it is spent, the
+reader waits until it is back to zero (at most :data:`PACE_MAX_S`): at a steady high rate that is
+``T x (1 / FANOUT_SHARE - 1)`` after each hand-out, the entries that arrive meanwhile go out together,
+and handing out takes at most FANOUT_SHARE of the process's time whatever the rate. A quiet stream's
+entry always goes out at once (the wait follows a hand-out, it never precedes one). A wait after every
+hand-out, budget or not, was measured first: at 100 x 200/s it put the p99 at 4.4-5x the bare reader's,
+against 3x with the budget. T is the event loop thread's CPU time, not the wall
 clock: on a busy machine a hand-out that was merely descheduled took longer without costing more, and a
 wall-clock T turned each such stall into a second, longer one of the reader's own (measured at 100
 clients x 1000/s on a loaded machine: hand-outs of 1.5 ms at the median took up to 130 ms, each followed
@@ -75,6 +80,8 @@ STALL_AFTER_S = 2.0
 FANOUT_SHARE = 0.3
 #: ... and the longest it waits for that (a bound on the latency it adds, however many clients).
 PACE_MAX_S = 0.012
+#: The most hand-out time a reader may save up while it has little to hand out (see "Pacing").
+PACE_BURST_S = 0.010
 
 
 def queue_capacity() -> int:
@@ -131,6 +138,8 @@ class NodeReader:
         self._failures = 0
         self._wake = asyncio.Event()  # set when the keys change: cuts a multi-slot round's wait short
         self._last_entry_at = 0.0  # when a multi-slot round last brought entries (monotonic)
+        self._budget = 0.0  # CPU seconds of hand-out the reader may still spend without waiting ("Pacing")
+        self._paced_at = 0.0  # when the budget was last topped up (monotonic; 0: never)
         self.rounds = 0
 
     # -- keys
@@ -264,8 +273,20 @@ class NodeReader:
                     await self._wake.wait()
 
     async def _pace(self, fanout_s: float) -> None:
-        """After a hand-out that took ``fanout_s`` of CPU, let entries gather so the next one carries more."""
-        wait = min(PACE_MAX_S, fanout_s * (1 / FANOUT_SHARE - 1))
+        """After a hand-out that took ``fanout_s`` of CPU, let entries gather if hand-outs overspent.
+
+        The budget grows by FANOUT_SHARE of the wall time that passes (up to :data:`PACE_BURST_S`) and
+        each hand-out spends its CPU time: while it lasts the reader reads again at once; once spent, it
+        waits until the budget is back to zero, ``T x (1 / FANOUT_SHARE - 1)`` after a hand-out of T at
+        a steady high rate.
+        """
+        now = time.monotonic()
+        earned = (now - self._paced_at) * FANOUT_SHARE if self._paced_at else PACE_BURST_S
+        self._paced_at = now
+        self._budget = min(PACE_BURST_S, self._budget + earned) - fanout_s
+        if self._budget >= 0:
+            return
+        wait = min(PACE_MAX_S, -self._budget / FANOUT_SHARE)
         if wait > 0.0005 and not self._wake.is_set():
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(wait):
