@@ -25,7 +25,6 @@ from streams_app.redis_ops import commands, progress, reads
 from streams_app.redis_ops.ids import parse_id
 from streams_app.views.links import dlq_url, entry_url, group_url, stream_url
 from tests.polling import wait_for
-from tests.servers import RedisClusterServers
 
 pytestmark = pytest.mark.django_db
 API = "/api/v1/c/default"
@@ -185,19 +184,6 @@ def test_progress_and_overview_read_every_node(on_cluster, rc, viewer_client: Cl
 
 
 # ------------------------------------------------------------------------- a primary that stops answering
-
-
-@pytest.fixture
-def own_cluster(settings):
-    """A 3-primary cluster of this test's own, which it may kill a node of; the console pointed at it."""
-    servers = RedisClusterServers().start()
-    settings.BUS_REDIS_URLS = {"default": servers.url()}
-    redis_client.reset()
-    try:
-        yield servers
-    finally:
-        redis_client.reset()
-        servers.cleanup()
 
 
 def _partial_everywhere(client: Client, dead: str, alive: set[str]) -> dict:

@@ -18,6 +18,7 @@ from django.test import Client
 
 from streams_app.accounts.tokens import token_create
 from streams_app.redis_ops import client as redis_client
+from tests.servers import RedisClusterServers
 
 PASSWORD = "console-test-password-7"
 
@@ -52,6 +53,19 @@ def on_cluster(settings, cluster) -> Iterator[str]:
     redis_client.reset()
     yield "default"
     redis_client.reset()
+
+
+@pytest.fixture
+def own_cluster(settings) -> Iterator[RedisClusterServers]:
+    """A 3-primary cluster of this test's own, which it may kill a node of; the console pointed at it."""
+    servers = RedisClusterServers().start()
+    settings.BUS_REDIS_URLS = {"default": servers.url()}
+    redis_client.reset()
+    try:
+        yield servers
+    finally:
+        redis_client.reset()
+        servers.cleanup()
 
 
 @pytest.fixture(autouse=True)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from urllib.parse import urlencode
 
@@ -24,7 +23,6 @@ from django.test import Client
 from django.urls import reverse, set_script_prefix
 from redis.cluster import RedisCluster
 
-from streams_app.redis_ops import client as redis_client
 from streams_app.redis_ops import reads
 from tests.console.helpers import CONN, seg, stream_url
 from tests.servers import RedisClusterServers
@@ -254,19 +252,6 @@ def test_the_stream_page_links_its_dead_letter_queue(viewer_client: Client, r: r
     body = viewer_client.get(stream_url(HOSTILE_KEY)).content.decode()
     assert f'href="/c/{CONN}/dlq/{seg(HOSTILE_KEY + ":dlq")}/"' in body
     assert f'title="Dead letters in {html.escape(HOSTILE_KEY + ":dlq")}"' in body
-
-
-@pytest.fixture
-def own_cluster(settings) -> Iterator[RedisClusterServers]:
-    """A 3-primary cluster of this test's own, which it may kill a node of; the console pointed at it."""
-    servers = RedisClusterServers().start()
-    settings.BUS_REDIS_URLS = {"default": servers.url()}
-    redis_client.reset()
-    try:
-        yield servers
-    finally:
-        redis_client.reset()
-        servers.cleanup()
 
 
 def test_on_a_cluster_a_silent_dead_letter_node_is_named_not_fatal(
