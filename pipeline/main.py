@@ -75,9 +75,9 @@ def run_all(
 
     if "throughput" in jobs:
         step("throughput", lambda: {
-            lake.THROUGHPUT: load.write(
-                spark, transform.throughput(transform.throughput_minutes(extract.entries(spark, lake_uri))),
-                target, lake.THROUGHPUT,
+            lake.THROUGHPUT: load.write_then_derive(
+                spark, transform.minute_rows(transform.throughput_minutes(extract.entries(spark, lake_uri))),
+                transform.throughput_totals, target, lake.THROUGHPUT,
             )
         })
     if "latency" in jobs:

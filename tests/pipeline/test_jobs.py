@@ -108,6 +108,27 @@ def test_throughput_per_stream_and_type_per_minute_and_hour(spark, r, lake_dir: 
     assert {k[2] for k in expected if k[1] == "type"} == {"order.created", "order.paid", "ünïcode", ""}
 
 
+def test_a_second_run_replaces_the_throughput_rollup_and_an_empty_lake_gives_none(spark, r, lake_dir: Path) -> None:
+    """The job writes the minute rows, then adds the hours and totals it derives from the files it wrote:
+    a run over a lake whose rollup exists must replace every part of it, not add a second set."""
+    results = main.run_all(spark, str(lake_dir), jobs=["throughput", "anomalies"])  # nothing exported yet
+    assert {name: n for result in results for name, n in result.rows.items()} == {"throughput": 0, "anomalies": 0}
+    assert rollup(lake_dir, "throughput") == []
+
+    entries = data.traffic()
+    data.write(r, entries)
+    run(spark, lake_dir, ["throughput"])
+    first = Counter(tuple(sorted(row.items())) for row in rollup(lake_dir, "throughput"))
+    main.run_all(spark, str(lake_dir), jobs=["throughput"])
+    assert Counter(tuple(sorted(row.items())) for row in rollup(lake_dir, "throughput")) == first
+    # every entry is counted once per scope and resolution: four parts, each summing to all the entries
+    parts = Counter()
+    for row, n in first.items():
+        values = dict(row)
+        parts[(values["scope"], values["resolution"])] += values["entries"] * n
+    assert parts == {(scope, res): len(entries) for scope in ("type", "stream") for res in ("minute", "hour")}
+
+
 def test_each_job_reports_the_rows_its_rollup_files_hold(spark, r, lake_dir: Path) -> None:
     data.write(r, data.traffic())
     assert not export.export_run().failed
