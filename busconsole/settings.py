@@ -22,6 +22,7 @@ from busconsole.env import (
     parse_mask_rules,
     parse_unmasked_roles,
 )
+from eventbus.connection import PRIVATE_PORT, PRIVATE_PORT_VARIABLE
 from pipeline import conf as _spark_conf  # no pyspark: parses BUSCONSOLE_SPARK_CONF
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -40,7 +41,7 @@ CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS", [])
 CSRF_FAILURE_VIEW = "streams_app.views.errors.csrf_failure"  # JSON for the API (SPEC section 4)
 
 # The private Redis that `make run` and the test suite start listen on this port by default.
-PRIVATE_REDIS_PORT = envint("BUSCONSOLE_REDIS_PORT", 6390)
+PRIVATE_REDIS_PORT = envint(PRIVATE_PORT_VARIABLE, PRIVATE_PORT)
 _private_redis = f"redis://127.0.0.1:{PRIVATE_REDIS_PORT}"
 
 BUS_REDIS_URL = envstr("BUS_REDIS_URL", f"{_private_redis}/0")

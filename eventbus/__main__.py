@@ -22,16 +22,15 @@ from collections.abc import Sequence
 
 from .bus import Bus
 from .cli import add_commands
+from .connection import PRIVATE_PORT as DEFAULT_PORT
+from .connection import PRIVATE_PORT_VARIABLE as PORT_VARIABLE
 from .connection import REDIS_ERRORS
 from .errors import DuplicateEvent
 from .redis_errors import EXIT_UNAVAILABLE, explain
 
 URL_VARIABLE = "BUS_REDIS_URL"
-PORT_VARIABLE = "BUSCONSOLE_REDIS_PORT"
-DEFAULT_PORT = 6390
 DEFAULT_URL = f"redis://127.0.0.1:${PORT_VARIABLE}/0"
-"""The default as the help shows it: :func:`_where` puts the port in (``busconsole/settings.py`` and
-``scripts/run.py`` read the same variable with the same fallback)."""
+"""The default as the help shows it: :func:`_where` puts the port in."""
 
 DESCRIPTION = """\
 The event bus's command line: run workers, publish an event, move keys left

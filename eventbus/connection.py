@@ -54,6 +54,13 @@ REDIS_ERRORS: tuple[type[Exception], ...] = (redis.RedisError, redis.exceptions.
 SyncClient = redis.Redis | redis.cluster.RedisCluster
 AsyncClient = redis.asyncio.Redis | redis.asyncio.cluster.RedisCluster
 
+#: Where ``make run`` starts its private redis-server, and so the default Redis of the console
+#: (``busconsole/settings.py``), of ``python -m eventbus`` and of ``scripts/run.py``: the port is
+#: ``$BUSCONSOLE_REDIS_PORT``, :data:`PRIVATE_PORT` when unset or empty. Kept here, the lowest
+#: layer, because the bus must not import the console.
+PRIVATE_PORT_VARIABLE = "BUSCONSOLE_REDIS_PORT"
+PRIVATE_PORT = 6390
+
 
 def split_mode(url: str) -> tuple[str, str]:
     """``url`` without its ``cluster=`` argument, and what it declares (``cluster``/``standalone``/``auto``)."""

@@ -24,6 +24,10 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))  # run as a file: the project's packages are beside scripts/
+
+from eventbus.connection import PRIVATE_PORT, PRIVATE_PORT_VARIABLE  # noqa: E402 - needs the path above
+
 PYTHON = sys.executable
 GRACE_S = 10.0
 
@@ -178,7 +182,7 @@ def private_redis(port: int, var_dir: Path) -> Child | Adopted:
             log(f"reusing our redis-server (pid {pid}) on 127.0.0.1:{port}, left running by an earlier run")
             return Adopted("redis", pid)
         raise Fatal(
-            f"port {port} is taken by another program. Set BUSCONSOLE_REDIS_PORT to a free port, "
+            f"port {port} is taken by another program. Set {PRIVATE_PORT_VARIABLE} to a free port, "
             "or set REDIS_URL and BUS_REDIS_URL to use a Redis you run."
         )
     binary = shutil.which("redis-server")
@@ -239,9 +243,9 @@ def main() -> int:
     host = env.get("HOST") or "127.0.0.1"
     try:
         port = int(env.get("PORT") or 8000)
-        redis_port = int(env.get("BUSCONSOLE_REDIS_PORT") or 6390)
+        redis_port = int(env.get(PRIVATE_PORT_VARIABLE) or PRIVATE_PORT)
     except ValueError:
-        log("ERROR: PORT and BUSCONSOLE_REDIS_PORT must be port numbers")
+        log(f"ERROR: PORT and {PRIVATE_PORT_VARIABLE} must be port numbers")
         return 2
     bus_given = "BUS_REDIS_URL" in env or "BUS_REDIS_URLS" in env
     redis: Child | Adopted | None = None
