@@ -6,18 +6,28 @@ group it read; it must fit in the snapshot interval and stay within 1.5x of the 
 ``UPDATE`` per changed row) costs more than that, and on PostgreSQL a statement per row costs a round
 trip's worth of work per row. So, inside the snapshot's transaction:
 
-1. the tick's facts are staged in two temporary tables, one row per stream and one per group, keyed by
-   the hashes the mirror finds them by (:func:`~streams_app.metrics.bulk.temp_table_load`: ``COPY`` on
-   PostgreSQL, ``executemany`` on SQLite);
-2. one ``UPDATE ... FROM`` per mirror table writes only the rows whose figures differ, or that were
-   marked deleted (they are back). A group row whose only change is the idle time of the same idlest
-   pending entry is left alone: it grows every tick and the sample has it, so a quiet bus writes no
-   mirror row at all;
-3. an anti-join names the streams and groups the mirror lacks (none, on a bus that is not growing):
-   only those get their display texts and DLQ facts computed here, and are inserted;
-4. one ``INSERT ... SELECT`` per sample table takes the ids from the mirror and, for the rates, joins the
-   previous tick's samples: ``added`` and ``rate_per_s`` are computed by the database, with the same
-   integer arithmetic and the same division of doubles as Python's ``added / seconds``.
+1. the tick's streams are staged in a temporary table, keyed by the hash the mirror finds them by
+   (:func:`~streams_app.metrics.bulk.temp_table_load`: binary ``COPY`` on PostgreSQL, ``executemany``
+   on SQLite); the hash and DLQ flag of a key are remembered by the process (:func:`_key_memo`);
+2. one ``UPDATE ... FROM`` writes only the stream rows whose figures differ, or that were marked deleted
+   (they are back);
+3. one ``INSERT ... SELECT`` takes the ids from the mirror and, for the rates, joins the previous tick's
+   samples: ``added`` and ``rate_per_s`` are computed by the database, with the same integer arithmetic
+   and the same division of doubles as Python's ``added / seconds``. It is a plain ``INSERT`` (see
+   :func:`_samples_insert`), and only when it wrote fewer rows than there are streams does an anti-join
+   name the streams the mirror lacks (none, on a bus that is not growing): only those get their display
+   texts and DLQ facts computed here, are inserted, and get their samples;
+4. the ids of the tick's streams are read back, and its groups staged by (stream id, name hash): their
+   statements join the group mirror alone, not the stream mirror by a 64-character hash again. Then
+   the same three steps for the groups; a group row whose only change is the idle time of the same
+   idlest pending entry is left alone: it grows every tick and the sample has it, so a quiet bus
+   writes no mirror row at all. Last, the DLQ samples.
+
+On SQLite the tick runs with larger page caches, on PostgreSQL with in-memory hash joins
+(:func:`_sqlite_caches`, :func:`_hash_joins`). Tried and left out: pre-formatted text for ``COPY``
+(psycopg's C ``write_row`` is faster), JSON staging through ``json_each`` on SQLite (three times slower
+than ``executemany``), overlapping the Redis read with the writes in a thread, and
+``synchronous_commit = off`` (no gain measured).
 
 Django's ORM says neither ``UPDATE ... FROM`` nor ``INSERT ... SELECT`` over a join, and
 ``bulk_create(update_conflicts=True)`` needs a model instance per row and rewrites every row every tick
@@ -30,14 +40,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django.db import connections, models, router
+from django.db import IntegrityError, connections, models, router, transaction
 from django.db.models.constants import OnConflict
 
-from eventbus.conventions import detect_dlq
+from eventbus.conventions import DlqPattern, detect_dlq
 from streams_app.metrics.bulk import rows_insert, temp_table_drop, temp_table_load
 from streams_app.metrics.mirror import (
     GROUP_FIGURES,
@@ -70,6 +80,15 @@ _TYPES: dict[type[models.Field], str] = {
     models.IntegerField: "bigint",
     models.CharField: "text",
 }
+#: Stream keys the process remembers the digest and DLQ flag of (:func:`_key_memo`), and the longest key
+#: remembered: 250k keys of 20 bytes take some 65 MB, of the longest twice that.
+KEY_MEMO_MAX = 250_000
+KEY_MEMO_KEY_MAX = 256
+#: The SQLite page caches of a tick (:func:`_sqlite_caches`), in KiB.
+SQLITE_CACHE_KIB = 64 * 1024
+#: PostgreSQL's ``work_mem`` for the tick's joins (:func:`_hash_joins`): a hash may take it times
+#: ``hash_mem_multiplier`` (2 by default); the group mirror's rows of 100k streams (200k groups) take 40 MB.
+PG_WORK_MEM = "64MB"
 #: Figures compared to decide whether a group row is worth a write: all but the idle time (the last).
 _GROUP_COMPARED = GROUP_FIGURES[:-1]
 
@@ -91,91 +110,245 @@ def tick_write(
     ``previous_tick`` (None: no previous tick close enough, both stay None).
     """
     db = connections[router.db_for_write(StreamSample)]
-    by_hash = {name_hash(s.key): s for s in streams}
-    group_hash: dict[bytes, str] = {}  # group names repeat across streams: hash each once
-    groups: dict[tuple[str, str], GroupInfo] = {}
-    for h, s in by_hash.items():
-        for g in s.groups:
-            gh = group_hash.get(g.name)
-            if gh is None:
-                gh = group_hash[g.name] = name_hash(g.name)
-            groups[(h, gh)] = g
-
     patterns = dlq_patterns()  # the configured conventions, read from the settings once rather than per key
-    temp_table_load(db, STAGED_STREAMS, _staged_columns(StreamMirror, ["key_hash"], STREAM_FIGURES, is_dlq="boolean"),
-                    [(h, *stream_figures(s), detect_dlq(s.key, patterns) is not None) for h, s in by_hash.items()])
-    temp_table_load(db, STAGED_GROUPS, _staged_columns(GroupMirror, ["key_hash", "name_hash"], GROUP_FIGURES),
-                    [(h, gh, *group_figures(g)) for (h, gh), g in groups.items()])
-    sql = _Statements(db)
-    at = db.ops.adapt_datetimefield_value(tick)
-    with db.cursor() as cursor, _hash_joins(db):
-        cursor.execute(sql.streams_update, [conn])
-        cursor.execute(sql.streams_missing, [conn])
-        _streams_create(conn, [by_hash[h] for (h,) in cursor.fetchall()], now=now)
-        cursor.execute(sql.groups_update, [conn])
-        cursor.execute(sql.groups_missing, [conn])
-        _groups_create([(stream_id, gh, groups[(h, gh)]) for h, gh, stream_id in cursor.fetchall()], now=now)
+    memo = _key_memo(patterns)
+    by_hash: dict[str, StreamInfo] = {}
+    staged_streams: dict[str, tuple[Any, ...]] = {}  # by hash, as by_hash: a key read twice is staged once
+    for s in streams:
+        known = memo.get(s.key) or _key_learn(memo, s.key, patterns)
+        by_hash[known[0]] = s
+        staged_streams[known[0]] = (*known, *stream_figures(s))
 
+    with _sqlite_caches(db), db.cursor() as cursor, _hash_joins(db):
+        temp_table_load(
+            db,
+            STAGED_STREAMS,
+            _staged_columns(StreamMirror, ["key_hash", ("is_dlq", "boolean")], STREAM_FIGURES),
+            list(staged_streams.values()),
+        )
+        sql = _Statements(db)
+        at = db.ops.adapt_datetimefield_value(tick)
         seconds = (tick - previous_tick).total_seconds() if previous_tick is not None else None
         before = db.ops.adapt_datetimefield_value(previous_tick) if previous_tick is not None else None
         raw = Resolution.RAW.value
         # Without a previous tick the join matches nothing (``at = NULL``): every added and rate is NULL.
-        cursor.execute(sql.stream_samples, [at, raw, seconds, conn, raw, before])
-        cursor.execute(sql.group_samples, [at, raw, conn])
-        cursor.execute(sql.dlq_samples, [at, raw, conn])
-    temp_table_drop(db, STAGED_GROUPS)
-    temp_table_drop(db, STAGED_STREAMS)
+        stream_params = [at, raw, seconds, conn, raw, before]
+        cursor.execute(sql.streams_update, [conn])
+        if _samples_insert(db, cursor, sql.stream_samples, stream_params) < len(by_hash):
+            cursor.execute(sql.streams_missing, [conn])
+            _streams_create(conn, [by_hash[h] for (h,) in cursor.fetchall()], now=now)
+            cursor.execute(sql.stream_samples.ignoring, stream_params)
+        cursor.execute(sql.streams_ids, [conn])
+        groups = _groups_of(by_hash, dict(cursor.fetchall()))
+
+        temp_table_load(
+            db,
+            STAGED_GROUPS,
+            _staged_columns(GroupMirror, [("stream_id", "bigint"), "name_hash"], GROUP_FIGURES),
+            [(stream_id, gh, *group_figures(g)) for (stream_id, gh), g in groups.items()],
+        )
+        cursor.execute(sql.groups_update)
+        if _samples_insert(db, cursor, sql.group_samples, [at, raw]) < len(groups):
+            cursor.execute(sql.groups_missing)
+            _groups_create(
+                [(stream_id, gh, groups[(stream_id, gh)]) for stream_id, gh in cursor.fetchall()], now=now
+            )
+            cursor.execute(sql.group_samples.ignoring, [at, raw])
+        cursor.execute(sql.dlq_samples.ignoring, [at, raw, conn])
+        temp_table_drop(db, STAGED_GROUPS)
+        temp_table_drop(db, STAGED_STREAMS)
     return TickWritten(streams=len(by_hash), groups=len(groups))
+
+
+def _groups_of(by_hash: dict[str, StreamInfo], ids: dict[str, int]) -> dict[tuple[int, str], GroupInfo]:
+    """The groups of the streams, by (the stream's mirror id, the name's hash).
+
+    ``ids`` (key hash -> mirror id) was read in this transaction after the stream rows were refreshed
+    and created, and every stream row of the tick was read or written by it, so an id stays valid to
+    its end: a mirror row is deleted only by retention, once the stream has been marked deleted for a
+    long time, and a row this tick un-deleted is locked by its ``UPDATE``. A stream without an id (its
+    row went between two statements) is left out, as the joins of the staged streams leave it.
+    """
+    group_hash: dict[bytes, str] = {}  # group names repeat across streams: hash each once
+    groups: dict[tuple[int, str], GroupInfo] = {}
+    for h, s in by_hash.items():
+        stream_id = ids.get(h)
+        if stream_id is None:
+            continue
+        for g in s.groups:
+            gh = group_hash.get(g.name)
+            if gh is None:
+                gh = group_hash[g.name] = name_hash(g.name)
+            groups[(stream_id, gh)] = g
+    return groups
+
+
+def _key_memo(patterns: tuple[DlqPattern, ...]) -> dict[bytes, tuple[str, bool]]:
+    """The process's memo of stream keys: key bytes -> (:func:`name_hash`, whether a DLQ under ``patterns``).
+
+    Both are pure functions of the key's bytes and the configured conventions, so the memo stays true
+    across ticks whatever other processes do to the mirror (it holds no database id): it is only
+    emptied when the conventions change. Hashing and matching 100k keys cost a tenth of a second a
+    tick; the lookups a hundredth. Bounded by :func:`_key_learn`.
+    """
+    if _KEY_MEMO.patterns != patterns:
+        _KEY_MEMO.patterns = patterns
+        _KEY_MEMO.facts = {}
+    return _KEY_MEMO.facts
+
+
+def _key_learn(
+    memo: dict[bytes, tuple[str, bool]], key: bytes, patterns: tuple[DlqPattern, ...]
+) -> tuple[str, bool]:
+    """Compute a key's facts and remember them, unless the key is long (a rare key of a megabyte would
+    stay in memory for nothing); a memo that reached :data:`KEY_MEMO_MAX` keys starts over."""
+    known = (name_hash(key), detect_dlq(key, patterns) is not None)
+    if len(key) <= KEY_MEMO_KEY_MAX:
+        if len(memo) >= KEY_MEMO_MAX:
+            memo.clear()
+        memo[key] = known
+    return known
+
+
+@dataclass(slots=True)
+class _KeyMemo:
+    patterns: tuple[DlqPattern, ...] | None = None
+    facts: dict[bytes, tuple[str, bool]] = field(default_factory=dict)
+
+
+_KEY_MEMO = _KeyMemo()
+
+
+@contextmanager
+def _sqlite_caches(db: Any) -> Iterator[None]:
+    """On SQLite, page caches of :data:`SQLITE_CACHE_KIB` for the main and the temporary database for the
+    block (the sizes are put back after it, which frees the pages beyond them).
+
+    The default cache (2 MiB) holds a fraction of what a tick of 100k streams touches: the staged
+    tables (tens of MiB) spill to a temporary file and the mirror's and samples' index pages are read
+    back from the OS for every statement; with the larger caches the tick's statements cost a third
+    less. PostgreSQL has its shared buffers.
+    """
+    if db.vendor != "sqlite":
+        yield
+        return
+    with db.cursor() as cursor:
+        was = {}
+        for schema in ("main", "temp"):
+            cursor.execute(f"PRAGMA {schema}.cache_size")
+            (was[schema],) = cursor.fetchone()
+            cursor.execute(f"PRAGMA {schema}.cache_size = {-SQLITE_CACHE_KIB}")
+        try:
+            yield
+        finally:
+            for schema, size in was.items():
+                cursor.execute(f"PRAGMA {schema}.cache_size = {int(size)}")
+
+
+def _samples_insert(db: Any, cursor: Any, sql: _Insert, params: Sequence[Any]) -> int:
+    """Run a sample ``INSERT ... SELECT``; returns the rows inserted.
+
+    The plain ``INSERT`` first, in a savepoint: nothing else writes raw samples of a tick while its
+    :class:`~streams_app.metrics.models.SnapshotRun` row, created in this transaction, is uncommitted
+    (a concurrent run of the tick waits on that row's unique index, then finds the run and writes
+    nothing), so a conflict is rare: samples left by a run of the tick that retention has since
+    forgotten. Only then is the statement run again ignoring conflicts. On PostgreSQL ``ON CONFLICT DO
+    NOTHING`` costs two thirds more per row (a probe of the unique index before the heap insert, a
+    speculative insertion and its confirmation in the WAL): at 100k streams, over a second a tick.
+    """
+    try:
+        with transaction.atomic(using=db.alias):
+            cursor.execute(sql.plain, params)
+    except IntegrityError:
+        cursor.execute(sql.ignoring, params)
+    return cursor.rowcount
 
 
 @contextmanager
 def _hash_joins(db: Any) -> Iterator[None]:
-    """On PostgreSQL, no nested-loop joins for the block (the setting is put back after it).
+    """On PostgreSQL, hash joins in memory for the block: no nested loops, and :data:`PG_WORK_MEM` per hash
+    (both settings are put back after it).
 
     The statistics of the sample tables always lag the newest tick (its rows came after autovacuum's
     last ``ANALYZE``), so the planner takes the previous tick for a handful of rows and joins it by a
     nested loop over a materialized scan: quadratic, seconds at 10k streams. Statements over a whole
-    tick want hash joins anyway. SQLite has only nested loops and picks the unique indexes by itself.
+    tick want hash joins anyway, and the default ``work_mem`` (4 MB) holds the hash of some 40k group
+    rows: beyond that each join spills its batches to temporary files. SQLite has only nested loops
+    and picks the unique indexes by itself.
     """
     if db.vendor != "postgresql":
         yield
         return
+    settings = {"enable_nestloop": "off", "work_mem": PG_WORK_MEM}
     with db.cursor() as cursor:
-        cursor.execute("SELECT current_setting('enable_nestloop')")
-        (was,) = cursor.fetchone()
-        cursor.execute("SELECT set_config('enable_nestloop', 'off', true)")  # true: this transaction only
+        was = {}
+        for name, value in settings.items():
+            cursor.execute("SELECT current_setting(%s)", [name])
+            (was[name],) = cursor.fetchone()
+            cursor.execute("SELECT set_config(%s, %s, true)", [name, value])  # true: this transaction only
         try:
             yield
         finally:
-            cursor.execute("SELECT set_config('enable_nestloop', %s, true)", [was])
+            for name, value in was.items():
+                cursor.execute("SELECT set_config(%s, %s, true)", [name, value])
 
 
 def _staged_columns(
-    model: type[models.Model], hashes: Sequence[str], figures: Sequence[str], **extra: str
+    model: type[models.Model], keys: Sequence[str | tuple[str, str]], figures: Sequence[str]
 ) -> list[tuple[str, str]]:
-    """A staging table's columns: the hashes, the mirror's figures (same names and types), then ``extra``."""
+    """A staging table's columns: the ``keys`` (a name is a text column, else name and SQL type), then the
+    mirror's figures (same names and types)."""
     meta = model._meta
     figure_columns = [(meta.get_field(f).column, _TYPES[type(meta.get_field(f))]) for f in figures]
-    return [*((h, "text") for h in hashes), *figure_columns, *extra.items()]
+    return [*((k, "text") if isinstance(k, str) else k for k in keys), *figure_columns]
 
 
 def _streams_create(conn: str, streams: Sequence[StreamInfo], *, now: datetime) -> None:
     """Mirror rows for streams seen for the first time (a concurrent run may have created some: ignored)."""
-    rows = [(conn, s.key, name_hash(s.key), now, *stream_names(s.key), *stream_figures(s), now, now) for s in streams]
+    rows = [
+        (conn, s.key, name_hash(s.key), now, *stream_names(s.key), *stream_figures(s), now, now)
+        for s in streams
+    ]
     rows_insert(
         StreamMirror,
-        ["connection", "key", "key_hash", "synced_at", "key_text", "is_dlq", "dlq_convention", "dlq_sources",
-         *STREAM_FIGURES, "first_seen", "last_seen"],
-        rows, ignore_conflicts=True,
+        [
+            "connection",
+            "key",
+            "key_hash",
+            "synced_at",
+            "key_text",
+            "is_dlq",
+            "dlq_convention",
+            "dlq_sources",
+            *STREAM_FIGURES,
+            "first_seen",
+            "last_seen",
+        ],
+        rows,
+        ignore_conflicts=True,
     )
 
 
 def _groups_create(groups: Sequence[tuple[int, str, GroupInfo]], *, now: datetime) -> None:
     """Mirror rows for groups seen for the first time: (stream id, name hash, facts) each."""
-    rows = [(stream_id, g.name, gh, display_text(g.name)[:TEXT_MAX], *group_figures(g), now, now)
-            for stream_id, gh, g in groups]
-    rows_insert(GroupMirror, ["stream_id", "name", "name_hash", "name_text", *GROUP_FIGURES, "first_seen", "last_seen"],
-                rows, ignore_conflicts=True)
+    rows = [
+        (stream_id, g.name, gh, display_text(g.name)[:TEXT_MAX], *group_figures(g), now, now)
+        for stream_id, gh, g in groups
+    ]
+    rows_insert(
+        GroupMirror,
+        ["stream_id", "name", "name_hash", "name_text", *GROUP_FIGURES, "first_seen", "last_seen"],
+        rows,
+        ignore_conflicts=True,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Insert:
+    """A sample ``INSERT ... SELECT``, as is and ignoring rows that exist already (see :func:`_samples_insert`)."""
+
+    plain: str
+    ignoring: str
 
 
 class _Statements:
@@ -193,8 +366,16 @@ class _Statements:
 
         sm, gm = table(StreamMirror), table(GroupMirror)
         staged_s, staged_g = qn(STAGED_STREAMS), qn(STAGED_GROUPS)
-        s_conn, s_hash, s_id = col(StreamMirror, "connection"), col(StreamMirror, "key_hash"), col(StreamMirror, "id")
-        g_stream, g_hash, g_id = col(GroupMirror, "stream"), col(GroupMirror, "name_hash"), col(GroupMirror, "id")
+        s_conn, s_hash, s_id = (
+            col(StreamMirror, "connection"),
+            col(StreamMirror, "key_hash"),
+            col(StreamMirror, "id"),
+        )
+        g_stream, g_hash, g_id = (
+            col(GroupMirror, "stream"),
+            col(GroupMirror, "name_hash"),
+            col(GroupMirror, "id"),
+        )
         deleted = col(StreamMirror, "deleted_at")
         stream_of = f"{sm} AS m ON m.{s_conn} = %s AND m.{s_hash} = s.key_hash"
 
@@ -208,32 +389,45 @@ class _Statements:
             f"SELECT s.key_hash FROM {staged_s} AS s "
             f"WHERE NOT EXISTS (SELECT 1 FROM {sm} AS m WHERE m.{s_conn} = %s AND m.{s_hash} = s.key_hash)"
         )
+        self.streams_ids = f"SELECT s.key_hash, m.{s_id} FROM {staged_s} AS s JOIN {stream_of}"
         g_figures = [col(GroupMirror, f) for f in GROUP_FIGURES]
         g_compared = [col(GroupMirror, f) for f in _GROUP_COMPARED]
         g_deleted = col(GroupMirror, "deleted_at")
+        group_of = f"t.{g_stream} = g.stream_id AND t.{g_hash} = g.name_hash"
         self.groups_update = (
             f"UPDATE {gm} AS t SET {', '.join(f'{c} = g.{c}' for c in g_figures)}, {g_deleted} = NULL "
-            f"FROM {staged_g} AS g JOIN {sm} AS m ON m.{s_conn} = %s AND m.{s_hash} = g.key_hash "
-            f"WHERE t.{g_stream} = m.{s_id} AND t.{g_hash} = g.name_hash "
+            f"FROM {staged_g} AS g WHERE {group_of} "
             f"AND (t.{g_deleted} IS NOT NULL OR {' OR '.join(f't.{c} {differs} g.{c}' for c in g_compared)})"
         )
         self.groups_missing = (
-            f"SELECT g.key_hash, g.name_hash, m.{s_id} FROM {staged_g} AS g "
-            f"JOIN {sm} AS m ON m.{s_conn} = %s AND m.{s_hash} = g.key_hash "
-            f"WHERE NOT EXISTS (SELECT 1 FROM {gm} AS t WHERE t.{g_stream} = m.{s_id} AND t.{g_hash} = g.name_hash)"
+            f"SELECT g.stream_id, g.name_hash FROM {staged_g} AS g "
+            f"WHERE NOT EXISTS (SELECT 1 FROM {gm} AS t WHERE {group_of})"
         )
 
-        def insert(model: type[models.Model], fields: Sequence[str], select: str) -> str:
+        def insert(model: type[models.Model], fields: Sequence[str], select: str) -> _Insert:
             columns = [model._meta.get_field(f) for f in fields]
-            return " ".join(filter(None, [
-                db.ops.insert_statement(on_conflict=OnConflict.IGNORE),
-                f"{table(model)} ({', '.join(qn(f.column) for f in columns)})",
-                select,
-                db.ops.on_conflict_suffix_sql(columns, OnConflict.IGNORE, None, None),
-            ]))
+            into = f"{table(model)} ({', '.join(qn(f.column) for f in columns)})"
+            return _Insert(
+                plain=f"INSERT INTO {into} {select}",
+                ignoring=" ".join(
+                    filter(
+                        None,
+                        [
+                            db.ops.insert_statement(on_conflict=OnConflict.IGNORE),
+                            into,
+                            select,
+                            db.ops.on_conflict_suffix_sql(columns, OnConflict.IGNORE, None, None),
+                        ],
+                    )
+                ),
+            )
 
         ss = table(StreamSample)
-        p_stream, p_res, p_at = col(StreamSample, "stream"), col(StreamSample, "resolution"), col(StreamSample, "at")
+        p_stream, p_res, p_at = (
+            col(StreamSample, "stream"),
+            col(StreamSample, "resolution"),
+            col(StreamSample, "at"),
+        )
         p_added, p_length = col(StreamSample, "entries_added"), col(StreamSample, "length")
         # Entries added since the previous tick: from Redis 7's entries-added counter (a drop means the
         # stream was deleted and made again: all its entries are new); before Redis 7 only the growth of
@@ -245,7 +439,8 @@ class _Statements:
             f"WHEN s.length > p.{p_length} THEN s.length - p.{p_length} ELSE 0 END"
         )
         self.stream_samples = insert(
-            StreamSample, ["stream", "at", "resolution", "length", "added", "rate_per_s", "entries_added"],
+            StreamSample,
+            ["stream", "at", "resolution", "length", "added", "rate_per_s", "entries_added"],
             f"SELECT x.id, %s, %s, x.length, x.added, "
             f"CAST(x.added AS DOUBLE PRECISION) / CAST(%s AS DOUBLE PRECISION), x.entries_added FROM ("
             f"SELECT m.{s_id} AS id, s.length AS length, s.entries_added AS entries_added, {added} AS added "
@@ -253,12 +448,13 @@ class _Statements:
             f"LEFT JOIN {ss} AS p ON p.{p_stream} = m.{s_id} AND p.{p_res} = %s AND p.{p_at} = %s) AS x",
         )
         self.group_samples = insert(
-            GroupSample, ["group", "at", "resolution", "lag", "pending", "oldest_pending_idle_ms"],
+            GroupSample,
+            ["group", "at", "resolution", "lag", "pending", "oldest_pending_idle_ms"],
             f"SELECT t.{g_id}, %s, %s, g.lag, g.pending, g.oldest_pending_idle_ms "
-            f"FROM {staged_g} AS g JOIN {sm} AS m ON m.{s_conn} = %s AND m.{s_hash} = g.key_hash "
-            f"JOIN {gm} AS t ON t.{g_stream} = m.{s_id} AND t.{g_hash} = g.name_hash",
+            f"FROM {staged_g} AS g JOIN {gm} AS t ON {group_of}",
         )
         self.dlq_samples = insert(
-            DlqSample, ["stream", "at", "resolution", "depth"],
+            DlqSample,
+            ["stream", "at", "resolution", "depth"],
             f"SELECT m.{s_id}, %s, %s, s.length FROM {staged_s} AS s JOIN {stream_of} WHERE s.is_dlq",
         )

@@ -8,13 +8,23 @@ counted against the previous tick, including a stream deleted and made again. Ru
 
 from __future__ import annotations
 
+import hashlib
+import json
 from datetime import timedelta
 
 import redis
+from django.db import connection
 from django.utils import timezone
 
-from streams_app.metrics import snapshots
-from streams_app.metrics.models import DlqSample, GroupMirror, GroupSample, StreamMirror, StreamSample
+from streams_app.metrics import snapshot_write, snapshots
+from streams_app.metrics.models import (
+    DlqSample,
+    GroupMirror,
+    GroupSample,
+    SnapshotRun,
+    StreamMirror,
+    StreamSample,
+)
 from tests.console.helpers import CONN
 from tests.console.metrics.helpers import T0, bus, group_row, mirror_row
 
@@ -113,3 +123,85 @@ def test_a_stream_and_a_group_that_came_back_are_undeleted_with_fresh_figures(r:
     _assert_tick_matches(r, LATER, added=dict.fromkeys(_redis_facts(r), 0), seconds=10.0)
     assert mirror_row("orders").length == info["length"]
 
+
+def test_samples_left_of_a_tick_whose_run_was_forgotten_are_kept_and_the_rest_written(
+    r: redis.Redis, db
+) -> None:
+    """A tick taken again after retention dropped its run but not all its samples: the fast plain insert
+    meets existing rows, and the tick is still written in full, keeping the rows it found."""
+    bus(r)
+    snapshots.snapshot_take(tick=T0)
+    snapshots.snapshot_take(tick=LATER)
+    SnapshotRun.objects.filter(tick=LATER).delete()
+    kept = StreamSample.objects.get(stream=mirror_row("orders"), at=LATER)
+    StreamSample.objects.filter(pk=kept.pk).update(length=-1)  # a marker: a rewrite would put the length back
+    StreamSample.objects.filter(stream=mirror_row("orders:dlq"), at=LATER).delete()
+    GroupSample.objects.filter(group=group_row("orders", "billing"), at=LATER).delete()
+    r.xadd("payments", {"type": "payment.taken"})  # and a stream the mirror has not seen yet
+    r.xgroup_create("payments", "ledger", id="0")
+
+    run = snapshots.snapshot_take(tick=LATER)
+
+    facts = _redis_facts(r)
+    assert (run.streams, run.groups) == (len(facts), sum(len(groups) for _, groups in facts.values()))
+    assert StreamSample.objects.get(pk=kept.pk).length == -1
+    samples = StreamSample.objects.filter(at=LATER, resolution="raw")
+    assert sorted(bytes(s.stream.key) for s in samples.select_related("stream")) == sorted(facts)
+    assert samples.get(stream=mirror_row("orders:dlq")).length == r.xlen("orders:dlq")
+    assert (
+        GroupSample.objects.get(group=group_row("orders", "billing"), at=LATER).pending
+        == r.xpending("orders", "billing")["pending"]
+    )
+    assert GroupSample.objects.filter(at=LATER).count() == sum(len(groups) for _, groups in facts.values())
+    assert samples.get(stream=mirror_row("payments")).added is None  # its first sample
+
+
+def test_the_key_memo_is_bounded_and_forgets_when_the_conventions_change(
+    r: redis.Redis, db, settings, monkeypatch
+) -> None:
+    """Stream rows are found by the SHA-256 of the key whatever the memo holds, a long key is not
+    remembered, the memo starts over at its bound, and a key that a new convention makes a DLQ gets DLQ
+    samples from the next tick."""
+    monkeypatch.setattr(snapshot_write, "_KEY_MEMO", snapshot_write._KeyMemo())  # not what earlier tests left
+    monkeypatch.setattr(snapshot_write, "KEY_MEMO_MAX", 3)
+    bus(r)
+    long_key = b"long:" + b"\xff" * (snapshot_write.KEY_MEMO_KEY_MAX + 1)
+    r.xadd(long_key, {"x": "1"})
+    r.xadd("jobs:email:dead", {"task": "send"})
+    snapshots.snapshot_take(tick=T0)
+    keys = set(r.scan_iter(_type="stream"))
+    assert {bytes(m.key): m.key_hash for m in StreamMirror.objects.filter(connection=CONN)} == {
+        key: hashlib.sha256(key).hexdigest() for key in keys
+    }
+    memo = snapshot_write._KEY_MEMO.facts
+    assert 0 < len(memo) <= 3 and long_key not in memo
+    assert all(memo[key] == (hashlib.sha256(key).hexdigest(), key.endswith(b":dlq")) for key in memo)
+    assert not DlqSample.objects.filter(stream=mirror_row("jobs:email:dead")).exists()
+
+    settings.BUSCONSOLE_DLQ_PATTERNS = json.dumps(
+        [{"name": "jobs-dead", "match": "jobs:*:dead", "target": "strip_suffix::dead"}]
+    )
+    snapshots.snapshot_take(tick=LATER)
+    assert DlqSample.objects.get(stream=mirror_row("jobs:email:dead"), at=LATER).depth == 1
+    assert DlqSample.objects.get(stream=mirror_row("orders:dlq"), at=LATER).depth == r.xlen("orders:dlq")
+
+
+def test_the_connection_settings_of_a_tick_are_put_back(r: redis.Redis, db) -> None:
+    """SQLite's page caches and PostgreSQL's planner settings are the tick's only: as they were after it."""
+    bus(r)
+    if connection.vendor == "sqlite":
+        queries = ["PRAGMA main.cache_size", "PRAGMA temp.cache_size"]
+    else:
+        queries = ["SHOW work_mem", "SHOW enable_nestloop"]
+
+    def current() -> list:
+        with connection.cursor() as cursor:
+            out = []
+            for query in queries:
+                cursor.execute(query)
+                out.append(cursor.fetchone()[0])
+            return out
+
+    before = current()
+    snapshots.snapshot_take(tick=T0)
+    assert current() == before
