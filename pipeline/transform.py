@@ -52,7 +52,7 @@ def throughput_minutes(entries: DataFrame) -> DataFrame:
     )
 
 
-def _shaped(frame: DataFrame, scope: str | None, resolution: str) -> DataFrame:
+def _shaped(frame: DataFrame, scope: str, resolution: str) -> DataFrame:
     """``frame`` (stream columns, event_type unless ``scope`` is the stream's, bucket, entries, bytes) as
     throughput rows: conn, stream, stream_text, scope, event_type, resolution, bucket, entries, bytes."""
     event_type = F.col("event_type") if scope == SCOPE_TYPE else F.lit("").alias("event_type")
@@ -82,7 +82,8 @@ def throughput_totals(rows: DataFrame) -> DataFrame:
     too (over the entries: ``Expand`` copies every entry once per set, a seventh more CPU; over the
     minute rows: a second shuffle of them).
     """
-    hour = F.expr("timestamp_seconds(unix_seconds(bucket) div 3600 * 3600)").alias("bucket")  # any session zone
+    # the hour by integer arithmetic on the seconds: no session time zone can move it
+    hour = F.expr("timestamp_seconds(unix_seconds(bucket) div 3600 * 3600)").alias("bucket")
     hours = _sums(rows, "event_type", hour)
     return (
         _shaped(_sums(rows, "bucket"), SCOPE_STREAM, MINUTE)
