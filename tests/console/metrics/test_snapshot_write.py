@@ -14,6 +14,7 @@ from datetime import timedelta
 
 import redis
 from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from streams_app.metrics import snapshot_write, snapshots
@@ -205,3 +206,23 @@ def test_the_connection_settings_of_a_tick_are_put_back(r: redis.Redis, db) -> N
     before = current()
     snapshots.snapshot_take(tick=T0)
     assert current() == before
+
+
+def test_the_streams_of_a_tick_join_the_mirror_once_on_postgresql(r: redis.Redis, db) -> None:
+    """On PostgreSQL one statement refreshes the stream rows, writes their samples and returns their ids
+    (SQLite: three); a changed stream's row and the rate come out as Redis says either way."""
+    bus(r)
+    snapshots.snapshot_take(tick=T0)
+    before = r.xinfo_stream("orders")["entries-added"]
+    for i in range(3):
+        r.xadd("orders", {"type": "order.created", "n": str(i)})
+    with CaptureQueriesContext(connection) as captured:
+        snapshots.snapshot_take(tick=LATER)
+    staged = snapshot_write.STAGED_STREAMS
+    joined = [q["sql"] for q in captured.captured_queries if staged in q["sql"] and "streammirror" in q["sql"]]
+    # the statements over the staged streams and the mirror: the refresh, samples and ids, then the DLQ samples
+    assert len(joined) == (2 if connection.vendor == "postgresql" else 4)
+    info = r.xinfo_stream("orders")
+    assert mirror_row("orders").length == info["length"]
+    sample = StreamSample.objects.get(stream=mirror_row("orders"), at=LATER)
+    assert (sample.added, sample.rate_per_s) == (info["entries-added"] - before, (info["entries-added"] - before) / 10.0)
