@@ -20,9 +20,13 @@ def reply_text(value: bytes | str | None) -> str | None:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def pairs(flat: Sequence) -> dict[str, object]:
-    """Redis's flat ``[name, value, name, value, ...]`` replies as a dict keyed by text."""
-    return {reply_text(flat[i]): flat[i + 1] for i in range(0, len(flat) - 1, 2)}
+def pairs(flat: Sequence) -> dict[bytes, object]:
+    """Redis's flat ``[name, value, name, value, ...]`` replies as a dict keyed by the names' bytes.
+
+    Two slices zipped into a dict run at C speed. A snapshot of 100k streams parses 300k of these
+    replies: decoding each name to text in a comprehension cost a third of its parsing (about a second).
+    """
+    return dict(zip(flat[0::2], flat[1::2], strict=False))  # a name without a value (never sent) is left out
 
 
 def optional_int(value: object) -> int | None:
@@ -42,12 +46,12 @@ def parse_group(raw: Sequence) -> GroupInfo:
     """One row of XINFO GROUPS."""
     info = pairs(raw)
     return GroupInfo(
-        name=info["name"],
-        consumers=int(info["consumers"]),
-        pending=int(info["pending"]),
-        last_delivered_id=reply_text(info["last-delivered-id"]),
-        entries_read=optional_int(info.get("entries-read")),
-        lag=optional_int(info.get("lag")),
+        name=info[b"name"],
+        consumers=int(info[b"consumers"]),
+        pending=int(info[b"pending"]),
+        last_delivered_id=reply_text(info[b"last-delivered-id"]),
+        entries_read=optional_int(info.get(b"entries-read")),
+        lag=optional_int(info.get(b"lag")),
     )
 
 
@@ -58,11 +62,11 @@ def parse_consumer(raw: Sequence) -> ConsumerInfo:
     it never read. Both "absent" and -1 are None: no figure to show.
     """
     info = pairs(raw)
-    inactive = info.get("inactive")
+    inactive = info.get(b"inactive")
     return ConsumerInfo(
-        name=info["name"],
-        pending=int(info["pending"]),
-        idle_ms=int(info["idle"]),
+        name=info[b"name"],
+        pending=int(info[b"pending"]),
+        idle_ms=int(info[b"idle"]),
         inactive_ms=None if inactive is None or int(inactive) < 0 else int(inactive),
     )
 
@@ -72,13 +76,13 @@ def parse_stream(key: bytes, info: Sequence, groups: Sequence = ()) -> StreamInf
     facts = pairs(info)
     return StreamInfo(
         key=key,
-        length=int(facts["length"]),
-        first_id=reply_id(facts.get("first-entry")),
-        last_id=reply_id(facts.get("last-entry")),
-        last_generated_id=reply_text(facts.get("last-generated-id")),
-        entries_added=optional_int(facts.get("entries-added")),
-        max_deleted_entry_id=reply_text(facts.get("max-deleted-entry-id")),
-        radix_tree_keys=optional_int(facts.get("radix-tree-keys")),
+        length=int(facts[b"length"]),
+        first_id=reply_id(facts.get(b"first-entry")),
+        last_id=reply_id(facts.get(b"last-entry")),
+        last_generated_id=reply_text(facts.get(b"last-generated-id")),
+        entries_added=optional_int(facts.get(b"entries-added")),
+        max_deleted_entry_id=reply_text(facts.get(b"max-deleted-entry-id")),
+        radix_tree_keys=optional_int(facts.get(b"radix-tree-keys")),
         groups=tuple(parse_group(g) for g in groups),
     )
 
