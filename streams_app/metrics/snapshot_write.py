@@ -17,7 +17,7 @@ trip's worth of work per row. So, inside the snapshot's transaction:
    :func:`_samples_insert`), and only when it wrote fewer rows than there are streams does an anti-join
    name the streams the mirror lacks (none, on a bus that is not growing): only those get their display
    texts and DLQ facts computed here, are inserted, and get their samples. On PostgreSQL steps 2 and
-   3 and the read of the ids below are one statement (:func:`_streams_write_merged`);
+   3 and the read of the ids below are one statement (:func:`_streams_merged`);
 4. the ids of the tick's streams are read back, and its groups staged by (stream id, name hash): their
    statements join the group mirror alone, not the stream mirror by a 64-character hash again. Then
    the same three steps for the groups; a group row whose only change is the idle time of the same
@@ -134,11 +134,21 @@ def tick_write(
         raw = Resolution.RAW.value
         # Without a previous tick the join matches nothing (``at = NULL``): every added and rate is NULL.
         stream_params = [at, raw, seconds, conn, raw, before]  # the values, then the joins
-        if sql.streams_merged is None:
-            ids = _streams_write(cursor, sql, db, conn, by_hash, stream_params, now=now)
+        merged_params = [conn, raw, before, at, raw, seconds]  # the joins (the WITH), then the values
+        ids = _streams_merged(db, cursor, sql, merged_params)
+        if ids is None:  # SQLite, or the merged statement met a sample that exists already
+            cursor.execute(sql.streams_update, [conn])
+            written = _samples_insert(db, cursor, sql.stream_samples, stream_params)
         else:
-            merged_params = [conn, raw, before, at, raw, seconds]  # the joins (the WITH), then the values
-            ids = _streams_write_merged(cursor, sql, db, conn, by_hash, stream_params, merged_params, now=now)
+            written = len(ids)
+        if written < len(by_hash):
+            cursor.execute(sql.streams_missing, [conn])
+            _streams_create(conn, [by_hash[h] for (h,) in cursor.fetchall()], now=now)
+            cursor.execute(sql.stream_samples.ignoring, stream_params)
+            ids = None  # read again, with the new rows
+        if ids is None:
+            cursor.execute(sql.streams_ids, [conn])
+            ids = dict(cursor.fetchall())
         groups = _groups_of(by_hash, ids)
 
         temp_table_load(
@@ -160,74 +170,29 @@ def tick_write(
     return TickWritten(streams=len(by_hash), groups=len(groups))
 
 
-def _streams_write(
-    cursor: Any,
-    sql: _Statements,
-    db: Any,
-    conn: str,
-    by_hash: dict[str, StreamInfo],
-    params: list[Any],
-    *,
-    now: datetime,
-) -> dict[str, int]:
-    """Refresh the staged streams' mirror rows, insert their samples (creating the rows of new streams
-    first) and return their mirror ids by key hash: three statements."""
-    cursor.execute(sql.streams_update, [conn])
-    if _samples_insert(db, cursor, sql.stream_samples, params) < len(by_hash):
-        _streams_add_missing(cursor, sql, conn, by_hash, params, now=now)
-    cursor.execute(sql.streams_ids, [conn])
-    return dict(cursor.fetchall())
+def _streams_merged(db: Any, cursor: Any, sql: _Statements, params: Sequence[Any]) -> dict[str, int] | None:
+    """On PostgreSQL, the streams' refresh, samples and ids in one statement: (key hash, mirror id) of
+    each staged stream the mirror has. None on SQLite, or when the statement met a sample that exists
+    already: nothing it did is kept, and the caller runs the separate statements (a conflict is rare,
+    see :func:`_samples_insert`).
 
-
-def _streams_write_merged(
-    cursor: Any,
-    sql: _Statements,
-    db: Any,
-    conn: str,
-    by_hash: dict[str, StreamInfo],
-    params: list[Any],
-    merged_params: list[Any],
-    *,
-    now: datetime,
-) -> dict[str, int]:
-    """:func:`_streams_write` in one statement on PostgreSQL: the separate statements join the staged
-    streams to the mirror by a 64-character hash three times over (at 100k streams 0.1-0.15 s each).
-
-    The statement's ``WITH`` materializes that join once, with the previous samples and a flag for the
-    rows whose figures changed; a data-modifying ``WITH`` writes the changed mirror rows from it, another
-    inserts the samples, and the statement returns (key hash, mirror id) of each stream the mirror has.
-    All its parts see the same snapshot; the ``UPDATE`` and the ``INSERT`` write different tables. It
-    runs in a savepoint like :func:`_samples_insert`: when it meets a sample that exists already,
-    nothing it did is kept and the separate statements run instead. Streams the mirror lacks are then
-    created as there. SQLite has no data-modifying ``WITH``. (The groups' two statements were measured
-    merged the same way: the 200k materialized rows cost what the second join saved.)
+    The separate statements (refresh, samples, ids) join the staged streams to the mirror by a
+    64-character hash three times over, 0.1-0.15 s each at 100k streams. Here a ``WITH`` materializes
+    that join once, with the previous samples and a flag for the rows whose figures changed; a
+    data-modifying ``WITH`` writes the changed mirror rows from it, another inserts the samples, and
+    the statement returns the ids. All its parts see the same snapshot, and the ``UPDATE`` and the
+    ``INSERT`` write different tables. SQLite has no data-modifying ``WITH``. (The groups' two
+    statements were measured merged the same way: the 200k materialized rows cost what the second
+    join saved.)
     """
+    if sql.streams_merged is None:
+        return None
     try:
         with transaction.atomic(using=db.alias):
-            cursor.execute(sql.streams_merged, merged_params)
+            cursor.execute(sql.streams_merged, params)
     except IntegrityError:
-        return _streams_write(cursor, sql, db, conn, by_hash, params, now=now)
-    ids = dict(cursor.fetchall())
-    if len(ids) == len(by_hash):
-        return ids
-    _streams_add_missing(cursor, sql, conn, by_hash, params, now=now)
-    cursor.execute(sql.streams_ids, [conn])
+        return None
     return dict(cursor.fetchall())
-
-
-def _streams_add_missing(
-    cursor: Any,
-    sql: _Statements,
-    conn: str,
-    by_hash: dict[str, StreamInfo],
-    params: list[Any],
-    *,
-    now: datetime,
-) -> None:
-    """Create the mirror rows of the staged streams that have none, and their samples."""
-    cursor.execute(sql.streams_missing, [conn])
-    _streams_create(conn, [by_hash[h] for (h,) in cursor.fetchall()], now=now)
-    cursor.execute(sql.stream_samples.ignoring, params)
 
 
 def _groups_of(by_hash: dict[str, StreamInfo], ids: dict[str, int]) -> dict[tuple[int, str], GroupInfo]:
@@ -532,7 +497,7 @@ class _Statements:
             f"SELECT t.{g_id}, %s, %s, g.lag, g.pending, g.oldest_pending_idle_ms "
             f"FROM {staged_g} AS g JOIN {gm} AS t ON {group_of}",
         )
-        # PostgreSQL: the three statements of the streams in one (see :func:`_streams_write_merged`).
+        # PostgreSQL: the three statements of the streams in one (see :func:`_streams_merged`).
         self.streams_merged: str | None = None
         if db.vendor == "postgresql":
             self.streams_merged = (
