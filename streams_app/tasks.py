@@ -104,9 +104,14 @@ RETENTION_BUDGET_S = {"rollups": 90.0, "prune": 90.0}
 
 @shared_task(ignore_result=True, soft_time_limit=120, time_limit=150)
 def snapshot_tick() -> int | None:
-    """Record the snapshot of the current tick (and catch up with a tick that began meanwhile); returns
-    the last SnapshotRun id (None: another run held the lock)."""
+    """Record the snapshot of the current tick (and catch up with a tick that began meanwhile, sending
+    itself again when the catch-up stopped behind); returns the last SnapshotRun id (None: another run
+    held the lock)."""
     run = snapshots.snapshot_take_guarded(now=timezone.now(), catch_up=True)
+    if snapshots.snapshot_resume_due(run, now=timezone.now()):
+        # The tick under way had its beat message while the lock was held, and it was dropped: send
+        # one of our own, which takes that tick in a task of its own (and catches up from there).
+        snapshot_tick.apply_async(expires=float(settings.BUSCONSOLE_SNAPSHOT_INTERVAL_S))
     return run.pk if run else None
 
 

@@ -10,7 +10,8 @@ Three beat tasks (thin interfaces in :mod:`streams_app.tasks`) call into this mo
   The beat task (:func:`snapshot_take_guarded`) holds a renewable lock for the whole run (renewed by a
   heartbeat, so a run longer than the interval still never overlaps the next; a killed run's lock
   expires after :func:`snapshot_lock_s`), and when its run ended after the next tick began it takes that
-  tick at once rather than leaving it to a beat message that found the lock held. A tick that still
+  tick at once rather than leaving it to a beat message that found the lock held; a task whose
+  catch-up stopped at its limit sends itself again (:func:`snapshot_resume_due`). A tick that still
   gets no run is recorded as a :class:`SnapshotSkip` by the next run that does (the gap between the two
   ticks): the overview and ``/metrics`` show them (:func:`snapshot_health`).
 - :func:`samples_downsample` rolls raw samples up into 1-minute and 1-hour rows (averages of length, rate,
@@ -69,6 +70,7 @@ __all__ = [
     "series",
     "series_resolution",
     "snapshot_health",
+    "snapshot_resume_due",
     "snapshot_take",
     "snapshot_take_guarded",
     "snapshot_tick_for",
@@ -217,6 +219,18 @@ def snapshot_take_guarded(
             tick = current
             run = snapshot_take(tick=tick)
         return run
+
+
+def snapshot_resume_due(run: SnapshotRun | None, *, now: datetime) -> bool:
+    """Whether the beat task, whose last run was ``run``, must send itself again at ``now``: a later tick
+    is under way, so its catch-up stopped at :data:`CATCH_UP_MAX` runs (or lost the lock).
+
+    That tick's beat message came while the lock was held and was dropped. Without a message of the
+    task's own, the tick would be skipped even though every run fits the interval: runs that start
+    late in their tick (the beat's phase) each end in the next one, and the catch-up chains them until
+    its limit. The limit keeps one task within its time limit; the chain goes on in the next task.
+    """
+    return run is not None and snapshot_tick_for(now=now) > run.tick
 
 
 @dataclass(frozen=True, slots=True)

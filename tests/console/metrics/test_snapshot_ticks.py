@@ -13,9 +13,12 @@ from datetime import timedelta
 
 import redis
 from django.test import Client
+from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
+from busconsole.celery import app as celery_app
 from busconsole.locks import console_redis, renewable_lock, renewed_lock
+from streams_app import tasks
 from streams_app.metrics import snapshots
 from streams_app.metrics.models import SnapshotRun, SnapshotSkip, StreamSample
 from tests.console.metrics.helpers import T0
@@ -117,3 +120,32 @@ def test_missed_ticks_show_on_the_overview_and_in_metrics(
     assert metrics["busconsole_snapshot_skipped_total"][()] == 3
     assert metrics["busconsole_snapshot_interval_seconds"][()] == 10
     assert 0 <= metrics["busconsole_snapshot_lag_seconds"][()] < 3600
+
+
+def test_the_beat_task_sends_itself_again_when_its_catch_up_stopped_behind(
+    r: redis.Redis, db, settings, monkeypatch
+) -> None:
+    """A run of T0 that ends 11 s after T0, with no catch-up left: the T0+10 tick's beat message was
+    dropped while the lock was held, so the task sends itself again (run here by Celery's eager mode)
+    and that tick is recorded, not skipped; the second task, caught up, sends nothing more."""
+    settings.BUSCONSOLE_SNAPSHOT_INTERVAL_S = 10
+    monkeypatch.setattr(snapshots, "CATCH_UP_MAX", 0)
+    r.xadd("s", {"x": "1"})
+    clock = [T0 + timedelta(seconds=1)]
+    monkeypatch.setattr(timezone, "now", lambda: clock[0])
+    take = snapshots.snapshot_take
+
+    def take_then_time_passes(*, tick):
+        run = take(tick=tick)
+        if tick == T0:
+            clock[0] = T0 + timedelta(seconds=11)  # the run of T0 ended in the next tick
+        return run
+
+    monkeypatch.setattr(snapshots, "snapshot_take", take_then_time_passes)
+    celery_app.conf.task_always_eager = True
+    try:
+        tasks.snapshot_tick.delay()
+    finally:
+        celery_app.conf.task_always_eager = False
+    assert sorted(SnapshotRun.objects.values_list("tick", flat=True)) == [T0, T0 + timedelta(seconds=10)]
+    assert not SnapshotSkip.objects.exists()
