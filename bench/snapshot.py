@@ -9,14 +9,15 @@ Goals (SPEC section 8), each a row of ``make bench``'s table (``bench/_summary.p
   the median of ``--rounds`` rounds taken alternately in the same process;
 - ``every tick recorded, N streams, <db>`` (the largest size), the SPEC's "at 100k streams every tick of
   the default interval recorded" as written: what records ticks is Celery beat and a worker, so after the
-  rounds a real ``celery worker --concurrency 2``, as ``make run`` starts it, and a ``celery beat`` sending
-  the snapshot's messages (:mod:`bench._snapshot_beat`) run for ``--beat-ticks`` intervals of the real
-  clock (6; 0: none); every tick of that window must have its
-  ``SnapshotRun`` and none a ``SnapshotSkip``. A snapshot slower than the rounds' is no miss by itself
-  when the catch-up of ``snapshot_take_guarded`` still takes the next tick, and a tick the rounds'
-  timing would pass can still be lost to a busy worker or an expired message: so the runs recorded are
-  counted, not timed. Each run's duration and delay after its tick, and the slowest of the rounds
-  against the interval, are printed beside it;
+  rounds a real ``celery worker --concurrency 2``, as ``make run`` starts it, and a ``celery beat``
+  sending the snapshot's messages (:mod:`bench._snapshot_beat`) run for ``--beat-ticks`` intervals of
+  the real clock (6; 0: none). Every tick of that window must have its ``SnapshotRun`` and none a
+  ``SnapshotSkip``, and the runs' mean duration must be within the interval. A single slow run is no
+  miss (the catch-up of ``snapshot_take_guarded`` takes the tick that began meanwhile), and a tick the
+  rounds' timing would pass can still be lost to a busy worker or an expired message: so the runs
+  recorded are counted. But runs longer than the interval on average only defer a skip beyond the
+  window. Each run's duration and delay after its tick, and the slowest of the rounds against the
+  interval, are printed beside it;
 - at 10k on SQLite: the mirror sync within its interval, a retention run within its budget and
   ``/metrics`` bounded (at most BUSCONSOLE_METRICS_MAX_SERIES per-object series, whatever the bus).
 
@@ -342,8 +343,13 @@ def beat_window(*, conn: str, url: str, n: int, ticks: int, var_dir: str) -> Non
             flush=True,
         )
     print(f"  [{db}] tasks the worker ran: {worker_tasks(services[0].log_path)}", flush=True)
-    figure = f"{len(complete)} of {ticks} ticks recorded" + (f", {skipped} skipped" if skipped else "")
-    check(name, figure, "all", len(complete) == ticks and skipped == 0)
+    # A window of a few ticks can record them all while every run is longer than the interval: the
+    # catch-up absorbs the difference until the runs start a whole interval late, and a tick goes. So
+    # the runs must also keep up on average, or the ticks are recorded only for now.
+    mean = statistics.mean(durations) if durations else math.inf
+    figure = (f"{len(complete)} of {ticks} ticks recorded" + (f", {skipped} skipped" if skipped else "")
+              + f"; runs' mean {mean:.2f} s")
+    check(name, figure, f"all; mean < {interval} s", len(complete) == ticks and skipped == 0 and mean < interval)
 
 
 def ticks_skipped(skips: Iterable[tuple[datetime, int, int]], *, first: datetime, last: datetime) -> int:
