@@ -180,9 +180,16 @@ def test_two_processes_behind_one_channel_layer_each_deliver(asgi_server, cookie
         try:
             for client in clients:
                 live(client)
-            readers = [
-                c for c in r.client_list() if c["name"] == "busconsole-tail-reader" and c["cmd"] == "xread"
-            ]
+
+            def blocked_readers() -> list[dict] | None:
+                found = [
+                    c for c in r.client_list() if c["name"] == "busconsole-tail-reader" and c["cmd"] == "xread"
+                ]
+                return found if len(found) >= 2 else None
+
+            # one blocked reader per process, whatever the clients; a process starts its reader with its
+            # first subscriber, so the second may not have sent its first XREAD yet when all are live
+            wait_for(blocked_readers, what="a tail reader blocked in each process", timeout=10)
             ids = xadd_many(r, key, 25)
             received = [entry_ids(read_until(client, ids[-1])) for client in clients]
             stream_changed("default", key, action="test", count=1)  # through the channel layer, to both
@@ -199,7 +206,6 @@ def test_two_processes_behind_one_channel_layer_each_deliver(asgi_server, cookie
     finally:
         second.stop()
     assert all(got == ids for got in received)
-    assert len(readers) >= 2  # one blocked reader per process, whatever the clients
     assert [(f["action"], f["count"]) for f in changed] == [("test", 1)] * len(clients)
 
 
