@@ -153,13 +153,7 @@ def _stage(staging: str, groups: list[list[str]], schema: pa.Schema) -> None:
         first = os.path.basename(group[0])[len("part-") :].split("_", 1)[0]
         last = os.path.basename(group[-1]).rsplit("_", 1)[1][: -len(".parquet")]
         path = os.path.join(staging, f"part-{first}_{last}.parquet")
-        pq.write_table(
-            table,
-            path,
-            compression="snappy",
-            row_group_size=256 * 1024,
-            use_dictionary=[c for c in layout.DICTIONARY_COLUMNS if c.split(".", 1)[0] in schema.names],
-        )
+        pq.write_table(table, path, **layout.parquet_options(schema.names))
         fd = os.open(path, os.O_RDONLY)
         try:
             os.fsync(fd)

@@ -186,6 +186,22 @@ DICTIONARY_COLUMNS = [
 ]
 
 
+#: Columns written without min/max statistics: every name and value of every entry's fields. No reader
+#: filters on a payload's bounds, and computing them took a quarter of the Parquet write (0.65 against
+#: 0.50 microseconds an entry, on the bench's entries).
+NO_STATISTICS = frozenset({"fields"})
+
+
+def parquet_options(names: list[str]) -> dict:
+    """The ``pq.write_table`` options of a lake file with columns ``names`` (the exporter's and compaction's)."""
+    return {
+        "compression": "snappy",
+        "use_dictionary": [c for c in DICTIONARY_COLUMNS if c.split(".", 1)[0] in names],
+        "write_statistics": [c for c in names if c not in NO_STATISTICS],
+        "row_group_size": 256 * 1024,
+    }
+
+
 def key_dir(key: bytes) -> str:
     """The partition directory value of a stream key: its hex, or a digest for long keys."""
     if len(key) <= _HEX_KEY_MAX:
@@ -250,15 +266,7 @@ class Lake:
         directory = posixpath.dirname(final)
         self.fs.create_dir(directory, recursive=True)
         target = posixpath.join(directory, ".tmp-" + posixpath.basename(final)) if self.local else final
-        columns = set(table.schema.names)
-        pq.write_table(
-            table,
-            target,
-            filesystem=self.fs,
-            compression="snappy",
-            use_dictionary=[c for c in DICTIONARY_COLUMNS if c.split(".", 1)[0] in columns],
-            row_group_size=256 * 1024,
-        )
+        pq.write_table(table, target, filesystem=self.fs, **parquet_options(table.schema.names))
         if self.local:
             self.fs.move(target, final)
 

@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 import pytest
 from django.core.management import call_command
 
@@ -118,6 +119,24 @@ def test_files_never_span_two_days(r, lake_dir: Path) -> None:
     days = sorted(p.parent.name for p in (lake_dir / "entries").rglob("part-*.parquet"))
     assert days == ["day=2025-12-31", "day=2026-01-01"]
     assert (lake_dir / "entries" / "connection=default" / f"stream_hex={b'orders'.hex()}").is_dir()
+
+
+def test_payload_fields_carry_no_statistics_and_the_other_columns_keep_theirs(r, lake_dir: Path) -> None:
+    """Parquet min/max of every payload name and value would be written for no reader; the columns a
+    reader filters on (times, IDs, types) keep theirs, as Parquet's own metadata says."""
+    add(r, b"orders", 5, start_ms=BASE_MS)
+    assert not export.export_run(tables=False).failed
+    files = list((lake_dir / "entries").rglob("*.parquet"))
+    assert files
+    for path in files:
+        group = pq.ParquetFile(path).metadata.row_group(0)
+        stats = {group.column(i).path_in_schema: group.column(i).is_stats_set for i in range(group.num_columns)}
+        assert {name for name, kept in stats.items() if not kept} == {
+            "fields.list.element.name", "fields.list.element.value"
+        }
+        rows = pq.read_table(path, columns=["ms"]).column("ms").to_pylist()
+        ms = group.column(list(stats).index("ms")).statistics
+        assert (ms.min, ms.max) == (min(rows), max(rows))
 
 
 def test_dead_letters_are_kept_by_month_in_one_file_each(r, lake_dir: Path) -> None:
