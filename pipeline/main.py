@@ -65,13 +65,12 @@ def run_all(
     The jobs run in threads of this driver, in the lanes of :data:`_LANES`: throughput, then the
     anomalies that read its rollup, in one; the other jobs one after another in the second. The small
     jobs cost mostly the same fixed work each (planning, code generation, scheduling, a write's
-    commit), which the driver does while the executors run the throughput job's tasks. Measured on 2
-    cores over a lake of 10M entries, in a JVM with C2: a warm run took 11.4-13.9 s one job after
-    another and 8.9-10.2 s in two lanes; a fresh one 21-22 s against 18.8 s. With this module's JVM
-    flags, on a machine busy with other work (load 2.4-3.7): warm 27.0 s one after another against
-    15.4 s, for the same CPU (29.6 s and 28.6 s of the JVM's). Jobs are scheduled FIFO, Spark's
-    default: the FAIR scheduler, a pool per lane, was no faster (fresh 20.9 s against 19.8 s, warm
-    16.3 s against 15.4 s), as it lends the cores the throughput job, the longest chain, would use.
+    commit), which the driver does while the executors run the throughput job's tasks: the same CPU,
+    less wall time. Measured on 2 cores over a lake of 10M entries, one job after another against two
+    lanes: a fresh JVM with this module's flags 22.8 s against 21.2 s, with C2 21-22 s against 18.8 s;
+    a warm one with C2 11.4-13.9 s against 8.9-10.2 s. Jobs are scheduled FIFO, Spark's default: the
+    FAIR scheduler, a pool per lane, was no faster (fresh 20.9 s against 19.8 s, warm 16.3 s against
+    15.4 s), as it lends the cores the throughput job, the longest chain, would use.
 
     ``on_step`` hears of each job as it finishes, in the caller's thread (never two calls at once).
     When a job raises, the jobs running in the other lanes are cancelled (their Spark jobs carry a
