@@ -46,10 +46,16 @@ from datetime import datetime
 from typing import Any
 
 from django.db import IntegrityError, connections, models, router, transaction
-from django.db.models.constants import OnConflict
 
 from eventbus.conventions import DlqPattern, detect_dlq
-from streams_app.metrics.bulk import rows_insert, temp_table_drop, temp_table_load
+from streams_app.metrics.bulk import (
+    InsertSelect,
+    insert_select,
+    insert_select_run,
+    rows_insert,
+    temp_table_drop,
+    temp_table_load,
+)
 from streams_app.metrics.mirror import (
     GROUP_FIGURES,
     STREAM_FIGURES,
@@ -280,23 +286,17 @@ def _sqlite_caches(db: Any) -> Iterator[None]:
                 cursor.execute(f"PRAGMA {schema}.cache_size = {int(size)}")
 
 
-def _samples_insert(db: Any, cursor: Any, sql: _Insert, params: Sequence[Any]) -> int:
-    """Run a sample ``INSERT ... SELECT``; returns the rows inserted.
+def _samples_insert(db: Any, cursor: Any, sql: InsertSelect, params: Sequence[Any]) -> int:
+    """Run a sample ``INSERT ... SELECT`` (:func:`~streams_app.metrics.bulk.insert_select_run`: the plain
+    ``INSERT`` first); returns the rows inserted.
 
-    The plain ``INSERT`` first, in a savepoint: nothing else writes raw samples of a tick while its
+    A conflict is rare: nothing else writes raw samples of a tick while its
     :class:`~streams_app.metrics.models.SnapshotRun` row, created in this transaction, is uncommitted
     (a concurrent run of the tick waits on that row's unique index, then finds the run and writes
-    nothing), so a conflict is rare: samples left by a run of the tick that retention has since
-    forgotten. Only then is the statement run again ignoring conflicts. On PostgreSQL ``ON CONFLICT DO
-    NOTHING`` costs two thirds more per row (a probe of the unique index before the heap insert, a
-    speculative insertion and its confirmation in the WAL): at 100k streams, over a second a tick.
+    nothing), so only samples left by a run of the tick that retention has since forgotten meet one.
+    Ignoring conflicts from the start would cost over a second a tick at 100k streams on PostgreSQL.
     """
-    try:
-        with transaction.atomic(using=db.alias):
-            cursor.execute(sql.plain, params)
-    except IntegrityError:
-        cursor.execute(sql.ignoring, params)
-    return cursor.rowcount
+    return insert_select_run(db, cursor, sql, params)
 
 
 @contextmanager
@@ -378,15 +378,6 @@ def _groups_create(groups: Sequence[tuple[int, str, GroupInfo]], *, now: datetim
     )
 
 
-@dataclass(frozen=True, slots=True)
-class _Insert:
-    """A sample ``INSERT ... SELECT``, as is and ignoring rows that exist already (see :func:`_samples_insert`)."""
-
-    into: str  # the table and its columns
-    plain: str
-    ignoring: str
-
-
 class _Statements:
     """The tick's SQL for one database, from the models' tables and columns (parameters are ``%s``)."""
 
@@ -442,24 +433,8 @@ class _Statements:
             f"WHERE NOT EXISTS (SELECT 1 FROM {gm} AS t WHERE {group_of})"
         )
 
-        def insert(model: type[models.Model], fields: Sequence[str], select: str) -> _Insert:
-            columns = [model._meta.get_field(f) for f in fields]
-            into = f"{table(model)} ({', '.join(qn(f.column) for f in columns)})"
-            return _Insert(
-                into=into,
-                plain=f"INSERT INTO {into} {select}",
-                ignoring=" ".join(
-                    filter(
-                        None,
-                        [
-                            db.ops.insert_statement(on_conflict=OnConflict.IGNORE),
-                            into,
-                            select,
-                            db.ops.on_conflict_suffix_sql(columns, OnConflict.IGNORE, None, None),
-                        ],
-                    )
-                ),
-            )
+        def insert(model: type[models.Model], fields: Sequence[str], select: str) -> InsertSelect:
+            return insert_select(db, model, fields, select)
 
         ss = table(StreamSample)
         p_stream, p_res, p_at = (

@@ -1,8 +1,9 @@
 """Rollups and retention: ``samples_downsample`` into 1-minute and 1-hour rows, ``samples_prune`` keeping
 raw samples until they are rolled up, and ``series`` picking the resolution from the window.
 
-The rollups are checked against a plain-Python rollup of the same random raw samples (mean rounded
-half up, sum, max, float mean); retention against counts of the rows the test wrote.
+The rollups are checked against a plain-Python rollup of the same random raw samples: minutes from the
+samples, hours from those minutes (mean rounded half up, sum, max, float mean); retention against
+counts of the rows the test wrote.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import math
 import random
 from collections import defaultdict
 from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
 
 import pytest
 
@@ -72,7 +74,8 @@ def test_downsampling_matches_a_plain_python_rollup(db, settings) -> None:
 
     made = snapshots.samples_downsample(now=now)
 
-    def expected(rows, fk, size, columns):
+    def rolled(rows, fk, size, columns):
+        """``rows`` (objects with ``at``, the fk and the columns) rolled up into buckets of ``size`` seconds."""
         buckets = defaultdict(list)
         for row in rows:
             floor = datetime.fromtimestamp(row.at.timestamp() // size * size, tz=UTC)
@@ -94,14 +97,18 @@ def test_downsampling_matches_a_plain_python_rollup(db, settings) -> None:
             out[key] = values
         return out
 
+    def as_rows(rollup, fk):
+        return [SimpleNamespace(**{fk: key[0], "at": key[1]}, **values) for key, values in rollup.items()]
+
     cases = [
         (StreamSample, raw_s, "stream_id", {"length": "avg", "added": "sum", "rate_per_s": "favg"}),
         (GroupSample, raw_g, "group_id", {"lag": "avg", "pending": "avg", "oldest_pending_idle_ms": "max"}),
         (DlqSample, raw_d, "stream_id", {"depth": "avg"}),
     ]
-    for resolution, size in (("1m", 60), ("1h", 3600)):
-        for model, raw, fk, columns in cases:
-            want = expected(raw, fk, size, columns)
+    for model, raw, fk, columns in cases:
+        minutes = rolled(raw, fk, 60, columns)
+        hours = rolled(as_rows(minutes, fk), fk, 3600, columns)  # an hour is the rollup of its minutes
+        for resolution, want in (("1m", minutes), ("1h", hours)):
             got = {
                 (getattr(row, fk), row.at): {c: getattr(row, c) for c in columns}
                 for row in model.objects.filter(resolution=resolution)
@@ -205,3 +212,41 @@ def test_a_forgotten_mirror_row_takes_its_samples_with_it(db, settings) -> None:
     assert count(f"SELECT COUNT(*) FROM {gmirror}") == 0  # a's groups went with it
     # b:dlq was not forgotten: its stream and DLQ samples are still there.
     assert count(f"SELECT COUNT(*) FROM {sample}") == 1 and count(f"SELECT COUNT(*) FROM {dlq}") == 1
+
+
+def test_an_hour_waits_for_all_of_its_minutes(db, settings, monkeypatch) -> None:
+    """A run stopped by its bucket limit part way through an hour leaves that hour alone; the next runs
+    finish the minutes and then roll the hour up from all sixty of them."""
+    settings.BUSCONSOLE_SNAPSHOT_INTERVAL_S = 10
+    monkeypatch.setitem(snapshots.MAX_BUCKETS, "1m", 25)
+    streams, _ = _rollup_fixture()
+    start = datetime(2026, 1, 1, 10, 0, tzinfo=UTC)
+    lengths = list(range(360))  # 10:00:00 .. 10:59:50, one tick every 10 s; minute m holds 6m .. 6m+5
+    StreamSample.objects.bulk_create(
+        [StreamSample(stream=streams[0], at=start + timedelta(seconds=10 * i), length=n) for i, n in enumerate(lengths)]
+    )
+    now = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+
+    runs = [snapshots.samples_downsample(now=now) for _ in range(4)]
+    assert [r["1m"]["stream"] for r in runs] == [25, 25, 10, 0]
+    assert [r["1h"]["stream"] for r in runs] == [0, 0, 1, 0]
+    minutes = [math.floor((6 * m + 6 * m + 5) / 2 + 0.5) for m in range(60)]  # mean of 6m .. 6m+5, half up
+    assert list(StreamSample.objects.filter(resolution="1m").order_by("at").values_list("length", flat=True)) == minutes
+    assert StreamSample.objects.get(resolution="1h").length == _half_up(minutes)
+
+
+def test_minute_rows_outlive_their_retention_until_their_hour_is_rolled_up(db, settings) -> None:
+    settings.BUSCONSOLE_RETENTION_RAW_H = 2
+    settings.BUSCONSOLE_RETENTION_1M_D = 1
+    streams, _ = _rollup_fixture()
+    old = datetime(2026, 1, 1, 6, 0, tzinfo=UTC)
+    StreamSample.objects.bulk_create(
+        [StreamSample(stream=streams[0], at=old + timedelta(minutes=m), resolution="1m", length=m) for m in range(60)]
+    )
+    now = datetime(2026, 1, 5, tzinfo=UTC)  # days past the minutes' retention
+
+    assert snapshots.samples_prune(now=now)["stream.1m"] == 0  # no hour made of them yet: kept
+    assert StreamSample.objects.filter(resolution="1m").count() == 60
+    assert snapshots.samples_downsample(now=now)["1h"]["stream"] == 1
+    assert StreamSample.objects.get(resolution="1h").length == 30  # mean of 0..59 = 29.5, half up
+    assert snapshots.samples_prune(now=now)["stream.1m"] == 60
