@@ -271,7 +271,7 @@ BUSCONSOLE_RETENTION_1H_D = envint("BUSCONSOLE_RETENTION_1H_D", 365)
 if BUSCONSOLE_SNAPSHOT_INTERVAL_S < 1 or BUSCONSOLE_MIRROR_INTERVAL_S < 1:
     raise ImproperlyConfigured("BUSCONSOLE_SNAPSHOT_INTERVAL_S and BUSCONSOLE_MIRROR_INTERVAL_S must be >= 1")
 if BUSCONSOLE_RETENTION_RAW_H < 2 or BUSCONSOLE_RETENTION_1M_D < 1 or BUSCONSOLE_RETENTION_1H_D < 1:
-    # Hourly rollups are computed from raw samples, which must outlive the hour being rolled up.
+    # Charts of the last hour and less read the raw samples (series_resolution): keep at least two hours.
     raise ImproperlyConfigured("BUSCONSOLE_RETENTION_RAW_H must be >= 2 and the _1M_D/_1H_D retentions >= 1")
 # The mirror sync is incremental (only streams whose facts changed are rewritten); a full pass, which also
 # marks vanished streams deleted and refreshes every consumer's idle time, runs at most every FULL_EVERY_S.
