@@ -14,6 +14,9 @@ Callers pass values by attribute name (``stream_id``, not ``stream``). No signal
 :func:`temp_table_load` stages rows in a temporary table for set-based statements (``UPDATE ... FROM``,
 ``INSERT ... SELECT``) that Django's ORM cannot express; on PostgreSQL it loads them with a binary ``COPY``,
 which costs a fraction of an ``executemany`` (even pipelined, psycopg sends one statement per row).
+:func:`insert_select` writes the ``INSERT ... SELECT`` statements of those (a tick's samples from its
+staged rows, a rollup bucket from the rows it aggregates), and :func:`insert_select_run` runs one,
+ignoring rows that exist already only when it met one.
 """
 
 from __future__ import annotations
