@@ -389,10 +389,11 @@ def _bucket_write(db: Any, model: type[models.Model], params: Sequence[Any]) -> 
     """Write one rollup bucket of ``model`` (:func:`_rollup_select` and its ``params``); returns the rows written.
 
     On PostgreSQL one ``INSERT ... SELECT``, which blocks no other writer. SQLite has one writer at a
-    time, and the statement would hold the database for all of its aggregation (at 100k streams, seconds
-    for a minute bucket of the group samples and ten for an hour, while a snapshot waits to commit): the
-    rows are aggregated into a temporary table first, which takes no lock on the main database (it is
-    only read), then copied in a short transaction of their own.
+    time, and the statement would hold the database for all of its aggregation while a snapshot waits to
+    commit (at 100k streams about a second for a minute bucket, ten for an hour bucket of the group
+    samples): the rows are aggregated into a temporary table first, which takes no lock on the main
+    database (it is only read), then copied in a transaction of their own (at 100k streams 0.2 s for the
+    stream samples' 100k rows, 0.5 s for the groups' 200k).
     """
     fields, select = _rollup_select(db, model)
     with db.cursor() as cursor:
