@@ -37,7 +37,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connections, models, router, transaction
-from django.db.models import Max
+from django.db.models import Max, Min
 from django.utils import timezone
 
 from busconsole.locks import renewed_lock
@@ -247,6 +247,18 @@ class SnapshotHealth:
     skipped_total: int  # ticks missed, as far back as the skip records go
     skipped_recent: int  # ticks missed within the last hour
     last_skip: datetime | None
+    rollups_until: datetime | None = None  # where the 1-minute rollups of every sample table end
+    rollup_backlog_s: float | None = None  # from there to the newest tick: raw samples not rolled up yet
+
+    @property
+    def rollups_behind(self) -> bool:
+        """The 1-minute rollups end more than :data:`ROLLUP_BACKLOG_MAX` before the newest tick.
+
+        In the steady state they trail it by the grace (:func:`rollup_grace`) and the minute between two
+        retention runs. Raw samples are deleted only once rolled up, so a retention that cannot keep
+        up, or that does not run, makes the database grow by every tick's samples.
+        """
+        return self.rollup_backlog_s is not None and self.rollup_backlog_s > ROLLUP_BACKLOG_MAX.total_seconds()
 
     @property
     def behind(self) -> bool:
@@ -263,10 +275,13 @@ class SnapshotHealth:
 
 #: The window of :attr:`SnapshotHealth.skipped_recent`.
 RECENT = timedelta(hours=1)
+#: How far the 1-minute rollups may trail the newest tick before :attr:`SnapshotHealth.rollups_behind`.
+ROLLUP_BACKLOG_MAX = timedelta(minutes=15)
 
 
 def snapshot_health(*, now: datetime | None = None) -> SnapshotHealth:
-    """Two small queries: the newest finished run, and the skip records (one row per gap)."""
+    """Small queries: the newest finished run, the skip records (one row per gap) and, per sample table,
+    where its 1-minute rollups end (:func:`_rollups_until`)."""
     now = now or timezone.now()
     interval = settings.BUSCONSOLE_SNAPSHOT_INTERVAL_S
     run = SnapshotRun.objects.filter(finished_at__isnull=False).order_by("-tick").first()
@@ -280,6 +295,7 @@ def snapshot_health(*, now: datetime | None = None) -> SnapshotHealth:
         recent += max(0, ticks - first_k)
         final = tick + timedelta(seconds=step * (ticks - 1))
         last = final if last is None else max(last, final)
+    rolled = _rollups_until()
     return SnapshotHealth(
         interval_s=interval,
         last_tick=run.tick if run else None,
@@ -288,7 +304,23 @@ def snapshot_health(*, now: datetime | None = None) -> SnapshotHealth:
         skipped_total=total,
         skipped_recent=recent,
         last_skip=last,
+        rollups_until=rolled,
+        rollup_backlog_s=max(0.0, (run.tick - rolled).total_seconds()) if run and rolled else None,
     )
+
+
+def _rollups_until() -> datetime | None:
+    """Where the 1-minute rollups of every sample table end: the earliest of the tables' ends, a table
+    never rolled up counting from its oldest raw sample (None: no raw sample at all). Two index lookups
+    per table, on the (resolution, at) index."""
+    ends = []
+    for model in _ROLLUPS:
+        end = _rolled_until(model, Resolution.MINUTE)
+        if end is None:
+            end = model.objects.filter(resolution=Resolution.RAW).aggregate(m=Min("at"))["m"]
+        if end is not None:
+            ends.append(end)
+    return min(ends, default=None)
 
 
 def mirror_full_due(*, conn: str, now: datetime) -> bool:

@@ -142,6 +142,13 @@ class SnapshotCollector(Collector):
             "busconsole_snapshot_skipped", "Snapshot ticks that got no run (as far back as the 1-hour retention)."
         )
         skipped.add_metric([], health.skipped_total)
+        backlog = GaugeMetricFamily(
+            "busconsole_snapshot_rollup_backlog_seconds",
+            "Seconds from where the 1-minute rollups end to the newest tick: raw samples are deleted only once "
+            "rolled up, so a backlog that keeps growing is a database that keeps growing.",
+        )
+        if health.rollup_backlog_s is not None:
+            backlog.add_metric([], health.rollup_backlog_s)
         if run is not None:
             duration.add_metric([], run.duration_ms / 1000)
             redis_s.add_metric([], run.redis_ms / 1000)
@@ -152,7 +159,7 @@ class SnapshotCollector(Collector):
             broken = {str(error.get("conn", "")) for error in run.errors}
             for conn in sorted(broken | {c.name for c in connections()}):
                 failed.add_metric([conn], 1 if conn in broken else 0)
-        yield from (duration, redis_s, errors, tick, streams, failed, interval, lag, skipped)
+        yield from (duration, redis_s, errors, tick, streams, failed, interval, lag, skipped, backlog)
 
     def _mirror(self) -> Iterator[Metric]:
         labels = ["connection"]

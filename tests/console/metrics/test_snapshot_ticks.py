@@ -20,7 +20,7 @@ from busconsole.celery import app as celery_app
 from busconsole.locks import console_redis, renewable_lock, renewed_lock
 from streams_app import tasks
 from streams_app.metrics import snapshots
-from streams_app.metrics.models import SnapshotRun, SnapshotSkip, StreamSample
+from streams_app.metrics.models import GroupSample, SnapshotRun, SnapshotSkip, StreamSample
 from tests.console.metrics.helpers import T0
 from tests.polling import wait_for
 
@@ -149,3 +149,49 @@ def test_the_beat_task_sends_itself_again_when_its_catch_up_stopped_behind(
         celery_app.conf.task_always_eager = False
     assert sorted(SnapshotRun.objects.values_list("tick", flat=True)) == [T0, T0 + timedelta(seconds=10)]
     assert not SnapshotSkip.objects.exists()
+
+
+def test_rollups_that_fall_behind_show_on_the_overview_and_in_metrics(
+    db, settings, viewer, viewer_client: Client, client: Client, api_token
+) -> None:
+    """The backlog runs from the newest tick back to where the 1-minute rollups of the slowest sample table
+    end (a table never rolled up: from its oldest raw sample), worked out here from the rows written."""
+    settings.BUSCONSOLE_SNAPSHOT_INTERVAL_S = 10
+    now = snapshots.snapshot_tick_for(now=timezone.now(), interval_s=10)
+    SnapshotRun.objects.create(tick=now, started_at=now, finished_at=now)
+    minute, tick = timedelta(minutes=1), timedelta(seconds=10)
+    values = {StreamSample: {"stream_id": 1, "length": 0}, GroupSample: {"group_id": 1, "pending": 0}}
+
+    def write(model, resolution: str, first, last, step) -> None:
+        count = int((last - first) / step) + 1
+        model.objects.bulk_create(
+            [model(at=first + k * step, resolution=resolution, **values[model]) for k in range(count)]
+        )
+
+    def rolled_up_to(model, ago: timedelta):
+        """1-minute rows for the ten minutes before ``now - ago`` (minute-aligned); where they end."""
+        end = (now - ago).replace(second=0)
+        write(model, "1m", end - 10 * minute, end - minute, minute)
+        return end
+
+    write(StreamSample, "raw", now - 40 * minute, now, tick)
+    write(GroupSample, "raw", now - 50 * minute, now, tick)  # never rolled up: counts from its oldest sample
+    stream_end = rolled_up_to(StreamSample, 30 * minute)
+    health = snapshots.snapshot_health()
+    assert health.rollups_until == now - 50 * minute < stream_end
+    assert health.rollup_backlog_s == 50 * 60 and health.rollups_behind
+
+    page = viewer_client.get("/").content.decode()
+    assert 'id="snapshot-notice"' in page and "The 1-minute rollups end at" in page
+    token = api_token(viewer)
+    metrics = _families(client.get("/metrics", HTTP_AUTHORIZATION=f"Bearer {token}").content.decode())
+    assert metrics["busconsole_snapshot_rollup_backlog_seconds"][()] == 50 * 60
+
+    # Both tables rolled up to within a few minutes of the newest tick: the steady state, no notice.
+    StreamSample.objects.filter(resolution="1m").delete()
+    stream_end = rolled_up_to(StreamSample, 3 * minute)
+    group_end = rolled_up_to(GroupSample, 5 * minute)
+    health = snapshots.snapshot_health()
+    assert health.rollups_until == group_end < stream_end
+    assert health.rollup_backlog_s == (now - group_end).total_seconds() and not health.rollups_behind
+    assert 'id="snapshot-notice"' not in viewer_client.get("/").content.decode()
