@@ -311,8 +311,8 @@ def snapshot_health(*, now: datetime | None = None) -> SnapshotHealth:
 
 def _rollups_until() -> datetime | None:
     """Where the 1-minute rollups of every sample table end: the earliest of the tables' ends, a table
-    never rolled up counting from its oldest raw sample (None: no raw sample at all). Two index lookups
-    per table, on the (resolution, at) index."""
+    never rolled up counting from its oldest raw sample (None: no raw sample at all). One lookup per
+    table on the (resolution, at) index, two for a table never rolled up."""
     ends = []
     for model in _ROLLUPS:
         end = _rolled_until(model, Resolution.MINUTE)
