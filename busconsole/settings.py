@@ -83,6 +83,9 @@ try:
 except _spark_conf.ConfError as _exc:
     raise ImproperlyConfigured(str(_exc)) from None
 BUSCONSOLE_LAKE = envstr("BUSCONSOLE_LAKE", str(VAR_DIR / "lake"))
+# The resident Spark driver's socket (python -m pipeline.service, started by `make run`): pipeline runs
+# go there when it answers, else to a fresh `python -m pipeline` child per run. Empty: always a child.
+BUSCONSOLE_SPARK_SERVICE = envstr("BUSCONSOLE_SPARK_SERVICE", str(VAR_DIR / "spark.sock"))
 
 INSTALLED_APPS = [
     "streams_app.admin_site.ConsoleAdminConfig",  # django.contrib.admin, entered by console admins

@@ -59,6 +59,7 @@ def run_all(
     baseline_days: int = transform.BASELINE_DAYS,
     jobs: Sequence[str] = JOBS,
     on_step: StepFn | None = None,
+    check: Callable[[], None] | None = None,
 ) -> list[JobResult]:
     """Extract, transform and load every job in ``jobs``, side by side; their results in :data:`JOBS` order.
 
@@ -73,7 +74,8 @@ def run_all(
     15.4 s), as it lends the cores the throughput job, the longest chain, would use.
 
     ``on_step`` hears of each job as it finishes, in the caller's thread (never two calls at once).
-    When a job raises, the jobs running in the other lanes are cancelled (their Spark jobs carry a
+    ``check`` is called there too, every :attr:`_Lanes.POLL_S` while the jobs run, and stops the run
+    by raising (the resident driver's test for a client that went away). When a job raises, the jobs running in the other lanes are cancelled (their Spark jobs carry a
     tag of this run and are interrupted), those not yet started never start, and the first error is
     raised, itself, once every lane has stopped: nothing of the run goes on after this returns or
     raises. Rollups the cancelled jobs were replacing may then be half written, as when a run fails
@@ -121,7 +123,7 @@ def run_all(
         "lag_trend": lag_trend,
         "anomalies": anomalies,
     }
-    done = _Lanes(spark, work, on_step).run(_lanes(jobs))
+    done = _Lanes(spark, work, on_step, check).run(_lanes(jobs))
     return [done[name] for name in JOBS if name in done]
 
 
@@ -154,11 +156,16 @@ class _Lanes:
     POLL_S = 0.1
 
     def __init__(
-        self, spark: SparkSession, work: dict[str, Callable[[], dict[str, int]]], on_step: StepFn | None
+        self,
+        spark: SparkSession,
+        work: dict[str, Callable[[], dict[str, int]]],
+        on_step: StepFn | None,
+        check: Callable[[], None] | None = None,
     ) -> None:
         self.context = spark.sparkContext
         self.work = work
         self.on_step = on_step
+        self.check = check
         self.tag = f"busconsole-rollups-{uuid.uuid4().hex}"
         self.finished: queue.SimpleQueue[JobResult] = queue.SimpleQueue()
         self.done: dict[str, JobResult] = {}
@@ -175,7 +182,7 @@ class _Lanes:
             for thread in threads:
                 thread.start()
             self._wait(threads, report=True)
-        except BaseException as exc:  # on_step raised, or Ctrl-C: stop the lanes before leaving
+        except BaseException as exc:  # on_step or check raised, or Ctrl-C: stop the lanes before leaving
             self._fail(exc)
             self._wait(threads, report=False)
         if self.error is not None:
@@ -200,6 +207,8 @@ class _Lanes:
                 self.done[result.job] = result
                 if report and self.on_step:
                     self.on_step(result)
+            if report and self.check and not self.stop.is_set():
+                self.check()
 
     def _lane(self, lane: list[str]) -> None:
         self.context.addJobTag(self.tag)

@@ -8,14 +8,19 @@ which give the reports page its "as of".
 Re-running after a failure at any point is safe: the export continues from its checkpoints, the Spark
 jobs recompute every rollup from the whole lake, and the load upserts.
 
-**The Spark jobs run in a child process** (``python -m pipeline``, see :func:`spark_child`), local unless
-``SPARK_MASTER`` names a cluster, with ``BUSCONSOLE_SPARK_CONF`` and the run's own options as ``--conf``.
-A JVM started inside a process stays there until that process exits (``SparkSession.stop`` does not
-end it): a Celery worker that ran one pipeline kept a 734 MB JVM between daily runs. The child's JSON
-lines are the run's progress, its ``{"error": ...}`` line the reason of a failure, and a cancel or a
-lost lock ends it (the JVM dies with it). A process that already has a session (the tests', a
-notebook's) or a caller that passes ``spark`` runs the jobs in that session instead: the JVM is there
-already, and a child would only start a second one.
+**The Spark jobs run in the resident driver or in a child process** (:func:`spark_jobs`), never in the
+worker itself: a JVM started inside a process stays there until that process exits
+(``SparkSession.stop`` does not end it), and a Celery worker that ran one pipeline kept a 734 MB JVM
+between daily runs. The resident driver (:mod:`pipeline.service`, which ``make run`` starts) is a
+process of its own that keeps that JVM on purpose: from its second run on, the jobs run in code its
+JIT compiled already, about twice as fast as in a fresh JVM. When none answers at
+``BUSCONSOLE_SPARK_SERVICE``, or it declines the run (a cluster ``SPARK_MASTER``, an option its session
+cannot take), the jobs run as ``python -m pipeline`` in a child process (:func:`spark_child`), local
+unless ``SPARK_MASTER`` names a cluster, with ``BUSCONSOLE_SPARK_CONF`` and the run's own options as
+``--conf``. Either way the run's JSON lines are its progress, an ``{"error": ...}`` line the reason of
+a failure, and a cancel or a lost lock ends the jobs (a child and its JVM die; the resident driver
+cancels the run's jobs and stays up). A process that already has a session (the tests', a notebook's)
+or a caller that passes ``spark`` runs the jobs in that session instead: the JVM is there already.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import json
 import logging
 import os
 import queue
+import socket
 import subprocess
 import sys
 import threading
@@ -81,6 +87,122 @@ def _lines(stream: IO[str], sink: Callable[[str], None]) -> None:
         sink(None)  # type: ignore[arg-type] - end of stream
 
 
+class SparkServiceUnavailable(Exception):
+    """No resident Spark driver took the run (none listens, or it cannot serve it as asked); nothing ran."""
+
+
+class _Reply:
+    """The JSON lines of a Spark run (``python -m pipeline``'s output, or :mod:`pipeline.service`'s answer)."""
+
+    def __init__(self, on_step: Callable[[dict[str, Any]], None] | None) -> None:
+        self.on_step = on_step
+        self.figures: dict[str, Any] = {"jobs": []}
+        self.error = ""
+        self.exit: int | None = None
+        self.unserved: str | None = None
+
+    def feed(self, line: str) -> None:
+        try:
+            item = json.loads(line)
+        except ValueError:
+            spark_log.info("%s", line)  # something printed outside the protocol: keep it in the log
+            return
+        if not isinstance(item, dict):
+            return
+        if "error" in item:
+            self.error = str(item["error"])
+        elif "unserved" in item:
+            self.unserved = str(item["unserved"])
+        elif "exit" in item:
+            self.exit = int(item["exit"])
+        elif "job" in item:
+            self.figures["jobs"].append(item)
+            if self.on_step:
+                self.on_step(item)
+        else:
+            self.figures.update(item)
+
+
+def spark_jobs(
+    *,
+    lake_uri: str,
+    as_of: datetime,
+    master: str,
+    conf: Mapping[str, str] | None = None,
+    on_step: Callable[[dict[str, Any]], None] | None = None,
+    check: Callable[[], None] | None = None,
+) -> dict[str, Any]:
+    """Run the Spark jobs in the resident driver when one takes them (:func:`spark_service`), else in a
+    child process (:func:`spark_child`); their figures, with ``driver`` saying which, or raise.
+
+    The resident driver is asked at ``BUSCONSOLE_SPARK_SERVICE`` (empty: never). Only a run it
+    declined before starting goes to a child: one that failed or was cut off there is a failed run.
+    """
+    path = settings.BUSCONSOLE_SPARK_SERVICE
+    if path:
+        try:
+            return {**spark_service(path, lake_uri=lake_uri, as_of=as_of, master=master, conf=conf,
+                                    on_step=on_step, check=check), "driver": "resident"}
+        except SparkServiceUnavailable as exc:
+            log.info("the Spark jobs run in a child process: %s", exc)
+    return {**spark_child(lake_uri=lake_uri, as_of=as_of, master=master, conf=conf, on_step=on_step,
+                          check=check), "driver": "child"}
+
+
+def spark_service(
+    path: str,
+    *,
+    lake_uri: str,
+    as_of: datetime,
+    master: str,
+    conf: Mapping[str, str] | None = None,
+    on_step: Callable[[dict[str, Any]], None] | None = None,
+    check: Callable[[], None] | None = None,
+) -> dict[str, Any]:
+    """Run the Spark jobs in the resident driver listening at ``path`` (:mod:`pipeline.service`); its figures.
+
+    Raises :class:`SparkServiceUnavailable` when nothing listens there or the driver declines the
+    run (another master, an option its running session cannot take), and :class:`SparkRunFailed`
+    when the run fails or the driver goes away during it. ``check`` is called every
+    :data:`CHECK_EVERY_S` and stops the run by raising: closing the connection cancels the run there.
+    """
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        try:
+            sock.connect(path)
+        except OSError as exc:  # no file, nobody listening, a path too long for a socket
+            raise SparkServiceUnavailable(f"no resident Spark driver at {path} ({exc.strerror or exc})") from None
+        request = {"lake": lake_uri, "as_of": as_of.isoformat(), "master": master, "conf": dict(conf or {})}
+        sock.sendall(json.dumps(request).encode() + b"\n")
+        sock.settimeout(CHECK_EVERY_S)
+        reply = _Reply(on_step)
+        pending = b""
+        while reply.exit is None:
+            try:
+                chunk = sock.recv(65536)
+            except TimeoutError:
+                if check:
+                    check()
+                continue
+            except OSError as exc:
+                raise SparkRunFailed(f"the resident Spark driver failed: the connection broke ({exc})") from None
+            if not chunk:
+                break
+            *lines, pending = (pending + chunk).split(b"\n")
+            for line in lines:
+                reply.feed(line.decode(errors="replace"))
+                if reply.unserved is not None:
+                    raise SparkServiceUnavailable(f"the resident Spark driver declined: {reply.unserved}")
+    finally:
+        sock.close()
+    if reply.exit is None:
+        raise SparkRunFailed("the resident Spark driver failed: it closed the connection before the run ended"
+                             + (f" ({reply.error})" if reply.error else ""))
+    if reply.exit != 0:
+        raise SparkRunFailed(f"the Spark jobs failed (resident driver): {reply.error or 'no reason given'}")
+    return reply.figures
+
+
 def spark_child(
     *,
     lake_uri: str,
@@ -116,8 +238,7 @@ def spark_child(
             tail.append(line)
             spark_log.info("%s", line)
 
-    figures: dict[str, Any] = {"jobs": []}
-    error = ""
+    reply = _Reply(on_step)
     child = subprocess.Popen(command, cwd=settings.BASE_DIR, env=env, stdin=subprocess.DEVNULL,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1)
     readers = [threading.Thread(target=_lines, args=(child.stdout, lines.put), daemon=True),
@@ -134,21 +255,7 @@ def spark_child(
                 continue
             if line is None:
                 break
-            try:
-                item = json.loads(line)
-            except ValueError:
-                spark_log.info("%s", line)  # something printed outside the protocol: keep it in the log
-                continue
-            if not isinstance(item, dict):
-                continue
-            if "error" in item:
-                error = str(item["error"])
-            elif "job" in item:
-                figures["jobs"].append(item)
-                if on_step:
-                    on_step(item)
-            else:
-                figures.update(item)
+            reply.feed(line)
         code = child.wait()
     finally:
         if child.poll() is None:
@@ -161,9 +268,9 @@ def spark_child(
         for reader in readers:
             reader.join(5)
     if code != 0:
-        reason = error or "\n".join(tail) or "no output"
+        reason = reply.error or "\n".join(tail) or "no output"
         raise SparkRunFailed(f"the Spark jobs failed (exit {code}): {reason}")
-    return figures
+    return reply.figures
 
 
 @contextmanager
@@ -212,10 +319,10 @@ def pipeline_run(
 ) -> PipelineRun:
     """Export, run every Spark job, load the rollups; the run's record (state ``done``), or raise.
 
-    The Spark jobs run in a child process (:func:`spark_child`) with ``BUSCONSOLE_SPARK_CONF`` and
-    ``spark_conf`` over it, unless ``spark`` is given or this process has an active session (then in
-    that session, whose options are its own). ``check`` is called while the child works and stops the
-    run by raising.
+    The Spark jobs run in the resident driver or a child process (:func:`spark_jobs`) with
+    ``BUSCONSOLE_SPARK_CONF`` and ``spark_conf`` over it, unless ``spark`` is given or this process has
+    an active session (then in that session, whose options are its own). ``check`` is called while
+    they work and stops the run by raising.
     """
     # Imported here, not at the top: it loads pyspark, which only a pipeline run in this process
     # needs (the web process, which imports this module for the button and the job kind, never does).
@@ -243,12 +350,13 @@ def pipeline_run(
                 phase("exported", stats["export"])
                 lock.renew()
                 if spark is None:
-                    ran = spark_child(
+                    ran = spark_jobs(
                         lake_uri=lake_uri, as_of=as_of, master=settings.SPARK_MASTER,
                         conf={**settings.BUSCONSOLE_SPARK_CONF, **(spark_conf or {})},
                         on_step=lambda result: (lock.renew(), phase("spark", result)), check=check,
                     )
-                    stats.update({k: ran[k] for k in ("spark_startup_s", "master", "shuffle_partitions") if k in ran})
+                    stats.update({k: ran[k] for k in ("spark_startup_s", "master", "shuffle_partitions", "driver")
+                                  if k in ran})
                     results = ran["jobs"]
                 else:
                     from pipeline import main

@@ -24,6 +24,8 @@ def celery_env(**extra: str) -> dict[str, str]:
     """The environment of a Celery process sharing this test's database, plus ``extra`` settings."""
     return {
         **os.environ,
+        # never a resident Spark driver a `make run` of this checkout may have started (var/spark.sock)
+        "BUSCONSOLE_SPARK_SERVICE": "",
         "DATABASE_URL": shared_database_url(),
         "DJANGO_SETTINGS_MODULE": "busconsole.settings",
         "PYTHONUNBUFFERED": "1",

@@ -80,7 +80,7 @@ class Command(GuidedCommand):
             raise CommandError(str(exc)) from exc
         stats = run.stats
         self.stdout.write(
-            f"Pipeline done in {stats['seconds']:.1f} s (Spark start-up {stats.get('spark_startup_s', 0):.1f} s): "
+            f"Pipeline done in {stats['seconds']:.1f} s (Spark {_where(stats)}): "
             + ", ".join(f"{n} {name}" for name, n in stats["loaded"].items())
             + " rollup rows loaded."
         )
@@ -96,3 +96,9 @@ class Command(GuidedCommand):
         elif phase == "spark":
             rows = ", ".join(f"{n} {name}" for name, n in info["rows"].items())
             self.stdout.write(f"Spark job {info['job']}: {rows} rows in {info['seconds']:.1f} s.")
+
+
+def _where(stats: dict[str, Any]) -> str:
+    """Where the Spark jobs ran, and what starting their session cost."""
+    where = {"resident": "in the resident driver", "child": "in a child process"}.get(stats.get("driver", ""), "in-process")
+    return f"{where}, start-up {stats.get('spark_startup_s', 0):.1f} s"
