@@ -265,6 +265,10 @@ def main() -> int:
                 return 130
         login = [line for line in output if line.startswith("Admin login")]  # printed once, at creation
 
+        # The resident Spark driver (pipeline/service.py): the worker's pipeline runs hand their Spark
+        # jobs to it, in a JVM kept warm between runs. Not for a cluster master, whose executors it
+        # would hold between runs: there every run starts its own driver.
+        spark_socket = env.setdefault("BUSCONSOLE_SPARK_SERVICE", str(var_dir / "spark.sock"))
         services.append(Child("web", [
             PYTHON, "-m", "uvicorn", "busconsole.asgi:application",
             "--host", host, "--port", str(port), "--ws", "websockets",
@@ -278,6 +282,8 @@ def main() -> int:
             PYTHON, "-m", "celery", "-A", "busconsole", "beat", "-l", "info",
             "-s", str(var_dir / "celerybeat-schedule"),
         ], env))
+        if spark_socket and (env.get("SPARK_MASTER") or "local").startswith("local"):
+            services.append(Child("spark", [PYTHON, "-m", "pipeline.service", "--socket", spark_socket], env))
         if env.get("BUSCONSOLE_DEMO", "0" if bus_given else "1") != "1":
             log("no demo traffic (BUSCONSOLE_DEMO=1 writes it into the monitored Redis)")
         else:
