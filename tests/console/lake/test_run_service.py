@@ -248,6 +248,31 @@ def test_a_client_that_leaves_cancels_its_run(service: Service, where) -> None:
         "throughput", "latency", "failures", "lag_trend", "anomalies"}
 
 
+def test_a_driver_whose_jvm_died_restarts_and_the_run_goes_to_a_child(worker: Worker, service: Service, r) -> None:
+    data.write(r, data.traffic())
+    jvms, pid = service.jvms(), service.process.pid
+    assert jvms
+    for jvm in jvms:
+        os.kill(jvm, signal.SIGKILL)  # what the kernel's OOM killer would pick: the biggest process
+    wait_for(lambda: not service.jvms(), what="the JVM to go", timeout=30)
+
+    done, _ = run_job(worker, service)
+    assert done.state == Job.State.DONE, done.error
+    assert PipelineRun.objects.get(job=done).stats["driver"] == "child"  # nothing ran in the service
+
+    # the service restarted in place (same process, so a supervisor sees no exit) and takes runs again
+    def restarted() -> bool:
+        log = service.output()
+        return service.alive() and "JVM is gone" in log and "serving Spark runs" in log.rsplit("JVM is gone", 1)[1]
+
+    wait_for(restarted, what="the service to restart", timeout=30)
+    done, _ = run_job(worker, service)
+    assert done.state == Job.State.DONE, done.error
+    run = PipelineRun.objects.get(job=done)
+    assert run.stats["driver"] == "resident" and run.stats["spark_startup_s"] > 0, run.stats
+    assert service.process.pid == pid and service.jvms() and not service.jvms() & jvms
+
+
 def test_a_driver_that_dies_mid_run_fails_the_run(service: Service, where) -> None:
     """Last in this module: it kills the module's service."""
     killed = threading.Event()
