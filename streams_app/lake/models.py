@@ -81,6 +81,11 @@ class PipelineRun(models.Model):
     def __str__(self) -> str:
         return f"pipeline run {self.started_at:%Y-%m-%d %H:%M:%S} ({self.state})"
 
+    @property
+    def spark_driver(self) -> str:
+        """Where the run's Spark jobs ran, in words ("" for a run that does not say)."""
+        return {"resident": "the resident driver", "child": "a child process"}.get(self.stats.get("driver", ""), "")
+
 
 class _StreamRollup(models.Model):
     """Columns every per-stream rollup has: connection, and the stream as bytes, digest and text."""

@@ -355,8 +355,8 @@ def pipeline_run(
                         conf={**settings.BUSCONSOLE_SPARK_CONF, **(spark_conf or {})},
                         on_step=lambda result: (lock.renew(), phase("spark", result)), check=check,
                     )
-                    stats.update({k: ran[k] for k in ("spark_startup_s", "master", "shuffle_partitions", "driver")
-                                  if k in ran})
+                    stats.update({k: ran[k] for k in ("spark_startup_s", "jobs_s", "master", "shuffle_partitions",
+                                                      "driver") if k in ran})
                     results = ran["jobs"]
                 else:
                     from pipeline import main

@@ -62,7 +62,8 @@ def rollups() -> None:
     AnomalyRollup.objects.create(**stream, hour=MONDAY + timedelta(days=7, hours=14), entries=60, baseline_mean=20.0,
                                  baseline_std=2.0, baseline_points=7, z=20.0, threshold=3.0, direction="spike")
     PipelineRun.objects.create(started_at=MONDAY + timedelta(days=8), finished_at=MONDAY + timedelta(days=8, minutes=1),
-                               as_of=MONDAY + timedelta(days=8), state="done")
+                               as_of=MONDAY + timedelta(days=8), state="done",
+                               stats={"driver": "resident", "jobs_s": 7.43})
 
 
 def test_anonymous_is_sent_to_login(client: Client) -> None:
@@ -75,6 +76,7 @@ def test_viewer_reads_the_rollups(viewer_client: Client, rollups: None) -> None:
     assert response.status_code == 200
     page = response.content.decode()
     assert "As of <strong>2026-01-13 00:00 UTC</strong>" in page
+    assert "Its Spark jobs ran in the resident driver in 7.4 s." in page
     # heat map: from the oldest hour loaded to the newest, both covered whole (the minute rows say so),
     # Monday 14:00 occurs twice: 40 + 60, the darkest cell; Monday 15:00 once (the second one is after
     # the newest hour): 7 in 60 minutes against 100 in 120

@@ -144,7 +144,7 @@ def test_runs_go_to_the_resident_driver_whose_jvm_stays(worker: Worker, service:
 
     assert done.state == Job.State.DONE, done.error
     run = PipelineRun.objects.get(job=done)
-    assert run.stats["driver"] == "resident"
+    assert run.stats["driver"] == "resident" and run.stats["jobs_s"] > 0
     assert run.stats["shuffle_partitions"] == 5  # the job's option, for this run only
     assert set(run.stats["jobs"]) == {"throughput", "latency", "failures", "lag_trend", "anomalies"}
     assert hourly_entries() == len(first)
