@@ -75,11 +75,11 @@ def run_all(
 
     ``on_step`` hears of each job as it finishes, in the caller's thread (never two calls at once).
     ``check`` is called there too, every :attr:`_Lanes.POLL_S` while the jobs run, and stops the run
-    by raising (the resident driver's test for a client that went away). When a job raises, the jobs running in the other lanes are cancelled (their Spark jobs carry a
-    tag of this run and are interrupted), those not yet started never start, and the first error is
-    raised, itself, once every lane has stopped: nothing of the run goes on after this returns or
-    raises. Rollups the cancelled jobs were replacing may then be half written, as when a run fails
-    in a job's write.
+    by raising (the resident driver's test for a client that went away). When a job raises, the jobs
+    running in the other lanes are cancelled (their Spark jobs carry a tag of this run and are
+    interrupted), those not yet started never start, and the first error is raised, itself, once
+    every lane has stopped: nothing of the run goes on after this returns or raises. Rollups the
+    cancelled jobs were replacing may then be half written, as when a run fails in a job's write.
     """
     unknown = sorted(set(jobs) - set(JOBS))
     if unknown:
