@@ -223,14 +223,15 @@ class Handler(socketserver.StreamRequestHandler):
         except Unserved as exc:
             self.emit({"unserved": str(exc)})
             return
-        except Exception as exc:  # noqa: BLE001 - the session did not start: said, and tried again next time
+        except Exception as exc:  # noqa: BLE001 - said to the client; the next run tries again
             from pipeline.main import _brief
 
-            if driver.spark is not None:
-                self.server.restart = True  # up, yet it did not answer: start over
-            else:
-                driver.stop()
-            self.emit({"error": f"Spark did not start: {_brief(exc)}"})
+            if cold:
+                driver.stop()  # it did not start: the next run starts it again
+            elif not driver.alive():
+                self.server.restart = True
+            reason = "Spark did not start" if cold else "the session did not answer"
+            self.emit({"error": f"{reason}: {_brief(exc)}"})
             self.emit({"exit": 1})
             return
         self.emit({
