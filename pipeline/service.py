@@ -69,6 +69,9 @@ log = logging.getLogger("pipeline.service")
 
 #: The longest request line read (a lake URI, a handful of options).
 MAX_REQUEST = 64 * 1024
+#: How long a client has to send its request once connected: one that connects and says nothing must
+#: not hold the service (runs are served one at a time).
+REQUEST_TIMEOUT_S = 5.0
 
 
 class RunCancelled(Exception):
@@ -199,9 +202,15 @@ class Handler(socketserver.StreamRequestHandler):
     server: Server
 
     def handle(self) -> None:
-        line = self.rfile.readline(MAX_REQUEST + 1)
+        self.connection.settimeout(REQUEST_TIMEOUT_S)
+        try:
+            line = self.rfile.readline(MAX_REQUEST + 1)
+        except TimeoutError:
+            log.warning("a client connected and sent no request within %.0f s", REQUEST_TIMEOUT_S)
+            return
         if not line:
             return  # the client left before asking (a run cancelled while it waited)
+        self.connection.settimeout(None)  # a run takes as long as it takes
         try:
             if len(line) > MAX_REQUEST:
                 raise ValueError(f"the request is longer than {MAX_REQUEST} bytes")

@@ -227,6 +227,12 @@ def test_bad_requests_are_answered_and_change_nothing(service: Service) -> None:
         assert answer[0]["error"].startswith("bad request"), answer
     answer = service.ask(b'{"lake": "/tmp/x", "master": "spark://elsewhere:7077"}\n')
     assert len(answer) == 1 and "spark://elsewhere:7077" in answer[0]["unserved"], answer
+    # a client that connects and says nothing does not hold the service
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as silent:
+        silent.connect(service.path)
+        answer = service.ask(b"not json either\n")
+        assert answer[-1] == {"exit": 2}, answer
+    assert "sent no request" in service.output()
     service.alive()
 
 
