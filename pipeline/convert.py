@@ -177,14 +177,26 @@ def split_by_month(table: pa.Table) -> list[tuple[str, pa.Table]]:
 
 
 def split_by_day(table: pa.Table, days: pa.ChunkedArray | None = None) -> list[tuple[str, pa.Table]]:
-    """A table of ID-ordered rows cut into one table per UTC day (``date`` column, or ``days``), in order."""
+    """A table of ID-ordered rows cut into one table per UTC day (``date`` column, or ``days``), in order.
+
+    The days of ordered rows never go back, so each day's rows are a slice of the table (no copy: a
+    filter per day copied every chunk of the export once more, a tenth of its time). Days out of order
+    are filtered instead, one table per day all the same.
+    """
     days = (table.column("date") if days is None else days).combine_chunks()
     if len(days) == 0:
         return []
     first, last = days[0].as_py(), days[-1].as_py()
     if first == last:
         return [(first.isoformat(), table)]
-    out = []
-    for day in pc.unique(days).to_pylist():
-        out.append((day.isoformat(), table.filter(pc.equal(days, pa.scalar(day, pa.date32())))))
-    return out
+    if pc.all(pc.less_equal(days.slice(0, len(days) - 1), days.slice(1))).as_py():
+        counts = pc.value_counts(days)
+        out, start = [], 0
+        for day, n in zip(counts.field("values").to_pylist(), counts.field("counts").to_pylist(), strict=True):
+            out.append((day.isoformat(), table.slice(start, n)))
+            start += n
+        return out
+    return [
+        (day.isoformat(), table.filter(pc.equal(days, pa.scalar(day, pa.date32()))))
+        for day in pc.unique(days).to_pylist()
+    ]
