@@ -8,8 +8,8 @@ exporter saw, for the Spark jobs. For every stream of every connection (``SCAN .
   checkpoint costs no XRANGE at all.
 * **Bounded memory.** ``COUNT`` adapts so one reply stays near :data:`REPLY_BYTES`, and a *chunk* (the
   replies written to one set of files) ends once it reaches ``chunk_rows`` entries or :data:`CHUNK_BYTES`,
-  whatever the stream's length or entry size. The next reply is fetched while one is written
-  (:class:`_Replies`).
+  whatever the stream's length or entry size. The next reply is asked for before one is converted
+  (:func:`~streams_app.redis_ops.ranges.range_pages`), so Redis reads it meanwhile.
 * **Crash-safe, exactly once.** Per chunk: (1) record the files about to be written in the checkpoint's
   ``pending``, (2) write each file to a temp name and rename it (:meth:`pipeline.lake.Lake.write`),
   (3) move ``last_id`` and clear ``pending`` in one UPDATE. A run killed after (1) leaves ``pending`` set;
@@ -36,11 +36,10 @@ without ``COUNT``), every failure an :class:`~streams_app.redis_ops.errors.OpsEr
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import multiprocessing
 import os
-import queue
-import threading
 import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -57,6 +56,7 @@ from busconsole.locks import LockError, renewable_lock
 from eventbus.keys import is_metrics_key
 from pipeline import compact as compaction
 from pipeline import convert, lake
+from streams_app.heap import gc_paused
 from streams_app.lake import worker
 from streams_app.lake.checkpoints import (
     ExportStats,
@@ -327,60 +327,6 @@ def export_stream(
 # ------------------------------------------------------------------------------------------ streams
 
 
-class _Replies:
-    """A stream's XRANGE replies from ``start`` on, fetched one ahead by a thread.
-
-    While the caller converts and writes one reply, the next is on its way: the round trip and Redis's
-    own time hide behind the conversion, which matters most when Redis is across a network (on one
-    machine the process is CPU-bound and the workers of :func:`export_run` are what scale). Memory stays
-    bounded: one reply converting, one queued, one in flight. ``COUNT`` is the caller's to adapt
-    (:meth:`adapt`); an error in the thread is raised to the caller.
-    """
-
-    def __init__(self, conn: str, key: bytes, start: str, *, limit: int) -> None:
-        self.count = min(FIRST_COUNT, limit)
-        self._limit = limit
-        self._queue: queue.Queue[Any] = queue.Queue(maxsize=1)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._fetch, args=(conn, key, start), name="export-xrange", daemon=True)
-        self._thread.start()
-
-    def _fetch(self, conn: str, key: bytes, start: str) -> None:
-        try:
-            for reply in range_pages(conn, key, start, count=lambda: self.count):
-                self._put(reply)
-                if self._stop.is_set():
-                    return
-            self._put(None)
-        except BaseException as exc:  # noqa: BLE001 - handed to the caller, which raises it
-            self._put(exc)
-
-    def _put(self, item: Any) -> None:
-        while not self._stop.is_set():
-            try:
-                self._queue.put(item, timeout=0.1)
-                return
-            except queue.Full:
-                continue
-
-    def __iter__(self) -> Iterator[list[Any]]:
-        while True:
-            item = self._queue.get()
-            if item is None:
-                return
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-
-    def adapt(self, entries: int, nbytes: int) -> None:
-        """Aim the next replies at :data:`REPLY_BYTES`, given the size of the last one."""
-        self.count = max(1, min(self._limit, int(REPLY_BYTES * entries / max(nbytes, 1))))
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=30)
-
-
 def _export_stream(
     target: lake.Lake,
     conn: str,
@@ -421,14 +367,18 @@ def _export_stream(
         stats.dead_letters += sum(t.num_rows for t in dead)
         pieces.clear(), metrics.clear(), dead.clear()
         rows = size = 0
+        gc.collect(0)  # the cycles the chunk made, if any: only its young objects are walked
         if on_progress:
             on_progress(stats)
 
-    replies = _Replies(conn, key, start, limit=min(MAX_COUNT, chunk_rows))
-    try:
+    limit = min(MAX_COUNT, chunk_rows)
+    count = min(FIRST_COUNT, limit)  # per page, aimed at REPLY_BYTES by the last page's size
+    # Every reply is hundreds of thousands of new objects, which the collector would walk again and again
+    # while they are alive: it is paused for the stream (streams_app/heap.py).
+    with gc_paused(), contextlib.closing(range_pages(conn, key, start, count=lambda: count)) as replies:
         for reply in replies:
             table = convert.entries_table(conn, key, text, reply)
-            replies.adapt(len(reply), table.nbytes)
+            count = max(1, min(limit, int(REPLY_BYTES * len(reply) / max(table.nbytes, 1))))
             pieces.append(table)
             if is_metrics:
                 metrics.append(convert.metrics_table(conn, reply))
@@ -440,8 +390,6 @@ def _export_stream(
                 flush()
         if pieces:
             flush()
-    finally:
-        replies.close()
 
 
 def _chunk_files(dataset: str, conn: str, key: bytes | None, pieces: list[pa.Table]) -> list[tuple[str, pa.Table]]:

@@ -21,9 +21,7 @@ ignoring rows that exist already only when it met one.
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,24 +41,6 @@ _CONVERTED = (
     models.TimeField,
     models.DurationField,
 )
-
-
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """The cyclic garbage collector off for the block (and back as it was after).
-
-    A snapshot of 100k streams allocates millions of small objects (replies, dataclasses, row tuples)
-    that all stay alive until it ends; each full collection walks all of them, so the collector alone
-    cost a quarter of the snapshot's time. Nothing in the block makes reference cycles worth collecting
-    early: they are collected after it.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def chunks(items: Sequence, size: int) -> Iterator[Sequence]:

@@ -46,7 +46,8 @@ from django.db import connection, models, transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from streams_app.metrics.bulk import chunks, gc_paused, rows_insert, rows_update
+from streams_app.heap import gc_paused
+from streams_app.metrics.bulk import chunks, rows_insert, rows_update
 from streams_app.metrics.models import (
     TEXT_MAX,
     ConsumerMirror,

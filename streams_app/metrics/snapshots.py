@@ -42,8 +42,9 @@ from django.utils import timezone
 
 from busconsole.locks import renewed_lock
 from streams_app import signals
+from streams_app.heap import gc_paused
 from streams_app.live import broadcast
-from streams_app.metrics.bulk import gc_paused, insert_select, insert_select_run, temp_table_drop
+from streams_app.metrics.bulk import insert_select, insert_select_run, temp_table_drop
 from streams_app.metrics.mirror import SyncResult, mirror_sync
 from streams_app.metrics.models import (
     DlqSample,

