@@ -19,8 +19,8 @@ import time
 import redis
 
 
-def main(url: str, key: str) -> None:
-    client = redis.Redis.from_url(url)
+def xrange_loop(client: redis.Redis, key: str) -> tuple[int, float]:
+    """Entries and entries/s of ``key`` read to its end in pages of 10,000, parsed by hiredis, nothing else."""
     client.set_response_callback("XRANGE", lambda response, **options: response)
     started, start, n = time.perf_counter(), "-", 0
     while True:
@@ -29,7 +29,12 @@ def main(url: str, key: str) -> None:
             break
         n += len(reply)
         start = "(" + reply[-1][0].decode()
-    print(json.dumps({"entries": n, "rate": n / (time.perf_counter() - started)}))
+    return n, n / (time.perf_counter() - started)
+
+
+def main(url: str, key: str) -> None:
+    n, rate = xrange_loop(redis.Redis.from_url(url), key)
+    print(json.dumps({"entries": n, "rate": rate}))
 
 
 if __name__ == "__main__":

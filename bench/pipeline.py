@@ -59,6 +59,7 @@ sys.path.insert(0, str(REPO))
 
 from bench._common import django_bench  # noqa: E402 - needs the repo root on sys.path
 from bench._summary import at_least, check, within  # noqa: E402
+from bench._xrange_loop import xrange_loop  # noqa: E402
 from pipeline.signatures import NO_ERROR  # noqa: E402
 
 EXPORT_FACTOR = 0.9  # SPEC: export >= 0.9x a bare XRANGE loop
@@ -240,19 +241,6 @@ def _baseline_read(url: str, key: str) -> tuple[int, float]:
     return reply["entries"], reply["rate"]
 
 
-def _read_here(r, key: str) -> float:
-    """The same loop in this process, with the console loaded: printed beside the floor, not a goal."""
-    r.set_response_callback("XRANGE", lambda response, **options: response)
-    started, start, n = time.perf_counter(), "-", 0
-    while True:
-        reply = r.execute_command("XRANGE", key, start, "+", "COUNT", 10_000)
-        if not reply:
-            break
-        n += len(reply)
-        start = "(" + reply[-1][0].decode()
-    return n / (time.perf_counter() - started)
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--entries", type=int, default=10_000_000)
@@ -286,7 +274,7 @@ def main() -> int:
         # tenth from one bench to the next while the 30-second export beside it did not move.
         reads = [_baseline_read(server.url(0), "bench:s00") for _ in range(3)]
         base_n, base_rate = reads[0][0], statistics.median(rate for _, rate in reads)
-        here = _read_here(r, "bench:s00")
+        here = xrange_loop(r, "bench:s00")[1]  # the same loop in this process, with the console loaded
         print(
             f"baseline: bare XRANGE COUNT 10000 loop, in a process of its own: {base_n:,} entries at "
             f"{base_rate:,.0f} entries/s (median of " + ", ".join(f"{rate:,.0f}" for _, rate in reads) + "); "
