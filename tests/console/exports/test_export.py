@@ -244,6 +244,35 @@ def test_the_job_writes_what_the_download_streams_and_survives_a_crash(
     assert b"".join(page_download.streaming_content) == path.read_bytes()
 
 
+def test_the_job_runs_with_the_collector_paused_and_puts_it_back(
+    r, operator_client, exports_dir, monkeypatch
+) -> None:
+    """A part is thousands of entries alive at once: the collector is off while the job encodes them,
+    and on again after the job, also after a job that failed mid-way."""
+    import gc
+
+    _fill(r)
+    monkeypatch.setattr(files, "PART_PAGES", 1)
+    enabled: list[bool] = []
+    real = files.encoded_pages
+
+    def watched(*args, **kwargs):
+        enabled.append(gc.isenabled())
+        if len(enabled) == 2 and watched.crash:
+            raise RuntimeError("worker killed")
+        return real(*args, **kwargs)
+
+    watched.crash = True
+    monkeypatch.setattr(files, "encoded_pages", watched)
+    job_id = operator_client.post(_url(), {"format": "csv"}, content_type="application/json").json()["job"]
+    assert runner.job_run(job_id).state == "failed"
+    assert enabled == [False, False] and gc.isenabled()
+    watched.crash = False
+    runner.job_resume(job_id=job_id)
+    assert runner.job_run(job_id).state == "done"
+    assert enabled[2:] == [False, False] and gc.isenabled()  # the resumed run: its second and third parts
+
+
 def test_a_big_range_is_refused_for_download_and_exported_by_a_job(
     r, viewer, viewer_client, exports_dir, settings
 ) -> None:
