@@ -19,7 +19,7 @@ from typing import Protocol
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from streams_app.redis_ops.decoding import decode_value, display_text
+from streams_app.redis_ops.decoding import PREVIEW_LIMIT, decoded_value, display_text
 from streams_app.redis_ops.ids import parse_id
 from streams_app.redis_ops.types import Entry
 
@@ -89,10 +89,12 @@ def ndjson_record(entry: Entry) -> dict[str, object]:
     decoded = {}
     for name, value in entry.fields:
         # Only values that look like a JSON object or array go to the one decoder: cheap to skip the rest.
+        # The value without its display text (``decoded_value``), whose indented dump cost more than the
+        # parse; a value past the preview limit is not whole JSON to the decoder, so it is not decoded.
         if value[:1] in (b"{", b"[") or value.lstrip()[:1] in (b"{", b"["):
-            found = decode_value(value)
-            if found.format == "json" and not found.truncated:
-                decoded[display_text(name)] = found.value
+            kind, found = decoded_value(value)
+            if kind == "json" and len(value) <= PREVIEW_LIMIT:
+                decoded[display_text(name)] = found
     if decoded:
         record["decoded"] = decoded
     if needs_raw(entry):
@@ -162,10 +164,17 @@ class NdjsonEncoder:
         return b""
 
     def page(self, entries: Sequence[Entry]) -> bytes:
-        return b"".join(
-            json.dumps(ndjson_record(e), ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
-            for e in entries
-        )
+        return b"".join(self._line(e) for e in entries)
+
+    @staticmethod
+    def _line(entry: Entry) -> bytes:
+        record = ndjson_record(entry)
+        try:
+            text = json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+        except RecursionError:  # a payload nested as deep as the decoder goes: in ``fields`` and ``raw`` only
+            record.pop("decoded", None)
+            text = json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+        return text.encode() + b"\n"
 
     def finish(self) -> bytes:
         return b""
