@@ -8,8 +8,12 @@ Design (issue 14 item 4):
   ``hash:<12 hex>`` of a keyed HMAC-SHA256 (key derived from ``SECRET_KEY``: equal values stay
   comparable, nobody without the key can test a guess), ``remove`` leaves the field or key out. When
   several rules hit one value the strongest wins (remove, then mask, then hash).
-- Fail closed: a rule with a deeper path on a field that is not JSON (msgpack, text, a bad document)
-  masks the whole field, since the console cannot tell whether the value hides there.
+- Fail closed: a rule with a deeper path masks the whole field whenever the console cannot tell with
+  certainty whether the value hides there: a field that is not JSON (msgpack, text, a bad document), a
+  JSON object that repeats a key (``{"c":{"email":…},"c":{"id":3}}``: a parser keeping the last copy
+  finds nothing to mask while the raw bytes keep the first), nesting too deep to walk, or a path that
+  runs into a string which itself holds JSON (a payload encoded twice). Only JSON is walked: a value
+  hidden in another encoding inside a string (base64, say) needs a rule on the whole field.
 - Everyone sees masked values, whatever their role. A user whose role is in
   ``BUSCONSOLE_UNMASKED_ROLES`` may ask for one response unmasked (``?unmasked=1`` on a page or API
   read); every such response that shows a value some rule would have masked writes one ``payload.reveal``
@@ -283,21 +287,52 @@ def mask_fields(fields: Pairs, rules: Sequence[Rule]) -> list[tuple[bytes, bytes
 
 
 def _mask_json(value: bytes, rules: Sequence[Rule]) -> bytes:
+    """``value`` with the path rules applied, or :data:`MASKED_BYTES` whenever the masker cannot be sure
+    where the rules' values are (fail closed): a value that is not JSON, that repeats a key in one object
+    (parsers disagree on which copy wins: the page shows the last, the raw bytes keep both), that nests
+    too deep to walk, or whose path runs into a string that itself holds JSON (a payload encoded twice)."""
     try:
-        doc = json.loads(value)
-    except (ValueError, UnicodeDecodeError):
+        doc = json.loads(value, object_pairs_hook=_unique_keys)
+    except (ValueError, UnicodeDecodeError, RecursionError):
         return MASKED_BYTES  # fail closed: the value may hide there in a form we cannot walk
     changed = False
-    for rule in rules:
-        doc, hit = _walk(doc, rule.path, rule.action)
-        changed = changed or hit
+    try:
+        for rule in rules:
+            doc, hit = _walk(doc, rule.path, rule.action)
+            changed = changed or hit
+    except _Unsure:
+        return MASKED_BYTES
     if not changed:
         return value
     return json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode()
 
 
+class _Unsure(Exception):
+    """A rule's path reached something the masker cannot walk with certainty."""
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    doc = dict(pairs)
+    if len(doc) != len(pairs):
+        raise ValueError("a key repeats in one object")
+    return doc
+
+
+def _holds_json(text: str) -> bool:
+    """Whether a string met on a rule's path is itself a JSON document that could hold the value."""
+    stripped = text.lstrip()
+    if not stripped or stripped[0] not in '{["':
+        return False
+    try:
+        inner = json.loads(stripped)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(inner, dict | list | str)
+
+
 def _walk(node: Any, path: tuple[str, ...], action: str) -> tuple[Any, bool]:
-    """Apply ``action`` at ``path`` under ``node`` (in place); returns the node and whether anything was hit."""
+    """Apply ``action`` at ``path`` under ``node`` (in place); returns the node and whether anything was hit.
+    Raises :class:`_Unsure` when the path runs into a string holding JSON."""
     segment, rest = path[0], path[1:]
     if isinstance(node, dict):
         keys = list(node) if segment == "*" else [segment] if segment in node else []
@@ -309,6 +344,8 @@ def _walk(node: Any, path: tuple[str, ...], action: str) -> tuple[Any, bool]:
             slots = [int(segment)]
         else:
             slots = []
+    elif isinstance(node, str) and _holds_json(node):
+        raise _Unsure
     else:
         return node, False
     hit = False
