@@ -1,8 +1,9 @@
 """Login throttling: failed logins counted per account and per address, and the login form that
 refuses to check a password once either count is too high (SPEC section 3).
 
-The login page itself lives in ``streams_app.views.auth``. Counters live in Django's cache (the
-console's own Redis), so every web process shares them.
+The login page itself lives in ``streams_app.views.auth``. Counters live in the console's own Redis
+(REDIS_URL, through ``busconsole.cache``), so every web process shares them, and an attempt is counted
+before its password is checked, so concurrent guesses cannot slip between a check and a count.
 """
 
 from __future__ import annotations
@@ -10,20 +11,18 @@ from __future__ import annotations
 import hashlib
 import logging
 import math
-import time
 from typing import Any
 
 from django import forms
 from django.conf import settings
 from django.contrib.auth.forms import AuthenticationForm
-from django.core.cache import cache
 from django.http import HttpRequest
 
-from busconsole.cache import CacheUnavailable
+from busconsole.cache import CacheUnavailable, window_clear, window_give_back, window_take
 
 log = logging.getLogger(__name__)
 
-_THROTTLE_NS = "console:login-fail"
+_THROTTLE_NS = "busconsole:login-fail"
 
 
 def client_ip(request: HttpRequest | None) -> str | None:
@@ -39,7 +38,7 @@ def client_ip(request: HttpRequest | None) -> str | None:
 
 
 def _throttle_keys(*, username: str | None, ip: str | None) -> list[str]:
-    """Cache keys of the counters that apply; hashed so any username or address makes a valid key.
+    """Redis keys of the counters that apply; hashed so any username or address makes a valid key.
 
     Usernames are case-folded so that "Admin" and "admin" share one counter, whatever the backend's
     idea of case.
@@ -56,58 +55,50 @@ def _throttle_keys(*, username: str | None, ip: str | None) -> list[str]:
     return keys
 
 
-def login_blocked_for(*, username: str | None, ip: str | None) -> int:
-    """Seconds until a login for ``username`` from ``ip`` is accepted again; 0 when it is now.
+def login_attempt_take(*, username: str | None, ip: str | None) -> int:
+    """Count a login attempt against the account and the address before its password is checked.
 
-    A login is refused once either counter (the account's or the address's) has reached
-    BUSCONSOLE_LOGIN_MAX_FAILURES within the current window. A limit of 0 or less disables throttling.
-    If the console's Redis is unreachable, logins are not throttled (logged): an outage must not lock
-    operators out of the console they need to diagnose it.
+    Returns 0 when the attempt is counted and may go on, else the seconds until a login for
+    ``username`` from ``ip`` is accepted again (nothing counted). Check and count are one atomic step
+    on the console's Redis (:func:`busconsole.cache.window_take`), so concurrent guesses cannot all pass
+    the check before any is counted: at most BUSCONSOLE_LOGIN_MAX_FAILURES passwords are checked per
+    window, however many arrive at once. Fixed windows: an account's or address's first attempt starts
+    a window of BUSCONSOLE_LOGIN_WINDOW_S seconds (the counter's expiry), so a lockout ends at a known
+    time, which the error message states. A limit of 0 or less disables throttling. If the console's
+    Redis is unreachable, logins are not throttled (logged): an outage must not lock operators out of
+    the console they need to diagnose it.
     """
     limit = settings.BUSCONSOLE_LOGIN_MAX_FAILURES
     keys = _throttle_keys(username=username, ip=ip)
     if limit <= 0 or not keys:
         return 0
     try:
-        values = cache.get_many([*keys, *(f"{key}:until" for key in keys)])
+        wait = window_take(keys, limit=limit, window_s=settings.BUSCONSOLE_LOGIN_WINDOW_S)
     except CacheUnavailable:
-        log.exception("login throttle unavailable: cannot read failure counters")
+        log.exception("login throttle unavailable: cannot count a login attempt")
         return 0
-    wait = 0.0
-    for key in keys:
-        if int(values.get(key) or 0) >= limit:
-            until = values.get(f"{key}:until")
-            left = until - time.time() if until else settings.BUSCONSOLE_LOGIN_WINDOW_S
-            wait = max(wait, left, 1)
     return math.ceil(wait)
 
 
-def login_failure_record(*, username: str | None, ip: str | None) -> None:
-    """Count one failed login against the account and the address.
+def login_success_record(*, username: str | None, ip: str | None) -> None:
+    """A counted attempt logged in: clear the account's counter and give the address its count back.
 
-    Fixed windows: the first failure starts a window of BUSCONSOLE_LOGIN_WINDOW_S seconds (the key's
-    expiry) and later failures within it only increment, so a lockout ends at a known time, which the
-    error message states. ``add`` then ``incr`` keeps concurrent failures from losing counts.
+    The address keeps its failures (one valid account must not launder an address's guesses at
+    others), but a success does not add to them: people behind one address would otherwise run out
+    of logins.
     """
-    window = settings.BUSCONSOLE_LOGIN_WINDOW_S
     try:
-        for key in _throttle_keys(username=username, ip=ip):
-            if cache.add(key, 0, timeout=window):
-                cache.set(f"{key}:until", time.time() + window, timeout=window)
-            try:
-                cache.incr(key)
-            except ValueError:  # the window ended between add and incr: this failure opens a new one
-                cache.set(key, 1, timeout=window)
-                cache.set(f"{key}:until", time.time() + window, timeout=window)
+        window_clear(_throttle_keys(username=username, ip=None))
+        for key in _throttle_keys(username=None, ip=ip):
+            window_give_back(key)
     except CacheUnavailable:
-        log.exception("login throttle unavailable: cannot record a failed login")
+        log.exception("login throttle unavailable: cannot record a successful login")
 
 
 def login_failures_clear(*, username: str | None = None, ip: str | None = None) -> None:
     """Forget the failures counted against an account and/or an address."""
-    keys = _throttle_keys(username=username, ip=ip)
     try:
-        cache.delete_many([*keys, *(f"{key}:until" for key in keys)])
+        window_clear(_throttle_keys(username=username, ip=ip))
     except CacheUnavailable:
         log.exception("login throttle unavailable: cannot clear failure counters")
 
@@ -128,8 +119,11 @@ class ThrottledAuthenticationForm(AuthenticationForm):
 
     def clean(self) -> dict[str, Any]:
         username = self.cleaned_data.get("username")
+        if username is None or not self.cleaned_data.get("password"):
+            return super().clean()  # a field is missing: no password is checked, nothing is counted
         ip = client_ip(self.request)
-        wait = login_blocked_for(username=username, ip=ip)
+        # Counted before the check: a wrong password leaves its count, a right one gives it back.
+        wait = login_attempt_take(username=username, ip=ip)
         if wait:
             minutes = max(1, math.ceil(wait / 60))
             raise forms.ValidationError(
@@ -137,11 +131,6 @@ class ThrottledAuthenticationForm(AuthenticationForm):
                 code="throttled",
                 params={"wait": f"{minutes} minute" if minutes == 1 else f"{minutes} minutes"},
             )
-        try:
-            cleaned = super().clean()
-        except forms.ValidationError:
-            login_failure_record(username=username, ip=ip)
-            raise
-        if self.user_cache is not None:  # None when a field was missing: nothing was checked
-            login_failures_clear(username=username)
+        cleaned = super().clean()
+        login_success_record(username=username, ip=ip)
         return cleaned
