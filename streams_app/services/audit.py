@@ -134,7 +134,8 @@ def action_audit(
 ) -> Iterator[ActionRecord]:
     """Check that ``user`` may run ``action``, run the block, and write one audit row either way.
 
-    A refusal is written as ``denied`` and raised before the block runs; an exception inside the
+    A refusal is written as ``denied`` and raised before the block runs (or from inside it, as
+    PermissionDenied, when only the block can tell); any other exception inside the
     block (an invalid argument, Redis refusing or unreachable) is written as ``error`` and raised
     again, so the caller answers exactly as it would have without the audit. The block may fill in
     the record (IDs it resolved, parameters, ``affected``) as it goes. ``target`` names what the action
@@ -147,6 +148,9 @@ def action_audit(
     _authorize_audited(user=user, record=record, started=started)
     try:
         yield record
+    except PermissionDenied as exc:  # a refusal found inside (the masking policy of a copy): denied, not failed
+        audit_write(user=user, record=record, outcome=AuditEvent.Outcome.DENIED, error=str(exc), started=started)
+        raise
     except Exception as exc:
         audit_write(user=user, record=record, outcome=AuditEvent.Outcome.ERROR, error=_describe(exc), started=started)
         raise

@@ -10,6 +10,7 @@ from streams_app import search
 from streams_app.jobs import runner as jobs
 from streams_app.jobs.models import Job
 from streams_app.masking.apply import search_mask
+from streams_app.masking.copies import write_check
 from streams_app.redis_ops import actions
 from streams_app.redis_ops.decoding import display_text
 from streams_app.services.audit import action_audit
@@ -48,6 +49,7 @@ def stream_replay_count(
     target = target or key
     params = {"start": start, "end": end, "target": target, "match": match}
     with action_audit(user=user, conn=conn, action="replay.count", stream=key, params=params) as record:
+        record.params.update(write_check(user=user, key=key, target=target, match=match))
         first, last = actions.resolve_range(conn, key, start, end)
         count = actions.replay_count(conn, key, start=first, end=last, match=match or None)
         record.params.update(start_id=first, end_id=last, count=count)
@@ -79,6 +81,7 @@ def stream_replay(
     if query:
         params["query"] = query
     with action_audit(user=user, conn=conn, action="replay", stream=key, params=params) as record:
+        record.params.update(write_check(user=user, key=key, target=target, match=match))
         if query:
             search.compile_query(query)  # a bad expression is a 400 now, not a failed job later
         first, last = actions.resolve_range(conn, key, start, end)

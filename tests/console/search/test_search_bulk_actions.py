@@ -129,12 +129,12 @@ def test_a_masked_value_selects_nothing_to_replay(operator, operator_client: Cli
     MaskRule.objects.create(stream_glob="orders", field_path="card")
     body = operator_client.get(stream_url("orders") + "search/replay/confirm/", {"q": CARD}).content.decode()
     assert '<strong id="replay-count">0</strong>' in body
-    job = stream_replay(
-        user=operator, conn="default", key=b"orders", start="-", end="+", target=b"copy", query=CARD
-    )
+    length = r.xlen("orders")
+    # into the stream itself: a copy elsewhere would escape the rule, which the masking policy refuses
+    job = stream_replay(user=operator, conn="default", key=b"orders", start="-", end="+", query=CARD)
     jobs.job_run(job.pk)
     job.refresh_from_db()
-    assert (job.state, job.done) == ("done", 0) and not r.exists("copy")
+    assert (job.state, job.done) == ("done", 0) and r.xlen("orders") == length
 
 
 # ------------------------------------------------------------------------------------- ack matching
