@@ -8,6 +8,11 @@ cursor, so no entry is written twice or lost. When the range is read, the parts 
 ``export-<id>.<ext>`` (CSV's header first; Parquet's row groups copied one at a time into one file),
 renamed into place, and the parts removed. A run after that finds the file and ends.
 
+**A cancel stops it within a second.** A part may take long when a search query is costly, so the job
+looks at its cancel flag before every entry it tests (:meth:`~streams_app.jobs.runner.Progress.check`,
+which reads the job's state at most every half second) and saves its count between pages; a cancelled
+run leaves its unfinished part as a ``.tmp`` file, which a resume deletes.
+
 **Same rows as a download.** The parts are encoded by the same encoders, from the same pages (the same
 page size from the same first ID), as the streamed download; CSV takes its columns from the first page
 read, saved in the job's progress before the first part, so a resumed job keeps them.
@@ -24,13 +29,14 @@ import os
 import re
 import shutil
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pyarrow.parquet as pq
 from django.conf import settings
 
 from streams_app.exports.formats import PARQUET_SCHEMA, CsvEncoder, columns_of, encoder_for
-from streams_app.exports.reader import PAGE, Tally, encoded_pages, export_matcher, masked_pages
+from streams_app.exports.reader import PAGE, Matches, Tally, encoded_pages, export_matcher, masked_pages
 from streams_app.heap import gc_paused
 from streams_app.jobs.models import Job
 from streams_app.jobs.runner import KIND_EXPORT, Progress
@@ -38,6 +44,7 @@ from streams_app.masking.apply import search_mask
 from streams_app.redis_ops import actions
 from streams_app.redis_ops.decoding import display_text
 from streams_app.redis_ops.ranges import range_entry_pages
+from streams_app.redis_ops.types import Entry
 
 #: Pages per part file: how much work a killed job may have to redo.
 PART_PAGES = 10
@@ -145,6 +152,10 @@ def _export_job_run(job: Job, progress: Progress) -> None:
         columns = columns_of(first)
         pages = itertools.chain([first] if first else [], pages)
 
+    # What the parts on disk hold: the cursor and counts a resumed run starts from. ``done`` moves on
+    # inside a part (the page's bar); the saved state moves only when a part is in place.
+    on_disk = {"scanned": tally.scanned, "written": tally.written}
+
     def save(*, force: bool = False) -> None:
         progress.save(
             done=tally.scanned,
@@ -153,14 +164,19 @@ def _export_job_run(job: Job, progress: Progress) -> None:
             progress={
                 "cursor": cursor,
                 "parts": parts,
-                "scanned": tally.scanned,
-                "written": tally.written,
+                **on_disk,
                 "columns": [c.hex() for c in columns],
                 "format": fmt,
             },
         )
 
+    def watched(chunk: list[list[Entry]]) -> Iterator[list[Entry]]:
+        for page in chunk:
+            save()  # at most every SAVE_EVERY_S; raises once the job was cancelled
+            yield page
+
     save(force=True)
+    checked = _checked(matches, progress)
     while True:
         chunk = list(itertools.islice(pages, PART_PAGES))
         if not chunk:
@@ -170,14 +186,15 @@ def _export_job_run(job: Job, progress: Progress) -> None:
             encoder = CsvEncoder(columns, header=False)
         tmp = _part(workdir, parts, ext + ".tmp")
         with tmp.open("wb") as out:
-            for data in encoded_pages(iter(chunk), fmt=fmt, matches=matches, tally=tally, encoder=encoder):
+            for data in encoded_pages(watched(chunk), fmt=fmt, matches=checked, tally=tally, encoder=encoder):
                 out.write(data)
         os.replace(tmp, _part(workdir, parts, ext))
         parts += 1
         cursor = chunk[-1][-1].id
+        on_disk = {"scanned": tally.scanned, "written": tally.written}
         save(force=True)
         gc.collect(0)
-    _join(workdir, parts, ext, fmt, columns, final)
+    _join(workdir, parts, ext, fmt, columns, final, check=progress.check)
     progress.save(
         done=tally.written,
         total=tally.written,
@@ -196,13 +213,34 @@ def _export_job_run(job: Job, progress: Progress) -> None:
     shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _join(workdir: Path, parts: int, ext: str, fmt: str, columns: list[bytes], final: Path) -> None:
+def _checked(matches: Matches | None, progress: Progress) -> Matches | None:
+    """``matches`` that looks at the job's cancel flag before each entry (every CHECK_EVERY_S, in fact).
+
+    A query may cost milliseconds an entry, and a part holds ten thousand: checked only between
+    parts, a cancelled export held its worker for minutes (issue 28). Without a query a page takes
+    milliseconds, and the check between pages (``save``) is enough.
+    """
+    if matches is None:
+        return None
+    check = progress.check
+
+    def checked(entry: Entry) -> bool:
+        check()
+        return matches(entry)
+
+    return checked
+
+
+def _join(
+    workdir: Path, parts: int, ext: str, fmt: str, columns: list[bytes], final: Path, *, check: Callable[[], None]
+) -> None:
     """Join the parts into ``final`` (written aside, then renamed: a killed join leaves no half file)."""
     tmp = final.with_name(final.name + ".tmp")
     with tmp.open("wb") as out:
         if fmt == "parquet":
             writer = pq.ParquetWriter(out, PARQUET_SCHEMA, compression="zstd")
             for index in range(parts):
+                check()
                 part = pq.ParquetFile(_part(workdir, index, ext))
                 for group in range(part.num_row_groups):  # one row group (one page) in memory at a time
                     writer.write_table(part.read_row_group(group))
@@ -211,6 +249,7 @@ def _join(workdir: Path, parts: int, ext: str, fmt: str, columns: list[bytes], f
             if fmt == "csv":
                 out.write(CsvEncoder(columns).start())
             for index in range(parts):
+                check()
                 with _part(workdir, index, ext).open("rb") as part_file:
                     shutil.copyfileobj(part_file, out)
     os.replace(tmp, final)

@@ -101,6 +101,9 @@ RUN_JOB_TASK = "streams_app.tasks.run_job"
 #: The Redis side is exact either way; after a crash ``done`` lags by up to this much work until the
 #: next run reconciles it from Redis (:attr:`Progress.settled`).
 SAVE_EVERY_S = 0.25
+#: A body's :meth:`Progress.check` looks at the job's state at most this often: a cancel (or a lost
+#: lock) stops a job within this much of its work however long its batches are (one indexed read).
+CHECK_EVERY_S = 0.5
 #: Broadcasts are at most this often (plus one at every state change): a page needs no more.
 BROADCAST_EVERY_S = 0.25
 #: A running job touches ``updated_at`` and renews its lock at least this often, inside long batches
@@ -116,7 +119,7 @@ class JobBusy(Exception):
 
 
 class JobCancelled(Exception):
-    """The job was cancelled while it ran; it stops after the batch in hand."""
+    """The job was cancelled while it ran; it stops at its next save or check (within a second of work)."""
 
 
 # ------------------------------------------------------------------------------------ creating
@@ -231,7 +234,9 @@ class Progress:
     """Saves a job's counters and cursor after each batch, renews its lock, broadcasts, checks cancel.
 
     What a kind's body gets with its job: ``save`` raises :class:`JobCancelled` once the job was
-    cancelled and :class:`JobBusy` once its lock was lost, so the body stops at its next batch.
+    cancelled and :class:`JobBusy` once its lock was lost, so the body stops at its next batch; a body
+    whose batch may run long (a search query on every entry of an export part) calls ``check`` inside
+    it, as often as it likes, so that it stops within :data:`CHECK_EVERY_S` of work.
     ``settled`` tells the body whether the saved progress it starts from is the whole truth (the
     previous run stopped right after a save) or may lag behind Redis (the previous run died, hit its
     time limit or failed mid-batch), in which case the body reconciles its counts from Redis first.
@@ -247,16 +252,34 @@ class Progress:
         self.settled = bool((job.progress or {}).get(self.SETTLED))
         self.lock_lost = threading.Event()  # set by the heartbeat when the lock could not be renewed
         self._saved_at = 0.0
+        self._checked_at = time.monotonic()
 
     def due(self) -> bool:
         """Whether a ``save`` without ``force`` would write now (a body may gather extra figures first)."""
         return time.monotonic() - self._saved_at >= SAVE_EVERY_S
 
+    def check(self) -> None:
+        """Raise :class:`JobCancelled` once the job was cancelled, :class:`JobBusy` once its lock was lost.
+
+        For the middle of a long batch, where nothing can be saved yet: cheap enough to call for every
+        entry (it reads the job's state at most every :data:`CHECK_EVERY_S`), and it leaves the saved
+        progress as it was, so a resumed run starts from the last save (a kind whose batch changed Redis
+        meanwhile reconciles, as after a crash: the progress is not marked settled).
+        """
+        now = time.monotonic()
+        if now - self._checked_at < CHECK_EVERY_S:
+            return
+        self._checked_at = now
+        if self.lock_lost.is_set():
+            raise JobBusy(f"job {self.job.pk} lost its lock")
+        if not Job.objects.filter(pk=self.job.pk, state=Job.State.RUNNING).exists():
+            raise JobCancelled
+
     def save(self, *, done: int, total: int | None, progress: dict[str, Any], force: bool = False) -> None:
         """Record progress; between forced saves, at most every SAVE_EVERY_S (a DB write costs ~2 ms)."""
         if not force and not self.due():
             return
-        self._saved_at = time.monotonic()
+        self._saved_at = self._checked_at = time.monotonic()
         now = timezone.now()
         values = {"done": done, "total": total, "progress": progress, "updated_at": now}
         saved = Job.objects.filter(pk=self.job.pk, state=Job.State.RUNNING).update(**values)
