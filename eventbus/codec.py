@@ -3,7 +3,8 @@
 An entry holds a few flat fields (see :mod:`eventbus.keys`): ``type``, ``data`` (JSON text),
 ``id`` (the event's own id, a uuid4 hex that survives retries, unlike the entry ID), ``ts``
 (publish time in ms) and, when relevant, ``correlation_id``, ``reply_to``, ``_retries``,
-``_group`` and ``_unique``.
+``_group``, ``_unique`` and, on retries, ``_first_id``, ``_failed_id`` and ``_failed_at`` (see
+:mod:`eventbus.retry`).
 
 ``data`` is plain JSON so that any consumer, in any language, and the console can read it.
 Values JSON has no type for are encoded the way most APIs do, and are *not* turned back into

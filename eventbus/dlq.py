@@ -4,7 +4,8 @@ A DLQ entry (in ``{stream}:dlq``) is the original entry's fields, unchanged, fol
 
 ========================  ====================================================================
 ``dlq_original_stream``   the stream the entry came from (where a requeue sends it back)
-``dlq_original_id``       the entry ID that failed last (retries are new entries: see ``id``)
+``dlq_original_id``       the entry ID that failed last (retries are new entries: ``_first_id``,
+                          kept from the retries, is the first publish; ``id`` the event id)
 ``dlq_group``             the consumer group whose handler gave up
 ``dlq_error``             ``ExceptionType: message`` of the last failure, at most 1,000 chars
 ``dlq_traceback``         the last failure's traceback, trimmed to its last 4,000 characters

@@ -67,6 +67,12 @@ F_RETRIES = "_retries"
 F_GROUP = "_group"
 #: the uniqueness key the event was published with, if any
 F_UNIQUE = "_unique"
+#: set on re-added retries: the entry ID the event was first published as (kept across retries)
+F_FIRST_ID = "_first_id"
+#: set on re-added retries: the entry ID whose failure scheduled this retry (the previous attempt)
+F_FAILED_ID = "_failed_id"
+#: set on re-added retries: when that failure scheduled the retry, ms on the Redis server's clock
+F_FAILED_AT = "_failed_at"
 
 # Fields added to a dead-lettered entry, next to its original fields.
 DLQ_ORIGINAL_STREAM = "dlq_original_stream"

@@ -7,6 +7,12 @@ about 0, 1, 2, 4, 8 and 16 seconds before it is dead-lettered.
 
 Delayed retries wait in the sorted set :func:`eventbus.keys.retry_key` and are re-added to their
 stream by whichever worker's pump finds them due first (see ``lua/pump_retries.lua``).
+
+A retry is a new entry with a new ID, so each carries where the event has been: ``_first_id`` (the
+entry ID of its first publish, the same on every retry), ``_failed_id`` (the attempt whose failure
+scheduled it) and ``_failed_at`` (when, on the server's clock). A dead letter keeps them with its other
+fields, so it names both the first publish and, in ``dlq_original_id``, the last attempt; a reader finds
+a retry's failure in the metric events by ``_failed_at`` rather than by reading the whole metrics stream.
 """
 
 from __future__ import annotations

@@ -9,8 +9,10 @@ the re-added entry will carry and ``_group`` naming the one group that should ru
 Workers before the cluster naming used ``S:retry``, which nothing pumps any more (:mod:`eventbus.migrate`).
 
 The member holds no error: the bus writes each failure to the stream's metric events instead
-(``{S}:metrics``, event ``failed`` with ``event_id`` and ``error``), so the last error of a waiting retry
-is looked up in the newest :data:`METRICS_LOOKBACK` of those, and is unknown past them.
+(``{S}:metrics``, event ``failed`` with ``group``, ``event_id``, ``entry_id`` and ``error``). A member
+names the attempt that failed and when (``_failed_id``, ``_failed_at``; ``_first_id`` is the event's
+first publish), so the error of a waiting retry is its own group's failure, found by the retry's time
+(:mod:`.retry_failures`), and unknown once the capped metrics stream no longer holds it.
 
 A member is named on pages and in the API by a **ref**, ``<due ms>-<sha1 of the member>``: short, and
 enough for the actions' script to find the exact member again (:mod:`.actions.retries`).
@@ -21,7 +23,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import msgpack
 
@@ -31,11 +33,9 @@ from .client import get_client
 from .commands import keyed_pipeline, pipelined, scan_streams, server_ms
 from .decoding import display_text
 from .errors import InvalidArgument, NotFound, translated
+from .retry_failures import Wanted, failures_find
 
 RETRY_SUFFIX = bus_keys.RETRY_SUFFIX.encode()
-METRICS_SUFFIX = bus_keys.METRICS_SUFFIX.encode()
-#: Metric events read (newest first) to find the last error of the retries on one page.
-METRICS_LOOKBACK = 1000
 MAX_PAGE = 500
 DEFAULT_PAGE = 50
 
@@ -45,6 +45,9 @@ _B_RETRIES = bus_keys.F_RETRIES.encode()
 _B_GROUP = bus_keys.F_GROUP.encode()
 _B_TYPE = bus_keys.F_TYPE.encode()
 _B_ID = bus_keys.F_ID.encode()
+_B_FIRST_ID = bus_keys.F_FIRST_ID.encode()
+_B_FAILED_ID = bus_keys.F_FAILED_ID.encode()
+_B_FAILED_AT = bus_keys.F_FAILED_AT.encode()
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,8 +81,24 @@ class RetryEntry:
     event_id: bytes | None
     #: the last failure's ``ExceptionType: message`` from the metric events, when still there
     error: str | None = None
-    #: the entry ID that failed last, from the same metric events
+    #: the entry ID that failed last: the member's ``_failed_id``, else from the same metric events
     failed_entry_id: str | None = None
+    #: ``_first_id``: the entry ID the event was first published as (None: scheduled by an older bus)
+    first_id: str | None = None
+    #: ``_failed_at``: when the failure scheduled this retry, ms on the server's clock
+    failed_at_ms: int | None = None
+
+    def wanted(self) -> Wanted:
+        """What finds this retry's failure in the metric events (:mod:`.retry_failures`)."""
+        found = dict(self.fields)
+        return Wanted(
+            ref=self.ref,
+            group=self.group,
+            event_id=self.event_id,
+            failed_id=found.get(_B_FAILED_ID),
+            failed_at_ms=self.failed_at_ms,
+            due_ms=self.due_ms,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,14 +185,16 @@ def unpack_member(member: bytes) -> tuple[tuple[bytes, bytes], ...]:
     return tuple(zip(items[0::2], items[1::2], strict=True))
 
 
-def retry_entry(
-    due_ms: int, member: bytes, errors: dict[bytes, tuple[str | None, str | None]] | None = None
-) -> RetryEntry:
+def _text(value: bytes | None) -> str | None:
+    return value.decode("ascii", "replace") if value else None
+
+
+def retry_entry(due_ms: int, member: bytes) -> RetryEntry:
+    """One member as a :class:`RetryEntry`, without its error (:func:`with_failures` looks it up)."""
     fields = unpack_member(member)
     found = dict(fields)
     raw_retries = found.get(_B_RETRIES)
-    event_id = found.get(_B_ID)
-    error, failed_id = (errors or {}).get(event_id, (None, None)) if event_id else (None, None)
+    raw_failed_at = found.get(_B_FAILED_AT)
     return RetryEntry(
         ref=member_ref(due_ms, member),
         due_ms=due_ms,
@@ -182,30 +203,22 @@ def retry_entry(
         retries=int(raw_retries) if raw_retries and raw_retries.isdigit() else None,
         group=found.get(_B_GROUP),
         event_type=found.get(_B_TYPE),
-        event_id=event_id,
-        error=error,
-        failed_entry_id=failed_id,
+        event_id=found.get(_B_ID),
+        failed_entry_id=_text(found.get(_B_FAILED_ID)),
+        first_id=_text(found.get(_B_FIRST_ID)),
+        failed_at_ms=int(raw_failed_at) if raw_failed_at and raw_failed_at.isdigit() else None,
     )
 
 
-def _metric_errors(raw: object) -> dict[bytes, tuple[str | None, str | None]]:
-    """{event_id: (last error, last failed entry ID)} from an XREVRANGE of a metrics stream, newest first."""
-    out: dict[bytes, tuple[str | None, str | None]] = {}
-    if not isinstance(raw, list):
-        return out
-    for item in raw:
-        fields = dict(zip(item[1][0::2], item[1][1::2], strict=False))
-        if fields.get(b"event") != b"failed" or b"event_id" not in fields:
-            continue
-        event_id = fields[b"event_id"]
-        if event_id not in out:
-            error = fields.get(b"error")
-            entry_id = fields.get(b"entry_id")
-            out[event_id] = (
-                error.decode("utf-8", "replace") if error else None,
-                entry_id.decode("ascii", "replace") if entry_id else None,
-            )
-    return out
+def with_failures(conn: str, rset: RetrySet, entries: Sequence[RetryEntry]) -> tuple[RetryEntry, ...]:
+    """``entries`` with the error (and failed entry ID) of their own group's last failure filled in from
+    the stream's metric events, where those still hold it (see :mod:`.retry_failures`)."""
+    found = failures_find(conn, rset.stream, [e.wanted() for e in entries if e.fields])
+    out = []
+    for e in entries:
+        error, failed_id = found.get(e.ref, (None, None))
+        out.append(replace(e, error=error, failed_entry_id=e.failed_entry_id or failed_id))
+    return tuple(out)
 
 
 # ------------------------------------------------------------------------------------ reads
@@ -222,7 +235,7 @@ def retry_page(
     conn: str, rset: RetrySet, *, after: str | None = None, count: int = DEFAULT_PAGE
 ) -> RetryPage:
     """One page of ``rset`` by due time (``ZRANGE ... BYSCORE LIMIT``: never the whole set), with its
-    size, how many are overdue, and the last errors found in the stream's metric events.
+    size, how many are overdue, and each retry's last error found in the stream's metric events.
 
     ``after`` is the previous page's ``next``: the due time of its last member and how many members
     due that millisecond it showed, so members sharing a due time are not skipped between pages.
@@ -232,7 +245,6 @@ def retry_page(
     low, skip = parse_cursor(after)
     now = server_ms(conn)
     client = get_client(conn)
-    metrics = bus_keys.in_slot_of(rset.stream, METRICS_SUFFIX)
     with translated(conn):
         key_type, total, overdue, last, page = pipelined(
             client,
@@ -252,13 +264,9 @@ def retry_page(
         for reply in (total, overdue, last, page):
             if isinstance(reply, Exception):
                 raise reply
-        raw_metrics = pipelined(
-            client, [("XREVRANGE", metrics, "+", "-", "COUNT", METRICS_LOOKBACK)], raise_on_error=False
-        )[0]
     members = _pairs(page)
-    errors = _metric_errors(raw_metrics)
     shown = members[:count]
-    entries = tuple(retry_entry(score, member, errors) for member, score in shown)
+    entries = with_failures(conn, rset, [retry_entry(score, member) for member, score in shown])
     following = None
     if len(members) > count:
         last_due = shown[-1][1]
@@ -310,18 +318,6 @@ def retry_entries_by_ref(conn: str, rset: RetrySet, refs: Sequence[str]) -> list
         member = next((m for m in members if hashlib.sha1(m).hexdigest() == sha), None)  # noqa: S324
         out.append(retry_entry(due, member) if member is not None else None)
     return out
-
-
-def retry_errors(conn: str, rset: RetrySet) -> dict[bytes, tuple[str | None, str | None]]:
-    """The last errors of the stream's recent failures (see the module docstring), by event id."""
-    metrics = bus_keys.in_slot_of(rset.stream, METRICS_SUFFIX)
-    with translated(conn):
-        raw = pipelined(
-            get_client(conn),
-            [("XREVRANGE", metrics, "+", "-", "COUNT", METRICS_LOOKBACK)],
-            raise_on_error=False,
-        )[0]
-    return _metric_errors(raw)
 
 
 def retry_sets(conn: str, *, budget: int) -> RetryListing:

@@ -38,8 +38,8 @@ from ..retries import (
     retry_count,
     retry_entries_by_ref,
     retry_entry,
-    retry_errors,
     retry_members,
+    with_failures,
 )
 from ._common import MAX_BATCH, MAX_IDS, _script
 
@@ -144,15 +144,14 @@ def retry_take(conn: str, rset: RetrySet, *, mode: str, refs: Sequence[str], not
     if mode != "dlq":
         return _take(conn, rset, mode, target, [(ref, []) for ref in wanted])
     found = retry_entries_by_ref(conn, rset, wanted)
-    errors = retry_errors(conn, rset)
+    failures = {e.ref: e for e in with_failures(conn, rset, [e for e in found if e is not None])}
     items: list[tuple[str, list]] = []
     gone: list[str] = []
     for ref, entry in zip(wanted, found, strict=True):
         if entry is None:
             gone.append(ref)
         else:
-            entry = retry_entry(entry.due_ms, entry.member, errors)
-            items.append((ref, _dlq_args(rset, entry, note)))
+            items.append((ref, _dlq_args(rset, failures[entry.ref], note)))
     outcome = _take(conn, rset, mode, target, items) if items else RetryOutcome(target, (), ())
     return RetryOutcome(
         target=target, taken=outcome.taken, missing=tuple(gone) + outcome.missing, failed=outcome.failed
@@ -167,7 +166,6 @@ def retry_take_all(
     target = _target(conn, rset, mode)
     if isinstance(up_to_ms, bool) or not isinstance(up_to_ms, int) or up_to_ms < 0:
         raise InvalidArgument("up_to must be a due time in ms.")
-    errors = retry_errors(conn, rset) if mode == "dlq" else {}
     taken: list[RetryTaken] = []
     missing: list[str] = []
     failed: list[tuple[str, str]] = []
@@ -178,10 +176,11 @@ def retry_take_all(
         if not members:
             break
         items = []
-        for member, due in members:
+        entries = with_failures(conn, rset, [retry_entry(d, m) for m, d in members]) if mode == "dlq" else ()
+        for i, (member, due) in enumerate(members):
             ref = member_ref(due, member)
             if mode == "dlq":
-                entry = retry_entry(due, member, errors)
+                entry = entries[i]
                 if not entry.fields:
                     failed.append((ref, "not an event bus entry (no msgpack field list)"))
                     offset += 1
