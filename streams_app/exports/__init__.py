@@ -19,10 +19,15 @@ when the export starts.
   a JSON object or array (up to 64 KiB). When the texts lose something (a name or value that is not
   UTF-8, or a name used twice in the entry, which ``fields`` as an object cannot hold), ``raw`` lists
   every ``[name, value]`` pair in base64, in Redis's order.
-* CSV, for spreadsheets (texts only, UTF-8, RFC 4180): ``id``, ``time``, then one column per field name
-  seen in the first page read (at most 200, in order of first appearance), then ``other_fields``: a
-  JSON list of ``[name, value]`` for the fields of an entry that have no column (a name first seen
-  later, a repeated name). A bounded header that never needs a second pass.
+* CSV, for spreadsheets (texts only, UTF-8, RFC 4180, every cell quoted): ``id``, ``time``, then one
+  column per field name seen in the first page read (at most 200, in order of first appearance), named
+  ``fields.<name>`` so that no field (``id``, ``time``, the empty name) can take an entry column's name
+  (issue 28), then ``other_fields``: a JSON list of ``[name, value]`` for the fields of an entry that
+  have no column (a name first seen later, a repeated name, a name that reads like an earlier one). A
+  bounded header that never needs a second pass. Formula injection (OWASP): a cell whose text starts
+  with ``=``, ``+``, ``-``, ``@``, tab or CR, after any leading ``'``, is written with one more ``'`` in
+  front, which a spreadsheet shows as text. To get the values back, strip one leading ``'`` from a
+  cell whose text after its leading quotes starts with one of those six; leave every other cell.
 * Parquet, lossless: ``id`` (string), ``time`` (timestamp ms, UTC), ``fields`` (list of
   ``{name, value}`` texts, in order) and ``fields_raw`` (the same pairs as bytes, set only when the
   texts lose something, as NDJSON's ``raw``); zstd, one row group per page.

@@ -33,6 +33,11 @@ CONTENT_TYPES = {
 MAX_COLUMNS = 200
 CSV_FIXED = ("id", "time")
 CSV_OTHER = "other_fields"
+#: What a field column's name starts with: the entry's own columns (``id``, ``time``, ``other_fields``)
+#: do not, so no field name, ``id`` or ``time`` or ``""`` included, can take an entry column's place.
+CSV_FIELD_PREFIX = "fields."
+#: What a spreadsheet reads as the start of a formula in a cell (OWASP, "CSV Injection").
+FORMULA_TRIGGERS = ("=", "+", "-", "@", "\t", "\r")
 
 PARQUET_SCHEMA = pa.schema(
     [
@@ -104,22 +109,42 @@ def ndjson_record(entry: Entry) -> dict[str, object]:
 
 def columns_of(entries: Sequence[Entry]) -> list[bytes]:
     """The CSV's field columns: the names of ``entries`` (the first page read) in order of first
-    appearance, at most :data:`MAX_COLUMNS`."""
+    appearance, at most :data:`MAX_COLUMNS`.
+
+    Two names that differ as bytes but read alike (``b"\\xff"`` and the byte 0xFF) would make two
+    columns of one name: the later one gets none, and its fields go to ``other_fields``.
+    """
     seen: dict[bytes, None] = {}
+    texts: set[str] = set()
     for entry in entries:
         for name, _ in entry.fields:
-            if name not in seen and len(seen) < MAX_COLUMNS:
+            if name in seen or len(seen) >= MAX_COLUMNS:
+                continue
+            text = display_text(name)
+            if text not in texts:
                 seen[name] = None
+                texts.add(text)
     return list(seen)
 
 
 def csv_header(columns: Sequence[bytes]) -> list[str]:
-    return [*CSV_FIXED, *(display_text(name) for name in columns), CSV_OTHER]
+    return [*CSV_FIXED, *(csv_cell(CSV_FIELD_PREFIX + display_text(name)) for name in columns), CSV_OTHER]
+
+
+def csv_cell(text: str) -> str:
+    """``text`` as a spreadsheet shows it rather than evaluates it: a ``'`` before a formula's start.
+
+    The quote also goes before a text whose leading quotes are followed by a trigger (``'=x`` is
+    written ``''=x``), so the way back is exact: a reader strips one leading ``'`` from a cell whose
+    text after its leading quotes starts with one of :data:`FORMULA_TRIGGERS`, and nothing else.
+    """
+    return "'" + text if text.lstrip("'").startswith(FORMULA_TRIGGERS) else text
 
 
 def csv_row(entry: Entry, columns: Sequence[bytes]) -> list[str]:
-    """One CSV row: id, time, one cell per column (the first value of that name), and the fields
-    the columns do not hold (other names, repeated names) as a JSON list of ``[name, value]``."""
+    """One CSV row: id, time, one cell per column (the first value of that name, through
+    :func:`csv_cell`), and the fields the columns do not hold (other names, repeated names) as a JSON
+    list of ``[name, value]``. An ID, a time and a JSON list never start with a formula's character."""
     slots = {name: i for i, name in enumerate(columns)}
     cells = [""] * len(columns)
     filled = [False] * len(columns)
@@ -127,7 +152,7 @@ def csv_row(entry: Entry, columns: Sequence[bytes]) -> list[str]:
     for name, value in entry.fields:
         i = slots.get(name)
         if i is not None and not filled[i]:
-            cells[i], filled[i] = display_text(value), True
+            cells[i], filled[i] = csv_cell(display_text(value)), True
         else:
             other.append([display_text(name), display_text(value)])
     return [entry.id, time_text(entry.id), *cells, json.dumps(other, ensure_ascii=False) if other else ""]
@@ -181,15 +206,17 @@ class NdjsonEncoder:
 
 
 class CsvEncoder:
-    """RFC 4180 CSV (CRLF line ends, UTF-8 without BOM) with the columns fixed when it starts."""
+    """RFC 4180 CSV (CRLF line ends, UTF-8 without BOM, every cell quoted) with the columns fixed when it
+    starts."""
 
     def __init__(self, columns: Sequence[bytes], *, header: bool = True) -> None:
         self.columns = list(columns)
         self.header = header
 
     def _lines(self, rows: list[list[str]]) -> bytes:
+        # Every cell quoted (OWASP): a separator or quote inside a value never starts a cell of its own.
         out = io.StringIO()
-        csv.writer(out).writerows(rows)
+        csv.writer(out, quoting=csv.QUOTE_ALL).writerows(rows)
         return out.getvalue().encode()
 
     def start(self) -> bytes:

@@ -37,7 +37,7 @@ def test_export_form_downloads_the_range(page, viewer, asgi_server, r: redis.Red
     rows = list(csv.DictReader(io.StringIO(Path(download.path()).read_bytes().decode("utf-8"))))
     expected = r.xrange(key, ids[3], ids[20])
     assert [row["id"] for row in rows] == [i.decode() for i, _ in expected]
-    assert [row["data"] for row in rows] == [f[b"data"].decode() for _, f in expected]
-    assert [row["raw"] for row in rows] == [
+    assert [row["fields.data"] for row in rows] == [f[b"data"].decode() for _, f in expected]
+    assert [row["fields.raw"] for row in rows] == [
         f[b"raw"].decode("utf-8", "backslashreplace") for _, f in expected
     ]

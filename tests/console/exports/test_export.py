@@ -127,11 +127,11 @@ def test_csv_round_trips_as_text(r, viewer_client) -> None:
         for name, _ in pairs:
             if _text(name) not in first_page_names:
                 first_page_names.append(_text(name))
-    assert header == ["id", "time", *first_page_names, "other_fields"]
+    assert header == ["id", "time", *(f"fields.{name}" for name in first_page_names), "other_fields"]
     assert len(rows) == len(expected)
     for row, (entry_id, pairs) in zip(rows, expected, strict=True):
         assert row[:2] == [entry_id, _iso(entry_id)]
-        got = [(header[i], cell) for i, cell in enumerate(row[2:-1], start=2) if cell != ""]
+        got = [(header[i].removeprefix("fields."), cell) for i, cell in enumerate(row[2:-1], start=2) if cell != ""]
         got += [tuple(p) for p in json.loads(row[-1] or "[]")]
         assert sorted(got) == sorted((_text(n), _text(v)) for n, v in pairs if v != b"")
 
