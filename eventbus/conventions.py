@@ -65,7 +65,7 @@ import json
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from . import keys as bus_keys
@@ -100,6 +100,8 @@ OMNI_GROUP_PREFIX = b"group:"
 
 RETRIES_FIELD = b"_retries"
 REQUEUED_FROM_FIELD = b"_requeued_from"
+FIRST_ID_FIELD = b"_first_id"
+REPLAYED_FROM_FIELD = b"_replayed_from"
 EVENTBUS_PREFIX = b"dlq_"
 
 Fields = Sequence[tuple[bytes, bytes]] | Mapping[bytes, bytes]
@@ -132,6 +134,9 @@ class DlqEntry:
     failed_at_ms: int | None
     payload_fields: list[tuple[bytes, bytes]]
     traceback: str | None = None
+    #: the entry ID the event was first published as (``original_id`` is the last attempt: each retry is
+    #: a new entry); None when the entry does not say (our bus records it from its retries' ``_first_id``)
+    first_id: str | None = None
 
 
 # --- configured conventions -------------------------------------------------------------------------------
@@ -366,12 +371,17 @@ def _parse_eventbus(kind: DlqKind, entry_id: str, pairs: list[tuple[bytes, bytes
         if not name.startswith(EVENTBUS_PREFIX) and name not in (RETRIES_FIELD, REQUEUED_FROM_FIELD)
     ]
     retries = _int(_get(pairs, b"dlq_retries"))
-    return _entry(
+    original_id = _text(_get(pairs, b"dlq_original_id"))
+    first_id = _text(_get(pairs, FIRST_ID_FIELD))
+    copied = _get(pairs, REQUEUED_FROM_FIELD) or _get(pairs, REPLAYED_FROM_FIELD)
+    if first_id is None and retries == 0 and not copied:
+        first_id = original_id  # never retried nor copied: the attempt that failed was the first publish
+    entry = _entry(
         entry_id,
         EVENTBUS,
         # the key is {stream}:dlq, so it names the stream when the field is empty
         original_stream=_get(pairs, b"dlq_original_stream") or kind.source_hint,
-        original_id=_text(_get(pairs, b"dlq_original_id")),
+        original_id=original_id,
         group=_text(_get(pairs, b"dlq_group")),
         error=_text(_get(pairs, b"dlq_error")),
         traceback=_text(_get(pairs, b"dlq_traceback")),
@@ -379,6 +389,7 @@ def _parse_eventbus(kind: DlqKind, entry_id: str, pairs: list[tuple[bytes, bytes
         failed_at_ms=_number_ms(_get(pairs, b"dlq_failed_at"), unit="ms"),
         payload=payload,
     )
+    return replace(entry, first_id=first_id)
 
 
 def _parse_omnidaemon(key: bytes, entry_id: str, pairs: list[tuple[bytes, bytes]]) -> DlqEntry:

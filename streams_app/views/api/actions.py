@@ -137,6 +137,7 @@ def dlq_entry_json(entry: conventions.DlqEntry) -> dict[str, Any]:
         "convention": entry.convention,
         "original_stream": display_text(entry.original_stream) if entry.original_stream else None,
         "original_id": entry.original_id,
+        "first_id": entry.first_id,
         "group": entry.group,
         "error": entry.error,
         "retries": entry.retries,

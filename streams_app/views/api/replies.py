@@ -325,7 +325,8 @@ class DlqEntryRow(Reply):
     id: EntryIdText
     convention: str
     original_stream: str | None
-    original_id: str | None
+    original_id: str | None  # the attempt that failed last (each retry is a new entry)
+    first_id: str | None = None  # the entry ID of the event's first publish; null when not recorded
     group: str | None
     error: str | None
     retries: int | None
