@@ -283,7 +283,7 @@ def run(server: RedisServer, big: int) -> None:
             case = (pos, label)
             api_cases[case] = lambda u=api_url: web.get(u)
             html_cases[case] = lambda u=html_url: web.get(u)
-            layer_cases[case] = lambda k=key_bytes, p=params: reads.entries_page(CONN, k, count=PAGE, **p)
+            layer_cases[case] = lambda k=key_bytes, p=params: reads.entries_page(CONN, k, count=PAGE, mask=None, **p)
 
     # "at" (jump to a date-time) in the middle: parsed, then one XREVRANGE from that millisecond.
     for label, (key, n) in streams.items():

@@ -23,6 +23,7 @@ from eventbus.progress import ProgressEvent, parse_entry, subscribe
 from .client import get_client
 from .errors import NotFound, translated
 from .ids import StreamId, parse_id
+from .types import Entry, EntryMask
 
 #: Longest single XREAD BLOCK: also how often an idle follower emits a keepalive. It stays well
 #: under the connection's socket timeout, or the blocked read would fail as a timeout.
@@ -72,8 +73,12 @@ def progress_head(conn: str, key: bytes) -> ProgressHead:
     return ProgressHead(last_id=event.id, last_event=event.event)
 
 
-async def progress_follow(conn: str, key: bytes, *, after: StreamId) -> AsyncIterator[ProgressEvent | None]:
-    """The events of ``key`` after ``after`` (exclusive), then new ones, until a terminal event.
+async def progress_follow(
+    conn: str, key: bytes, *, after: StreamId, mask: EntryMask | None
+) -> AsyncIterator[ProgressEvent | None]:
+    """The events of ``key`` after ``after`` (exclusive), then new ones, until a terminal event, each
+    as ``mask`` shows it: the event's name and data are masked as the fields ``event`` and ``data`` of
+    the entry they came from (what a client receives is exactly what was masked).
 
     Yields ``None`` after each idle block: the caller's cue to send a keepalive. Raises
     :class:`OpsError` when Redis fails mid-way; the events yielded until then stand.
@@ -87,4 +92,11 @@ async def progress_follow(conn: str, key: bytes, *, after: StreamId) -> AsyncIte
             item = await loop.run_in_executor(_threads(), next, steps, _END)
         if item is _END:
             return
-        yield item  # type: ignore[misc]
+        yield item if item is None or mask is None else _masked_event(item, mask)  # type: ignore[arg-type]
+
+
+def _masked_event(event: ProgressEvent, mask: EntryMask) -> ProgressEvent:
+    fields = ((b"event", event.event.encode()), (b"data", event.data.encode()))
+    shown = mask(Entry(id=event.id, fields=fields))
+    # (the end of the stream is decided on the stored name, before this: a masked name ends it too)
+    return parse_entry(event.id, [part for pair in shown.fields for part in pair])

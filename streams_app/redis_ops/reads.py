@@ -37,12 +37,14 @@ from .pending_idle import first_probe, longest_idle
 from .types import (
     ConsumerInfo,
     Entry,
+    EntryMask,
     GroupInfo,
     PendingEntry,
     PendingIdle,
     PendingSummary,
     StreamInfo,
     StreamSummary,
+    masked,
 )
 
 MAX_PAGE = 1000
@@ -249,8 +251,10 @@ def entries_page(
     before: str | None = None,
     at: str | None = None,
     count: int = DEFAULT_PAGE,
+    mask: EntryMask | None,
 ) -> EntryPage:
-    """One page of entries, by exclusive cursors, costing O(log N + count) at any depth.
+    """One page of entries, by exclusive cursors, costing O(log N + count) at any depth, each entry as
+    ``mask`` shows it (:data:`.types.EntryMask`).
 
     - ``before``/``after`` are exclusive entry IDs (the last ID of the previous page);
     - ``at`` is an ID, a millisecond or an ISO-8601 time: the page starts there, inclusive;
@@ -282,7 +286,7 @@ def entries_page(
     else:
         raw = stream_read(conn, client, key, "XREVRANGE", key, start, "-", "COUNT", count + 1)
 
-    entries = [parse_entry(e) for e in raw[:count]]
+    entries = masked(mask, [parse_entry(e) for e in raw[:count]])
     more_in_read_direction = len(raw) > count
     if not entries:
         return EntryPage(entries=(), order=order, next=None, prev=None)
@@ -300,8 +304,8 @@ def entries_page(
     return EntryPage(entries=tuple(entries), order=order, next=nxt, prev=prev)
 
 
-def entry_get(conn: str, key: bytes, entry_id: str) -> Entry:
-    """One entry by its exact ID."""
+def entry_get(conn: str, key: bytes, entry_id: str, *, mask: EntryMask | None) -> Entry:
+    """One entry by its exact ID, as ``mask`` shows it."""
     _validate_key(key)
     sid = parse_id(entry_id, allow_bare=False, what="entry ID")
     client = get_client(conn)
@@ -309,7 +313,25 @@ def entry_get(conn: str, key: bytes, entry_id: str) -> Entry:
         raw = client.execute_command(*lookup(key, str(sid)))
     if not raw:
         raise NotFound(f"No entry {sid} in this stream.", conn=conn)
-    return parse_entry(raw[0])
+    return masked(mask, [parse_entry(raw[0])])[0]
+
+
+def entry_exists(conn: str, key: bytes, entry_id: str) -> bool:
+    """Whether ``key`` holds an entry of exactly ``entry_id`` (its bytes stay in Redis)."""
+    _validate_key(key)
+    sid = parse_id(entry_id, allow_bare=False, what="entry ID")
+    with translated(conn):
+        return bool(get_client(conn).execute_command(*lookup(key, str(sid))))
+
+
+def newest_ids(conn: str, key: bytes, *, count: int, at: str | None = None) -> list[str]:
+    """The IDs of the newest ``count`` entries (up to ``at``, an ID or a time, when given), newest first;
+    the entries' bytes stay in Redis (a position, not a payload: the tail's replay point)."""
+    _validate_key(key)
+    count = _check_count(count)
+    start = str(parse_position(at, what="at").highest) if at else "+"
+    raw = stream_read(conn, get_client(conn), key, "XREVRANGE", key, start, "-", "COUNT", count)
+    return [parse_entry(e).id for e in raw]
 
 
 # ---------------------------------------------------------------- groups, consumers, pending
@@ -626,9 +648,11 @@ def stream_info_with_dlqs(conn: str, key: bytes) -> tuple[StreamInfo, list[bytes
     return info, found, missed
 
 
-def entries_at(conn: str, key: bytes, ids: Sequence[str]) -> dict[str, Entry | None]:
-    """Each of ``ids`` read by its exact ID (``XRANGE key id id``), all in ONE pipelined round trip;
-    None for an ID no longer in the stream.
+def entries_at(
+    conn: str, key: bytes, ids: Sequence[str], *, mask: EntryMask | None
+) -> dict[str, Entry | None]:
+    """Each of ``ids`` read by its exact ID (``XRANGE key id id``), all in ONE pipelined round trip, as
+    ``mask`` shows it; None for an ID no longer in the stream.
 
     For a page that shows something of each row's message (the pending table's event type): one
     extra round trip per page, whatever its size, never one per row. At most :data:`MAX_PAGE` IDs.
@@ -641,4 +665,7 @@ def entries_at(conn: str, key: bytes, ids: Sequence[str]) -> dict[str, Entry | N
         return {}
     with translated(conn):
         replies = pipelined(get_client(conn), [lookup(key, entry_id) for entry_id in wanted])
-    return {entry_id: parse_entry(raw[0]) if raw else None for entry_id, raw in zip(wanted, replies, strict=True)}
+    return {
+        entry_id: masked(mask, [parse_entry(raw[0])])[0] if raw else None
+        for entry_id, raw in zip(wanted, replies, strict=True)
+    }

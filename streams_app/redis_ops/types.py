@@ -7,7 +7,7 @@ the same thing everywhere. They are built only by :mod:`.parsers` (from Redis's 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -27,6 +27,21 @@ class Entry:
     @property
     def time(self) -> datetime:
         return parse_id(self.id).time
+
+
+EntryMask = Callable[[Entry], Entry]
+"""What a reader may see of an entry: :meth:`streams_app.masking.apply.Masker.entry`, or
+:func:`streams_app.masking.apply.search_mask`'s answer (None when no rule applies to the stream).
+
+The masked-reader rule (issue 28): every function here that hands out entry bytes takes one as a
+required keyword, ``mask``, and applies it before the entries leave, so no caller can read a payload
+without saying how it is masked (``tests/test_architecture.py`` checks every such function and every
+call; the masking matrix, ``tests/security/test_masking_matrix.py``, checks every route)."""
+
+
+def masked(mask: EntryMask | None, entries: Iterable[Entry]) -> list[Entry]:
+    """``entries`` as ``mask`` lets a reader see them."""
+    return list(entries) if mask is None else [mask(entry) for entry in entries]
 
 
 @dataclass(frozen=True, slots=True)

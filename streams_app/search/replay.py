@@ -42,7 +42,10 @@ def replay_matching_run(job: Job, progress: Progress) -> None:
             run.conn, run.key, query, start=run.start, end=run.end, direction="asc", cursor=cursor,
             limit=STEP_MATCHES, budget_entries=STEP_ENTRIES, budget_ms=STEP_MS, mask=mask,
         )  # fmt: skip
-        originals = reads.entries_at(run.conn, run.key, [m.id for m in page.matches]) if page.matches else {}
+        # The stored bytes, read back to be copied inside Redis: no reader sees them here, and the
+        # copy's target was checked to mask them as the source does (streams_app.masking.copies).
+        found = [m.id for m in page.matches]
+        originals = reads.entries_at(run.conn, run.key, found, mask=None) if found else {}
         reached = run.end if page.complete else (page.next or run.end)
         step = replay_entries(
             run.conn, run.target, [e for e in originals.values() if e is not None], reached=reached,

@@ -10,6 +10,7 @@ from django.conf import settings
 
 from streams_app.jobs import runner as jobs
 from streams_app.jobs.models import Job
+from streams_app.masking.apply import search_mask
 from streams_app.redis_ops import actions, conventions, reads
 from streams_app.redis_ops.decoding import display_text
 from streams_app.redis_ops.errors import InvalidArgument
@@ -79,7 +80,8 @@ def dlq_list(*, conn: str, budget: int | None = None) -> DlqListing:
         assert kind is not None
         sample: list[conventions.DlqEntry] = []
         if index < DLQ_SAMPLED_MAX and summary.length:
-            sample, _ = actions.dlq_entries(conn, key, count=DLQ_SAMPLE)
+            # masked as anyone sees it: the convention and origin names read from it are shown
+            sample, _ = actions.dlq_entries(conn, key, count=DLQ_SAMPLE, mask=search_mask(None, conn, key))
         out.append(
             DlqSummary(
                 key=key,

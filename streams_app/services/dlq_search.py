@@ -40,10 +40,10 @@ def dlq_requeue_matching_preview(*, user: UserLike | None, conn: str, key: bytes
     """Count the DLQ entries matching ``query`` up to the newest one now (a read: no audit row)."""
     dlq_require(conn=conn, key=key)
     compiled = search.compile_query(query)
-    newest = reads.entries_page(conn, key, order="desc", count=1).entries
+    newest = reads.newest_ids(conn, key, count=1)
     if not newest:
         return RequeueMatchingPreview(query=query, up_to=None, count=0, scanned=0, depth=0, complete=True)
-    up_to = newest[0].id
+    up_to = newest[0]
     page = search.search_page(
         conn, key, compiled, end=up_to, limit=search.MAX_LIMIT, dlq=True, mask=search_mask(user, conn, key)
     )

@@ -52,12 +52,8 @@ def _matching_pages(
     while True:
         page = reads.pending_page(conn, key, group, after=after, count=min(PAGE, MAX_SCAN - scanned))
         rows = [p for p in page.entries if parse_id(p.id) <= limit]
-        messages = reads.entries_at(conn, key, [p.id for p in rows if p.exists])
-        ids = [
-            entry.id
-            for entry in messages.values()
-            if entry is not None and query.matches(mask(entry) if mask else entry, key=key)
-        ]
+        messages = reads.entries_at(conn, key, [p.id for p in rows if p.exists], mask=mask)
+        ids = [entry.id for entry in messages.values() if entry is not None and query.matches(entry, key=key)]
         scanned += len(rows)
         last = page.next is None or len(rows) < len(page.entries)  # the list's end, or past ``up_to``
         yield len(rows), ids, last

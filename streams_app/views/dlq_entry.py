@@ -28,14 +28,14 @@ def origin_state(conn: str, entry: conventions.DlqEntry) -> str:
     if not entry.original_stream or not entry.original_id:
         return "unknown"
     try:
-        reads.entry_get(conn, entry.original_stream, entry.original_id)
+        found = reads.entry_exists(conn, entry.original_stream, entry.original_id)
     except InvalidArgument:
         return "unknown"
     except NotFound:
         return "gone"
     except Unreachable:
         return "unreachable"
-    return "exists"
+    return "exists" if found else "gone"
 
 
 @require_GET
@@ -43,8 +43,8 @@ def dlq_entry_detail(request: HttpRequest, conn: str, key: bytes, entry_id: str)
     context = connection_context(request, conn)
     services.dlq_require(conn=conn, key=key)
     masker = request_masker(request, conn, key)
-    raw = reads.entry_get(conn, key, entry_id)
-    row = dlq_entry_view(conn, key, masker.dlq_parse(raw))
+    shown = reads.entry_get(conn, key, entry_id, mask=masker.entry)
+    row = dlq_entry_view(conn, key, conventions.parse_dlq_entry(key, shown.id, shown.fields))
     origin = origin_state(conn, row.entry)
     dlq_page = links.dlq_url(conn, key)
     context.update(
@@ -60,7 +60,7 @@ def dlq_entry_detail(request: HttpRequest, conn: str, key: bytes, entry_id: str)
         dlq_page=dlq_page,
         # The buttons come back to the DLQ's list: a requeued or deleted entry has no page any more.
         back=dlq_page,
-        **masking_context(request, masker, links.dlq_entry_url(conn, key, raw.id)),
+        **masking_context(request, masker, links.dlq_entry_url(conn, key, shown.id)),
     )
     masker.reveal_record()
     return render_screen(request, "streams_app/dlq_entry.html", context)

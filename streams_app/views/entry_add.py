@@ -21,7 +21,7 @@ from streams_app import services
 from streams_app.redis_ops import client, reads
 from streams_app.redis_ops.decoding import display_text
 from streams_app.redis_ops.errors import InvalidArgument
-from streams_app.redis_ops.types import Entry
+from streams_app.redis_ops.types import Entry, EntryMask
 from streams_app.views import links
 from streams_app.views.common import connection_context, render_screen
 from streams_app.views.masking import request_masker
@@ -140,9 +140,9 @@ def _form_context(
     return context
 
 
-def _newest(conn: str, key: bytes) -> Entry | None:
+def _newest(conn: str, key: bytes, mask: EntryMask) -> Entry | None:
     """The stream's newest entry (the form's template); NotFound when there is no such stream."""
-    page = reads.entries_page(conn, key, order="desc", count=1)
+    page = reads.entries_page(conn, key, order="desc", count=1, mask=mask)
     return page.entries[0] if page.entries else None
 
 
@@ -150,9 +150,9 @@ def _newest(conn: str, key: bytes) -> Entry | None:
 def entry_add(request: HttpRequest, conn: str, key: bytes) -> HttpResponse:
     if request.method == "GET":
         # Prefilled from the newest entry as the user may see it: masked values stay masked here too.
-        template = _newest(conn, key)
         masker = request_masker(request, conn, key)
-        context = _form_context(request, conn, key, template=template and masker.entry(template))
+        template = _newest(conn, key, masker.entry)
+        context = _form_context(request, conn, key, template=template)
         masker.reveal_record()
         return render_screen(request, "streams_app/entry_add.html", context)
     request.console_conn = conn

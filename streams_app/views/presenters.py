@@ -103,13 +103,11 @@ def pending_preview(entry: Entry | None) -> PendingPreview:
 
 
 def pending_previews(
-    conn: str, key: bytes, entries: Sequence[PendingEntry], *, masker: Masker | None = None
+    conn: str, key: bytes, entries: Sequence[PendingEntry], *, masker: Masker
 ) -> list[PendingPreview]:
     """:func:`pending_preview` of each pending entry, read in ONE pipelined round trip for the page
     (:func:`streams_app.redis_ops.reads.entries_at`), masked by ``masker`` (:mod:`streams_app.masking`)."""
-    found = reads.entries_at(conn, key, [p.id for p in entries])
-    if masker is not None:
-        found = {entry_id: entry and masker.entry(entry) for entry_id, entry in found.items()}
+    found = reads.entries_at(conn, key, [p.id for p in entries], mask=masker.entry)
     return [pending_preview(found.get(p.id)) for p in entries]
 
 

@@ -8,8 +8,9 @@ loses the connection reconnects with ``Last-Event-ID`` and receives exactly the 
 original URL). A client resuming after the terminal event gets 204, which tells EventSource to
 stop reconnecting.
 
-Payloads are the stream's data as stored (JSON text for eventbus progress streams), sent as
-``data:`` lines. SSE is text, so other bytes are replaced rather than passed through.
+Payloads are the stream's data (JSON text for eventbus progress streams), masked as every other
+output of entry bytes is (:mod:`streams_app.masking`), sent as ``data:`` lines. SSE is text, so other
+bytes are replaced rather than passed through.
 """
 
 from __future__ import annotations
@@ -22,9 +23,11 @@ from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.views.decorators.http import require_GET
 
 from eventbus.progress import ProgressEvent
+from streams_app.masking.apply import search_mask
 from streams_app.redis_ops import progress
 from streams_app.redis_ops.errors import OpsError
 from streams_app.redis_ops.ids import StreamId, parse_id
+from streams_app.redis_ops.types import EntryMask
 
 log = logging.getLogger(__name__)
 
@@ -39,8 +42,10 @@ def progress_events(request: HttpRequest, conn: str, key: bytes) -> HttpResponse
     head = progress.progress_head(conn, key)
     if head.finished_by(after):
         return HttpResponse(status=204)
+    # Masked as the API shows the same entries; a stream of events never reveals (as the tail does not).
+    mask = search_mask(request.user, conn, key)
     response = StreamingHttpResponse(
-        _messages(conn, key, after), content_type="text/event-stream; charset=utf-8"
+        _messages(conn, key, after, mask), content_type="text/event-stream; charset=utf-8"
     )
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"  # nginx: pass each message on at once
@@ -53,10 +58,10 @@ def _resume_point(request: HttpRequest) -> StreamId:
     return parse_id(raw, what="Last-Event-ID" if "Last-Event-ID" in request.headers else "after")
 
 
-async def _messages(conn: str, key: bytes, after: StreamId) -> AsyncIterator[bytes]:
+async def _messages(conn: str, key: bytes, after: StreamId, mask: EntryMask | None) -> AsyncIterator[bytes]:
     yield f"retry: {RECONNECT_MS}\n\n".encode()
     try:
-        async for event in progress.progress_follow(conn, key, after=after):
+        async for event in progress.progress_follow(conn, key, after=after, mask=mask):
             # An idle block: a comment line keeps proxies from timing out and lets the server
             # notice a client that has gone.
             yield b": keepalive\n\n" if event is None else sse_message(event)

@@ -46,14 +46,14 @@ def stream_detail(request: HttpRequest, conn: str, key: bytes) -> HttpResponse:
         )
     page = reads.entries_page(
         conn, key, order=params["order"], after=params["after"], before=params["before"],
-        at=params["at"], count=params["count"],
+        at=params["at"], count=params["count"], mask=masker.entry,
     )
     context.update(
         key=key,
         key_text=display_text(key),
         params=params,
         page=page,
-        entries=[entry_view(conn, key, masker.entry(e)) for e in page.entries],
+        entries=[entry_view(conn, key, e) for e in page.entries],
         # Ticking entries for the delete form; decided once here, not once per row in the template.
         entries_selectable=role_of(request.user) >= Role.ADMIN and not settings.BUSCONSOLE_READ_ONLY,
         here=links.with_query(links.stream_url(conn, key), request),
@@ -69,7 +69,7 @@ def entry_detail(request: HttpRequest, conn: str, key: bytes, entry_id: str) -> 
     buttons for its ID and payload and, when the stream is a DLQ, the way to the dead letter's own page."""
     context = connection_context(request, conn)
     masker = request_masker(request, conn, key)
-    entry = masker.entry(reads.entry_get(conn, key, entry_id))
+    entry = reads.entry_get(conn, key, entry_id, mask=masker.entry)
     groups = reads.groups(conn, key)
     pending = reads.entry_pending(conn, key, entry.id, [g.name for g in groups])
     context.update(
@@ -109,7 +109,7 @@ def entry_raw(request: HttpRequest, conn: str, key: bytes, entry_id: str) -> Htt
         raise InvalidArgument("field must be the index of a field of the entry.") from None
     # The masked entry, as the page that links here shows it (a removed field shifts the indexes with it).
     masker = request_masker(request, conn, key)
-    entry = masker.entry(reads.entry_get(conn, key, entry_id))
+    entry = reads.entry_get(conn, key, entry_id, mask=masker.entry)
     if not 0 <= index < len(entry.fields):
         raise InvalidArgument(f"This entry has {len(entry.fields)} fields; there is no field {index}.")
     name, value = entry.fields[index]

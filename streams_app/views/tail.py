@@ -50,12 +50,11 @@ def tail(request: HttpRequest, conn: str, key: bytes) -> HttpResponse:
     start_after, hold = "0-0", params["after"] or ""
     if exists:
         # The newest BACKLOG entries (up to ``after`` when the address has one) are replayed as context.
-        position = {"at": params["after"]} if params["after"] else {}
-        newest = reads.entries_page(conn, key, order="desc", count=BACKLOG + 1, **position).entries
+        newest = reads.newest_ids(conn, key, count=BACKLOG + 1, at=params["after"] or None)
         if len(newest) > BACKLOG:
-            start_after = newest[BACKLOG].id  # exclusive: the replay starts with the BACKLOG newest
+            start_after = newest[BACKLOG]  # exclusive: the replay starts with the BACKLOG newest
         if params["paused"] and not hold and newest:
-            hold = newest[0].id  # a paused link without a position holds at what is newest now
+            hold = newest[0]  # a paused link without a position holds at what is newest now
     stream_url = links.stream_url(conn, key)
     context.update(
         key=key,

@@ -175,7 +175,7 @@ def test_progress_and_overview_read_every_node(on_cluster, rc, viewer_client: Cl
         assert (head.last_id, head.last_event) == (done, "done")
 
         async def follow(key=key) -> list[str]:
-            return [e.event async for e in progress.progress_follow(on_cluster, key, after=parse_id("0-0")) if e]
+            return [e.event async for e in progress.progress_follow(on_cluster, key, after=parse_id("0-0"), mask=None) if e]
 
         assert asyncio.run(follow()) == ["step", "done"]
     facts = reads.server_overview(on_cluster)

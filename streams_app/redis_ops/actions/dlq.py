@@ -16,7 +16,7 @@ CROSSSLOT: the work is split by slot before it is sent.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,7 +40,7 @@ from ..conventions import (
 from ..errors import OpsError, translated
 from ..ids import parse_id, parse_position
 from ..parsers import parse_entry, reply_text
-from ..types import Entry
+from ..types import Entry, EntryMask
 from ._common import MAX_BATCH, MAX_IDS, _ids, _key, _positive, _script
 from .moves import BUSY, LEASE_MS, Packed, add_packed_and_release, lease_key, move_across
 
@@ -354,7 +354,7 @@ def dlq_entries(
     error_contains: str | None = None,
     error_signature: str | None = None,
     scan_limit: int = 5000,
-    mask: Callable[[Entry], Entry] | None = None,
+    mask: EntryMask | None,
 ) -> tuple[list[DlqEntry], str | None]:
     """DLQ entries newest first, between the exclusive bounds ``after`` and ``before``, parsed by convention.
 
@@ -404,6 +404,6 @@ def _error_matches(entry: DlqEntry, needle: str | None, signature: str | None) -
     return signature is None or normalize_error(entry.error) == signature
 
 
-def _parsed(dlq_key: bytes, raw: Sequence, mask: Callable[[Entry], Entry] | None = None) -> DlqEntry:
+def _parsed(dlq_key: bytes, raw: Sequence, mask: EntryMask | None) -> DlqEntry:
     entry = parse_entry(raw) if mask is None else mask(parse_entry(raw))
     return parse_dlq_entry(dlq_key, entry.id, entry.fields)

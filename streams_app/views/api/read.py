@@ -129,10 +129,11 @@ def entries(request: HttpRequest, conn: str, key: bytes) -> JsonResponse:
     params = query(EntriesQuery, request.GET)
     masker = request_masker(request, conn, key)
     page = reads.entries_page(
-        conn, key, order=params.order, after=params.after, before=params.before, at=params.at, count=params.count
+        conn, key, order=params.order, after=params.after, before=params.before, at=params.at, count=params.count,
+        mask=masker.entry,
     )
     reply = {
-        "entries": [presenters.entry_json(conn, key, masker.entry(e)) for e in page.entries],
+        "entries": [presenters.entry_json(conn, key, e) for e in page.entries],
         "next": page.next,
         "prev": page.prev,
     }

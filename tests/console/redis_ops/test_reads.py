@@ -103,9 +103,9 @@ def test_missing_stream_and_wrong_type(r: redis.Redis) -> None:
     with pytest.raises(NotFound):
         reads.stream_info(CONN, b"plain")
     with pytest.raises(NotFound):
-        reads.entries_page(CONN, b"missing")
+        reads.entries_page(CONN, b"missing", mask=None)
     with pytest.raises(NotFound):
-        reads.entries_page(CONN, b"plain")
+        reads.entries_page(CONN, b"plain", mask=None)
 
 
 @pytest.mark.parametrize("order", ["desc", "asc"])
@@ -122,7 +122,7 @@ def test_paging_visits_every_entry_exactly_once(r: redis.Redis, order: str) -> N
     cursor = None
     for _ in range(200):
         kwargs = {"before": cursor} if order == "desc" else {"after": cursor}
-        page = reads.entries_page(CONN, b"s", order=order, count=7, **(kwargs if cursor else {}))
+        page = reads.entries_page(CONN, b"s", order=order, count=7, **(kwargs if cursor else {}), mask=None)
         seen += _ids(page.entries)
         cursor = page.next
         if cursor is None:
@@ -132,26 +132,26 @@ def test_paging_visits_every_entry_exactly_once(r: redis.Redis, order: str) -> N
 
 def test_paging_back_the_other_way(r: redis.Redis) -> None:
     ids = [r.xadd("s", {"i": str(i)}).decode() for i in range(25)]
-    newest = reads.entries_page(CONN, b"s", count=10)
+    newest = reads.entries_page(CONN, b"s", count=10, mask=None)
     assert _ids(newest.entries) == ids[::-1][:10] and newest.prev is None
-    older = reads.entries_page(CONN, b"s", before=newest.next, count=10)
+    older = reads.entries_page(CONN, b"s", before=newest.next, count=10, mask=None)
     assert _ids(older.entries) == ids[::-1][10:20]
     # "Newer" from the second page leads back to exactly the first page.
-    back = reads.entries_page(CONN, b"s", after=older.prev, count=10)
+    back = reads.entries_page(CONN, b"s", after=older.prev, count=10, mask=None)
     assert _ids(back.entries) == _ids(newest.entries)
     # ...and its "older" link leads to the second page again.
-    assert _ids(reads.entries_page(CONN, b"s", before=back.next, count=10).entries) == _ids(older.entries)
+    assert _ids(reads.entries_page(CONN, b"s", before=back.next, count=10, mask=None).entries) == _ids(older.entries)
 
 
 def test_jump_to_id_and_time(r: redis.Redis) -> None:
     for ms in (1000, 2000, 2000, 3000):
         r.xadd("s", {"x": "1"}, id=f"{ms}-*")
-    page = reads.entries_page(CONN, b"s", at="2000-1", count=10)
+    page = reads.entries_page(CONN, b"s", at="2000-1", count=10, mask=None)
     assert _ids(page.entries) == ["2000-1", "2000-0", "1000-0"]
     # A time means the whole millisecond: newest first starts at its last entry.
-    page = reads.entries_page(CONN, b"s", at="1970-01-01T00:00:02Z", count=10)
+    page = reads.entries_page(CONN, b"s", at="1970-01-01T00:00:02Z", count=10, mask=None)
     assert _ids(page.entries) == ["2000-1", "2000-0", "1000-0"]
-    page = reads.entries_page(CONN, b"s", at="1970-01-01T00:00:02+00:00", order="asc", count=10)
+    page = reads.entries_page(CONN, b"s", at="1970-01-01T00:00:02+00:00", order="asc", count=10, mask=None)
     assert _ids(page.entries) == ["2000-0", "2000-1", "3000-0"]
 
 
@@ -159,13 +159,13 @@ def test_jump_to_id_and_time(r: redis.Redis) -> None:
 def test_malformed_ids_are_refused(r: redis.Redis, bad: str) -> None:
     r.xadd("s", {"a": "1"})
     with pytest.raises(InvalidArgument):
-        reads.entries_page(CONN, b"s", before=bad)
+        reads.entries_page(CONN, b"s", before=bad, mask=None)
 
 
 def test_binary_and_unicode_keys_and_fields(r: redis.Redis) -> None:
     key = b"bin\x00\xff/%2F\xe2\x98\x83 \xf0\x9f\x9a\x80"
     eid = r.xadd(key, {b"\xfe\x00field": b"\x00\x01\x02", "ünï": "çødé"}).decode()
-    page = reads.entries_page(CONN, key)
+    page = reads.entries_page(CONN, key, mask=None)
     assert _ids(page.entries) == [eid]
     assert page.entries[0].fields == ((b"\xfe\x00field", b"\x00\x01\x02"), ("ünï".encode(), "çødé".encode()))
     assert [s.key for s in reads.streams_scan(CONN).streams] == [key]
