@@ -40,6 +40,13 @@ socket's write buffer small) gets that frame written straight to its socket by t
 task switch and no per-client encoding (:mod:`streams_app.live.wire`); the channel layer carries
 operator events once per stream and process (:mod:`streams_app.live.relay`), never entries.
 
+Filters. A client may hold a filter (search's language, compiled by the websocket consumer and handed
+in as a :class:`~streams_app.live.filtering.TailFilter`). The reader hands each batch to the unfiltered
+clients first, as above, then to one :class:`~streams_app.live.filtering.FilterGroup` per distinct
+filter text of the stream, which evaluates every entry once for all its clients, on the masked entry
+the frame was built from, in slices that yield to the event loop, and hands what it kept to them as
+one shared batch. A filtered client's replay is filtered by its own pump the same way.
+
 Backpressure. A client that does not keep up (or negotiated permessage-deflate, which compresses per
 client) gets entries through its own bounded queue and pump instead, over the ASGI ``send``, which
 waits while its socket is full. The queue holds at most ``BUSCONSOLE_TAIL_QUEUE`` entries (500). When
@@ -76,20 +83,20 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import json
 import logging
 import time
 import weakref
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
 
+from streams_app.live.filtering import Counts, FilterGroup, TailFilter, select
+from streams_app.live.frames import FRAME_MAX, Batch, LiveEntry, Sid, chunks, dumps, entries_frame
 from streams_app.live.node_reader import NodeReader, queue_capacity
 from streams_app.live.relay import EventRelay
-from streams_app.live.wire import DirectSocket, text_frame
+from streams_app.live.wire import DirectSocket
 from streams_app.redis_ops.decoding import display_text
 from streams_app.redis_ops.errors import OpsError
 from streams_app.redis_ops.ids import id_order, parse_id, reply_id
@@ -99,14 +106,17 @@ from streams_app.redis_ops.types import Entry
 
 log = logging.getLogger(__name__)
 
-Sid = tuple[int, int]
+__all__ = ["FRAME_MAX", "Batch", "Hub", "LiveEntry", "StreamTail", "Subscription", "TailFilter", "get_hub"]
+
 Send = Callable[[str], Awaitable[None]]
 EntryJson = Callable[[str, bytes, Entry], dict[str, Any]]
 """The JSON of one entry, ``{"id", "fields", "decoded"}``, as the page and the API show it: the
 screen's business, so the caller of :func:`get_hub` hands it in."""
+Shown = Callable[[str, bytes, Entry], Entry]
+"""What every client may see of an entry (masked): the frame is built from it and filters read it."""
 
-#: Entries per websocket frame at most (a frame of 200 small entries is ~100 KB).
-FRAME_MAX = 200
+#: What :meth:`Subscription.pump` returns when its client asked for another filter (not a close code).
+RESTART = -1
 #: The live tails of a process freeze the heap again once they are this many times what they were at the
 #: last freeze (see "Pauses" in the module docstring).
 FREEZE_GROWTH = 1.2
@@ -121,68 +131,30 @@ def max_lag_s() -> float:
 
 
 
-def dumps(frame: dict[str, Any]) -> str:
-    return json.dumps(frame, ensure_ascii=False, separators=(",", ":"), default=str)
-
-
-# ------------------------------------------------------------------------------------------ frames
-
-
-@dataclass(frozen=True, slots=True)
-class LiveEntry:
-    """One entry as every client receives it: its frame is encoded once and shared."""
-
-    id: str
-    sid: Sid
-    frame: str  # {"type": "entry", "id", "fields", "decoded"} (SPEC section 4)
-
-
-def entries_frame(batch: Sequence[LiveEntry]) -> str:
-    """One entry as itself, several as ``{"type": "entries", "entries": [...]}`` (pre-encoded JSON)."""
-    if len(batch) == 1:
-        return batch[0].frame
-    return '{"type":"entries","entries":[' + ",".join(e.frame for e in batch) + "]}"
-
-
-def _chunks(items: Sequence[LiveEntry], size: int) -> Iterable[Sequence[LiveEntry]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
-
-
-class Batch:
-    """What one read brought for one stream, as every subscriber receives it.
-
-    Its websocket frames (one per :data:`FRAME_MAX` entries) are built on first use and then shared:
-    every client written to directly gets the very same ``bytes`` (:mod:`streams_app.live.wire`).
-    """
-
-    __slots__ = ("_wire", "entries")
-
-    def __init__(self, entries: Sequence[LiveEntry]) -> None:
-        self.entries = entries
-        self._wire: list[bytes] | None = None
-
-    def wire(self) -> list[bytes]:
-        if self._wire is None:
-            self._wire = [text_frame(entries_frame(chunk)) for chunk in _chunks(self.entries, FRAME_MAX)]
-        return self._wire
-
-
 # ------------------------------------------------------------------------------------ subscription
 
 
 class Subscription:
-    """One client's tail of one stream: a bounded queue filled by the reader, drained by :meth:`pump`."""
+    """One client's tail of one stream: a bounded queue filled by the reader, drained by :meth:`pump`.
 
-    def __init__(self, tail: StreamTail, key: bytes, *, start: str, after: str | None, capacity: int) -> None:
+    With a ``filter``, the client's live entries come from its :class:`~streams_app.live.filtering.FilterGroup`
+    (the entries that filter kept, evaluated once for every client holding it) and its replay is
+    filtered here; ``tested`` frames tell it how far the filter has read when nothing matched.
+    """
+
+    def __init__(self, tail: StreamTail, key: bytes, *, start: str, after: str | None, capacity: int,
+                 filter: TailFilter | None = None) -> None:
         self.tail = tail
         self.key = key
         self.start = start  # P: the reader's cursor for the key when this client registered
         self.after = after
         self.capacity = capacity
+        self.filter = filter
+        self.group: FilterGroup | None = None
         newest = start if after is None or id_order(after) <= id_order(start) else after
         self._newest: Sid = id_order(newest)  # newest ID the client has or will have from its replay
         self._last_taken = newest  # newest ID taken off the queue for sending
+        self._tested: str | None = None  # newest ID its filter read, to tell the client (``tested`` frame)
         self._pending: deque[LiveEntry] = deque()
         self._control: deque[str] = deque(maxlen=32)  # status and channel-layer events, out of band
         self._skipped = 0
@@ -261,6 +233,25 @@ class Subscription:
         self._newest = id_order(head)
         self._wakeup()
 
+    def advance(self, entry_id: str) -> None:
+        """Its filter read up to ``entry_id`` and kept nothing more: the client is told, after its queue."""
+        if id_order(entry_id) <= self._newest:
+            return
+        self._newest = id_order(entry_id)
+        self._tested = entry_id
+        self._wakeup()
+
+    def restart(self) -> None:
+        """The client asked for another filter: :meth:`pump` returns :data:`RESTART` once what is queued
+        has gone out, and the consumer subscribes again from :attr:`position`."""
+        self.close_code = RESTART
+        self._wakeup()
+
+    @property
+    def position(self) -> str:
+        """The newest ID this client has been sent or told it was read: a new tail goes on after it."""
+        return self._last_taken
+
     def post(self, frame: dict[str, Any]) -> None:
         """Queue a small control frame (status, operator action, job progress) ahead of entries."""
         self._control.append(dumps(frame))
@@ -283,7 +274,8 @@ class Subscription:
         ``send`` is the ASGI path, used for what only this client receives (replay, control frames,
         its queue once it fell behind); ``socket``, called once the client is live, gives the socket
         the stream's shared frames are written to while the client keeps up (None: ``send`` for all).
-        Returns the close code the hub asked for (the consumer's disconnect cancels it otherwise).
+        Returns the close code the hub asked for, or :data:`RESTART` (the consumer's disconnect cancels
+        it otherwise).
         """
         if self.after is not None and id_order(self.after) < id_order(self.start):
             await self._replay(send)
@@ -291,7 +283,7 @@ class Subscription:
         if socket is not None:
             self.socket = socket()
         while True:
-            while self._control or self._skipped or self._pending:
+            while self._control or self._skipped or self._pending or self._tested:
                 if self._control:
                     await send(self._control.popleft())
                 elif self._skipped:
@@ -302,10 +294,15 @@ class Subscription:
                     self._skipped, self._skip_after, self._last_skipped = 0, None, None
                     self._skip_counted = True
                     await send(dumps(frame))
-                else:
+                elif self._pending:
                     batch = [self._pending.popleft() for _ in range(min(FRAME_MAX, len(self._pending)))]
                     self._last_taken = batch[-1].id
                     await send(entries_frame(batch))
+                else:  # after the queue: every entry up to it has gone out
+                    tested, self._tested = self._tested, None
+                    if tested is not None and id_order(tested) > id_order(self._last_taken):
+                        self._last_taken = tested
+                        await send(dumps({"type": "tested", "last_id": tested}))
             if self.close_code is not None:
                 return self.close_code
             # Drained, with no await since the loop's last check: offers may write directly again.
@@ -321,7 +318,9 @@ class Subscription:
             # Older than what is replayed: not counted (that would read the whole range), but bounded.
             await send(dumps({"type": "skipped", "count": None, "resume_after": self.after,
                               "last_skipped": overflow, "reason": "replay_limit"}))
-        for chunk in _chunks(entries, FRAME_MAX):
+        if self.filter is not None:
+            entries = await select(self.filter, entries, self.tail.counts)
+        for chunk in chunks(entries, FRAME_MAX):
             await send(entries_frame(chunk))
 
 
@@ -336,13 +335,17 @@ class StreamTail:
     subscribers, and the routing of keys to nodes (``node_of``), which a MOVED reply changes.
     """
 
-    def __init__(self, source: TailSource, *, entry_json: EntryJson) -> None:
+    def __init__(self, source: TailSource, *, entry_json: EntryJson, shown: Shown) -> None:
         self.conn = source.conn
         self.source = source
         self.entry_json = entry_json
+        self.shown = shown
         self.cursors: dict[bytes, str] = {}
         self._cursor_sids: dict[bytes, Sid] = {}
-        self.subscribers: dict[bytes, set[Subscription]] = {}
+        self.subscribers: dict[bytes, set[Subscription]] = {}  # every client of a key
+        self.plain: dict[bytes, set[Subscription]] = {}  # those without a filter: handed every batch
+        self.groups: dict[bytes, dict[str, FilterGroup]] = {}  # the others, by filter text
+        self.counts = Counts()
         self.nodes: dict[str, NodeReader] = {}
         self.node_of: dict[bytes, NodeReader] = {}
         self._lookups: dict[bytes, asyncio.Future[str]] = {}
@@ -356,12 +359,13 @@ class StreamTail:
 
     def live_entry(self, key: bytes, entry: Entry) -> LiveEntry:
         """An entry decoded like the page and the API do, its frame encoded once for every client."""
-        frame = dumps({"type": "entry", **self.entry_json(self.conn, key, entry)})
-        return LiveEntry(id=entry.id, sid=id_order(entry.id), frame=frame)
+        shown = self.shown(self.conn, key, entry)
+        frame = dumps({"type": "entry", **self.entry_json(self.conn, key, shown)})
+        return LiveEntry(id=entry.id, sid=id_order(entry.id), frame=frame, shown=shown)
 
     # -- joining and leaving
 
-    async def subscribe(self, key: bytes, *, after: str | None) -> Subscription:
+    async def subscribe(self, key: bytes, *, after: str | None, filter: TailFilter | None = None) -> Subscription:
         after_id = str(parse_id(after, what="after")) if after is not None else None
         self._joining += 1
         try:
@@ -373,8 +377,18 @@ class StreamTail:
                     self._set_cursor(key, newest)
                     self._assign(key, node)
             # From here to the registration there is no await: the reader cannot dispatch in between.
-            sub = Subscription(self, key, start=self.cursors[key], after=after_id, capacity=queue_capacity())
+            sub = Subscription(self, key, start=self.cursors[key], after=after_id, capacity=queue_capacity(),
+                               filter=filter)
             self.subscribers.setdefault(key, set()).add(sub)
+            if filter is None:
+                self.plain.setdefault(key, set()).add(sub)
+            else:
+                groups = self.groups.setdefault(key, {})
+                group = groups.get(filter.text)
+                if group is None:
+                    group = groups[filter.text] = FilterGroup(filter, counts=self.counts, capacity=queue_capacity())
+                group.members.add(sub)
+                sub.group = group
         finally:
             self._joining -= 1
             self._release_idle()  # a lookup failed: its node's connections go unless something reads there
@@ -389,6 +403,7 @@ class StreamTail:
         if subs is None or sub not in subs:
             return
         subs.discard(sub)
+        self._leave_group(sub)
         if not subs:
             del self.subscribers[sub.key]
             self.cursors.pop(sub.key, None)
@@ -396,6 +411,23 @@ class StreamTail:
             reader = self.node_of.pop(sub.key, None)
             if reader is not None:
                 reader.discard(sub.key)
+
+    def _leave_group(self, sub: Subscription) -> None:
+        plain = self.plain.get(sub.key)
+        if plain is not None:
+            plain.discard(sub)
+            if not plain:
+                del self.plain[sub.key]
+        group, sub.group = sub.group, None
+        if group is None:
+            return
+        group.members.discard(sub)
+        if not group.members:
+            group.close()
+            groups = self.groups[sub.key]
+            del groups[group.filter.text]
+            if not groups:
+                del self.groups[sub.key]
 
     def _assign(self, key: bytes, node: str) -> NodeReader:
         """Read ``key`` (its cursor set) on ``node``'s reader, started if it was not reading."""
@@ -501,9 +533,15 @@ class StreamTail:
                 continue
             self._set_cursor(key, fresh[-1].id)
             self.entries_read += len(fresh)
-            batch = Batch(fresh)
-            for sub in subs:
-                sub.offer(batch)
+            plain = self.plain.get(key)
+            if plain:
+                batch = Batch(fresh)
+                for sub in plain:
+                    sub.offer(batch)
+            groups = self.groups.get(key)
+            if groups:  # evaluated by each filter's task, after the unfiltered clients have their frames
+                for group in groups.values():
+                    group.enqueue(fresh)
         return lagging
 
     async def skip_to_head(self, key: bytes) -> None:
@@ -524,6 +562,8 @@ class StreamTail:
         self._set_cursor(key, head)
         self._behind_since.pop(key, None)
         self.jumps += 1
+        for group in self.groups.get(key, {}).values():
+            group.drop_waiting(head)
         for sub in self.subscribers.get(key, ()):
             sub.jump(head)
 
@@ -562,6 +602,8 @@ class StreamTail:
             "capacity": queue_capacity(),
             "skipped": sum(s.skipped_total for s in subs),
             "direct_frames": sum(s.direct_frames for s in subs),
+            "filters": sum(len(groups) for groups in self.groups.values()),
+            "filter_evaluations": self.counts.evaluations,
             "xread_calls": self.xread_calls,
             "interrupts": self.interrupts,
             "jumps": self.jumps,
@@ -612,8 +654,9 @@ heap = HeapFreezer()
 class Hub:
     """The tails of one event loop (one ASGI process), one :class:`StreamTail` per connection."""
 
-    def __init__(self, *, entry_json: EntryJson) -> None:
+    def __init__(self, *, entry_json: EntryJson, shown: Shown) -> None:
         self.entry_json = entry_json
+        self.shown = shown
         self.tails: dict[str, StreamTail] = {}
         self.relay = EventRelay(self._deliver)
 
@@ -621,16 +664,17 @@ class Hub:
         """The connection's tail; raises NotFound for a connection that is not configured (any more)."""
         tail = self.tails.get(conn)
         if tail is None or not tail.source.configured():
-            tail = self.tails[conn] = StreamTail(TailSource(conn), entry_json=self.entry_json)
+            tail = self.tails[conn] = StreamTail(TailSource(conn), entry_json=self.entry_json, shown=self.shown)
         return tail
 
-    async def subscribe(self, conn: str, key: bytes, *, after: str | None = None) -> Subscription:
+    async def subscribe(self, conn: str, key: bytes, *, after: str | None = None,
+                        filter: TailFilter | None = None) -> Subscription:
         """Register a client; raises :class:`OpsError` (unknown connection, bad ``after``, not a stream...).
 
         Returns once the process hears the stream's operator events too (before the client is "live").
         Registered first, joined second: a last client leaving meanwhile cannot take the membership away.
         """
-        sub = await self.tail(conn).subscribe(key, after=after)
+        sub = await self.tail(conn).subscribe(key, after=after, filter=filter)
         await self.relay.join(conn, key)
         sub.counted = True
         heap.opened()
@@ -658,16 +702,17 @@ class Hub:
 _hubs: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Hub] = weakref.WeakKeyDictionary()
 
 
-def get_hub(*, entry_json: EntryJson) -> Hub:
+def get_hub(*, entry_json: EntryJson, shown: Shown) -> Hub:
     """The hub of the running event loop (uvicorn runs one loop per process).
 
-    ``entry_json`` shapes every entry frame of the loop's hub; the first call builds the hub with it,
-    so every caller hands in the same function (the screen's one JSON shape of an entry).
+    ``entry_json`` shapes every entry frame of the loop's hub from what ``shown`` lets every client see of
+    the entry (masked; filters read the same); the first call builds the hub with them, so every caller
+    hands in the same functions (the screen's one JSON shape of an entry, the one masking).
     """
     loop = asyncio.get_running_loop()
     hub = _hubs.get(loop)
     if hub is None:
-        hub = _hubs[loop] = Hub(entry_json=entry_json)
+        hub = _hubs[loop] = Hub(entry_json=entry_json, shown=shown)
     return hub
 
 

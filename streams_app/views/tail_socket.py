@@ -17,6 +17,18 @@
   of a background job about it), relayed from the channel layer by the process's hub, which hears them
   once per stream for all its clients (:mod:`streams_app.live.relay`).
 
+Filters. ``?filter=<text>`` (search's language, :mod:`streams_app.views.tail_filter`) keeps only the
+entries it matches, evaluated on the server on the masked entries the frames are built from, so a
+filter finds in the tail exactly what search finds and nothing a mask hides. The first frame then
+says how the filter was read, ``{"type": "status", "state": "filter", "filter", "query", "kind":
+"expression" | "text", "read_as"}`` (``read_as``: the CEL an old ``path=value`` filter was read as), or
+why it was refused, ``{"type": "status", "state": "filter_error", "filter", "message"}``: the socket stays
+open and tails nothing until it is sent a filter it can take. A filtered tail also sends ``{"type":
+"tested", "last_id"}`` now and then: its filter has read up to there (a reconnect goes on after it).
+The client may change its filter on the open socket by sending ``{"type": "filter", "filter": text}``
+(empty: none): the tail goes on from the newest entry it was sent or told of, replaying anything newer
+through the new filter; a refused filter leaves the tail as it was.
+
 Entries travel through the process's tail hub, never through the channel layer (SPEC section 9:
 channels-redis drops or buffers without bound): while a client keeps up, the hub writes the stream's
 shared frames straight to its socket (:mod:`streams_app.live.wire`); once it falls behind, they wait in
@@ -28,20 +40,23 @@ deactivation: :mod:`streams_app.views.socket_auth`), 4403 the user's role change
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import re
 from urllib.parse import parse_qs, unquote_to_bytes
 
 from channels.db import database_sync_to_async
 
-from streams_app.live.hub import Hub, Subscription, get_hub
+from streams_app.live.hub import RESTART, Hub, Subscription, TailFilter, get_hub
 from streams_app.live.wire import direct_socket
 from streams_app.masking.apply import masker_cached, rules_load
-from streams_app.redis_ops.errors import OpsError
+from streams_app.redis_ops.conventions import detect_dlq
+from streams_app.redis_ops.errors import InvalidArgument, OpsError
 from streams_app.redis_ops.types import Entry
 from streams_app.views import links
 from streams_app.views.presenters import entry_json
 from streams_app.views.socket_auth import SessionBoundConsumer
+from streams_app.views.tail_filter import ChosenFilter, tail_filter_compile
 
 log = logging.getLogger(__name__)
 
@@ -52,14 +67,15 @@ _CLOSE_CODES = {"bad_request": 4400, "not_found": 4404, "unreachable": 4503}
 
 def tail_hub() -> Hub:
     """This process's tail hub, its entry frames shaped like the page's and the API's entries."""
-    return get_hub(entry_json=masked_entry_json)
+    return get_hub(entry_json=entry_json, shown=masked_entry)
 
 
-def masked_entry_json(conn: str, key: bytes, entry: Entry) -> dict:
-    """The entry frame, masked: encoded once per entry and shared by every subscriber, so the tail never
-    reveals (a masked value is revealed, audited, on the entry's page). Rules as last read in this process;
-    every tail connection reads them first (:func:`streams_app.masking.apply.rules_load`)."""
-    return entry_json(conn, key, masker_cached(conn, key).entry(entry))
+def masked_entry(conn: str, key: bytes, entry: Entry) -> Entry:
+    """The entry as the tail shows it, masked: its frame is encoded once and shared by every subscriber,
+    and filters read it, so the tail never reveals nor finds a masked value (a masked value is revealed,
+    audited, on the entry's page). Rules as last read in this process; every tail connection reads them
+    first (:func:`streams_app.masking.apply.rules_load`)."""
+    return masker_cached(conn, key).entry(entry)
 
 
 def tail_key(scope: dict) -> bytes:
@@ -79,28 +95,59 @@ class TailConsumer(SessionBoundConsumer):
     """One browser tab watching one stream, for as long as its session and role hold."""
 
     sub: Subscription | None = None
-    pump_task: asyncio.Task[None] | None = None
+    pump_task: asyncio.Task[int | None] | None = None
+    conn = ""
+    key = b""
+    position: str | None = None  # ``after`` of the next subscription
+    tail_filter: TailFilter | None = None
+    admitted = False
+    finished = False  # closed by the server: nothing more starts
 
     async def connect(self) -> None:
         # Accept first so the close code reaches the client (a refused handshake is a bare 403).
         await self.accept()
         if not await self.auth_admit():
             return
-        conn = self.scope["url_route"]["kwargs"]["conn"]
+        self.conn = self.scope["url_route"]["kwargs"]["conn"]
         # a key too long for a URL comes as its digest (views/links.py), resolved once signed in
-        key = await database_sync_to_async(links.resolve_key)(conn, tail_key(self.scope))
+        self.key = await database_sync_to_async(links.resolve_key)(self.conn, tail_key(self.scope))
         # The masking rules as they are now, for the frames this process's hub encodes (it may not query).
         await database_sync_to_async(rules_load)()
-        after = parse_qs(self.scope.get("query_string", b"").decode("latin-1")).get("after", [None])[0] or None
+        query = parse_qs(self.scope.get("query_string", b"").decode("latin-1"))
+        self.position = query.get("after", [None])[0] or None
+        self.admitted = True
+        text = query.get("filter", [""])[0]
+        if text.strip():
+            chosen = await self._read_filter(text)
+            if chosen is None:
+                return  # refused, and told why: the socket waits for a filter it can take
+            self.tail_filter = chosen.tail_filter
+            await self.send_json(chosen.frame)
+        await self._start()
+
+    async def _read_filter(self, text: str) -> ChosenFilter | None:
+        """``text`` compiled as this tail's filter; None, with a ``filter_error`` frame saying why, when refused."""
         try:
-            self.sub = await tail_hub().subscribe(conn, key, after=after)
+            return tail_filter_compile(text, key=self.key, dlq=detect_dlq(self.key) is not None)
+        except InvalidArgument as exc:
+            message = exc.message
+        except Exception as exc:  # noqa: BLE001 - whatever the compiler raises, the filter is refused
+            log.warning("tail: filter %r not compiled: %r", text[:200], exc)
+            message = f"This filter cannot be evaluated ({type(exc).__name__}); write it more simply."
+        await self.send_json({"type": "status", "state": "filter_error", "filter": text, "message": message})
+        return None
+
+    async def _start(self) -> None:
+        try:
+            self.sub = await tail_hub().subscribe(self.conn, self.key, after=self.position, filter=self.tail_filter)
         except OpsError as exc:
+            self.finished = True
             await self.send_json({"type": "status", "state": "error", "code": exc.code, "message": exc.message})
             await self.close(code=_CLOSE_CODES.get(exc.code, 4500))
             return
         self.pump_task = asyncio.get_running_loop().create_task(self._pump(self.sub))
 
-    async def _pump(self, sub: Subscription) -> None:
+    async def _pump(self, sub: Subscription) -> int | None:
         try:
             code = await sub.pump(self.send_text, socket=lambda: direct_socket(self.scope))
         except asyncio.CancelledError:
@@ -110,17 +157,48 @@ class TailConsumer(SessionBoundConsumer):
             await self.send_json({"type": "status", "state": "error", "code": exc.code, "message": exc.message})
         except OSError as exc:  # the client went away mid-send (uvicorn's ClientDisconnected)
             log.debug("tail: send failed: %s", exc)
-            return
+            return None
         except Exception:
             log.exception("tail: pump failed")
             code = 4500
+        if code == RESTART:
+            return code
+        self.finished = True
         await self.close(code=code)
+        return code
 
     async def send_text(self, text: str) -> None:
         await self.send(text_data=text)
 
-    async def receive_json(self, content: object, **kwargs: object) -> None:
-        """Nothing to receive: pausing is closing, resuming is reconnecting with ``after``."""
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None, **kwargs: object) -> None:
+        """``{"type": "filter", "filter": text}`` changes the filter (module docstring); pausing is closing,
+        resuming is reconnecting with ``after``."""
+        try:
+            content = json.loads(text_data) if text_data is not None else None
+        except ValueError:
+            content = None
+        text = content.get("filter") if isinstance(content, dict) and content.get("type") == "filter" else None
+        if not isinstance(text, str):
+            await self.send_json({"type": "status", "state": "filter_error", "filter": None,
+                                  "message": 'The tail takes one message: {"type": "filter", "filter": "<text>"}.'})
+            return
+        if not self.admitted or self.finished or self.ended:
+            return
+        chosen = await self._read_filter(text) if text.strip() else None
+        if text.strip() and chosen is None:
+            return  # refused: the tail goes on as it was
+        sub, task = self.sub, self.pump_task
+        if sub is not None and task is not None:
+            sub.restart()  # the pump stops once what it has queued is sent, and not mid-frame
+            if await task != RESTART:
+                return  # it ended for another reason meanwhile: the socket is closing
+            self.position = sub.position
+            tail_hub().unsubscribe(sub)
+            self.sub = self.pump_task = None
+        self.tail_filter = chosen.tail_filter if chosen is not None else None
+        await self.send_json(chosen.frame if chosen is not None else {
+            "type": "status", "state": "filter", "filter": text, "query": "", "kind": "none", "read_as": None})
+        await self._start()
 
     async def auth_ended(self) -> None:
         """Signed out or role changed: not one more entry goes out before the close."""

@@ -16,7 +16,7 @@ import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urlencode, urlsplit
 
 import redis
 from websockets.asyncio.client import ClientConnection, connect
@@ -28,9 +28,10 @@ from tests.polling import until
 HANG = 60  # seconds before a stuck scenario fails (a safety net, not an assertion on speed)
 
 
-def tail_url(server, key: bytes, *, conn: str = "default", after: str | None = None) -> str:
+def tail_url(server, key: bytes, *, conn: str = "default", after: str | None = None, filter: str | None = None) -> str:
     url = f"ws://127.0.0.1:{server.port}/ws/c/{conn}/streams/{seg(key)}/tail/"
-    return url + (f"?after={after}" if after is not None else "")
+    query = {name: value for name, value in (("after", after), ("filter", filter)) if value is not None}
+    return url + (f"?{urlencode(query)}" if query else "")
 
 
 def cookie_header(cookies: dict[str, str]) -> str:
@@ -39,10 +40,12 @@ def cookie_header(cookies: dict[str, str]) -> str:
 
 @asynccontextmanager
 async def open_tail(server, cookies: dict[str, str] | None, key: bytes, *, after: str | None = None,
-                    origin: str | None = None, conn: str = "default") -> AsyncIterator[ClientConnection]:
+                    origin: str | None = None, conn: str = "default",
+                    filter: str | None = None) -> AsyncIterator[ClientConnection]:
     headers = {"Cookie": cookie_header(cookies)} if cookies else {}
     async with connect(
-        tail_url(server, key, conn=conn, after=after), origin=origin or server.url, additional_headers=headers,
+        tail_url(server, key, conn=conn, after=after, filter=filter), origin=origin or server.url,
+        additional_headers=headers,
         proxy=None, max_size=None, compression=None,
     ) as ws:
         yield ws
@@ -84,6 +87,27 @@ async def entries_until(ws: ClientConnection, last_id: str, *, frames: list | No
         if got and got[-1]["id"] == last_id:
             return got
     raise AssertionError("the last entry never came")
+
+
+def id_key(entry_id: str) -> tuple[int, int]:
+    ms, _, seq = entry_id.partition("-")
+    return int(ms), int(seq or 0)
+
+
+async def filtered_through(ws: ClientConnection, last_id: str, *, frames: list | None = None) -> list[dict[str, Any]]:
+    """Entries a filtered tail sends until it has tested ``last_id`` (an ID from XADD): the entry itself
+    when it matches, else a ``tested`` frame at or past it (a filtered tail's word for "read up to here")."""
+    got: list[dict[str, Any]] = []
+    for _ in range(100_000):
+        f = await frame(ws)
+        if frames is not None:
+            frames.append(f)
+        got.extend(entries_of([f]))
+        if got and got[-1]["id"] == last_id:
+            return got
+        if f["type"] == "tested" and id_key(f["last_id"]) >= id_key(last_id):
+            return got
+    raise AssertionError("the tail never reached the last entry")
 
 
 def xadd_many(r: redis.Redis, key: bytes, n: int, *, start: int = 0, size: int = 0) -> list[str]:
@@ -129,11 +153,13 @@ def run(coro) -> Any:
 class RawClient:
     """A websocket client on a raw socket (a tiny receive buffer: it reads nothing until told), frames as sent."""
 
-    def __init__(self, server, cookies: dict[str, str], key: bytes, *, conn: str = "default") -> None:
+    def __init__(self, server, cookies: dict[str, str], key: bytes, *, conn: str = "default",
+                 filter: str | None = None) -> None:
         self.sock = socket.socket()
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         self.sock.connect(("127.0.0.1", server.port))
-        path = urlsplit(tail_url(server, key, conn=conn)).path
+        parts = urlsplit(tail_url(server, key, conn=conn, filter=filter))
+        path = parts.path + (f"?{parts.query}" if parts.query else "")
         nonce = base64.b64encode(os.urandom(16)).decode()
         request = (
             f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
