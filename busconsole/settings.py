@@ -264,6 +264,11 @@ BUSCONSOLE_JOB_LOCK_S = envint("BUSCONSOLE_JOB_LOCK_S", 20)
 BUSCONSOLE_JOB_RESUME_EVERY_S = envint("BUSCONSOLE_JOB_RESUME_EVERY_S", 5)
 if min(BUSCONSOLE_JOB_STALLED_S, BUSCONSOLE_JOB_LOCK_S, BUSCONSOLE_JOB_RESUME_EVERY_S) < 1:
     raise ImproperlyConfigured("BUSCONSOLE_JOB_STALLED_S, _LOCK_S and _RESUME_EVERY_S must be >= 1")
+# Jobs one user may hold queued or running at once; one more is refused (409). With the default 1 and
+# two job workers, no one user's jobs can hold every worker (streams_app.jobs.runner says why).
+BUSCONSOLE_JOBS_PER_USER = envint("BUSCONSOLE_JOBS_PER_USER", 1)
+if BUSCONSOLE_JOBS_PER_USER < 1:
+    raise ImproperlyConfigured("BUSCONSOLE_JOBS_PER_USER must be >= 1")
 # Metrics: snapshot every N seconds, mirror sync every M seconds; samples kept raw for
 # RAW_H hours, as 1-minute rollups for 1M_D days, as 1-hour rollups for 1H_D days.
 BUSCONSOLE_SNAPSHOT_INTERVAL_S = envint("BUSCONSOLE_SNAPSHOT_INTERVAL_S", 10)

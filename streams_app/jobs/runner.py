@@ -58,6 +58,7 @@ from typing import TYPE_CHECKING, Any
 
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import connections, transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -118,6 +119,16 @@ class JobBusy(Exception):
     """Another worker holds this job's lock: try again later (it may have died; the lock expires)."""
 
 
+class JobLimitReached(OpsError):
+    """The user already holds ``BUSCONSOLE_JOBS_PER_USER`` jobs queued or running: a 409 that says which.
+
+    The one role-and-audit path (:mod:`streams_app.services.audit`) writes the attempt as ``denied``.
+    """
+
+    code = "too_many_jobs"
+    status = 409
+
+
 class JobCancelled(Exception):
     """The job was cancelled while it ran; it stops at its next save or check (within a second of work)."""
 
@@ -142,11 +153,40 @@ def job_create(
     if kind == KIND_REPLAY:
         params["job_key"] = f"busconsole:replay-cursor:{uuid.uuid4().hex}"
     authenticated = user is not None and user.is_authenticated
-    job = Job.objects.create(
-        kind=kind, connection=conn, parameters=params, created_by=user if authenticated else None
-    )
+    with transaction.atomic():  # counted and created under one lock (see _require_slot)
+        if authenticated:
+            _require_slot(user.pk, who="You have")
+        job = Job.objects.create(
+            kind=kind, connection=conn, parameters=params, created_by=user if authenticated else None
+        )
     job_enqueue(job_id=job.pk)
     return job
+
+
+def _require_slot(user_id: int, *, who: str, resuming: int | None = None) -> None:
+    """Raise :class:`JobLimitReached` when the user holds ``BUSCONSOLE_JOBS_PER_USER`` jobs queued or
+    running (not counting ``resuming``). Call it inside the transaction that creates the job.
+
+    The user's row is locked first, so two requests of one user count one after the other instead of
+    both finding a free slot (PostgreSQL; on SQLite, whose transactions here begin IMMEDIATE, every
+    writer already waits for the one before). Jobs the console starts itself (no user) are not counted.
+    """
+    list(get_user_model().objects.select_for_update().filter(pk=user_id).values_list("pk", flat=True))
+    limit = settings.BUSCONSOLE_JOBS_PER_USER
+    held = list(
+        Job.objects.filter(created_by_id=user_id, state__in=[Job.State.QUEUED, Job.State.RUNNING])
+        .exclude(pk=resuming)
+        .order_by("pk")
+        .values_list("pk", flat=True)
+    )
+    if len(held) < limit:
+        return
+    names = ", ".join(f"job {pk}" for pk in held[:5]) + (", ..." if len(held) > 5 else "")
+    raise JobLimitReached(
+        f"{who} {len(held)} job{'s' if len(held) != 1 else ''} queued or running ({names}), and each user may "
+        f"hold {limit} at a time (BUSCONSOLE_JOBS_PER_USER). Wait for it to end or cancel it on its page, "
+        "then start this one."
+    )
 
 
 def job_enqueue(*, job_id: int) -> None:
@@ -179,17 +219,20 @@ def job_resume(*, job_id: int) -> Job:
     A read-only process refuses to resume a kind that writes a monitored Redis (PermissionDenied),
     and a read-only worker would refuse to run it anyway.
     """
-    job = Job.objects.get(pk=job_id)
+    job = Job.objects.select_related("created_by").get(pk=job_id)
     if job.kind not in READ_ONLY_KINDS:
         require_writable()
     if job.state == Job.State.DONE:
         raise InvalidArgument(f"Job {job_id} is done; there is nothing left to resume.")
-    Job.objects.filter(pk=job_id).update(
-        state=Job.State.QUEUED if job.state != Job.State.RUNNING else job.state,
-        finished_at=None,
-        error="",
-        updated_at=timezone.now(),
-    )
+    with transaction.atomic():
+        if job.is_finished and job.created_by is not None:  # it takes a slot of its owner's again
+            _require_slot(job.created_by.pk, who=f"{job.created_by.get_username()} has", resuming=job_id)
+        Job.objects.filter(pk=job_id).update(
+            state=Job.State.QUEUED if job.state != Job.State.RUNNING else job.state,
+            finished_at=None,
+            error="",
+            updated_at=timezone.now(),
+        )
     job_enqueue(job_id=job_id)
     job.refresh_from_db()
     return job

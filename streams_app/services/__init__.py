@@ -82,7 +82,7 @@ from streams_app.services.groups import (
     pending_autoclaim_preview,
     pending_claim,
 )
-from streams_app.services.job_control import job_cancel, job_resume
+from streams_app.services.job_control import job_cancel, job_cancel_action, job_resume
 from streams_app.services.pipeline import pipeline_start
 from streams_app.services.replay import ReplayPreview, stream_replay, stream_replay_count
 from streams_app.services.retries import retry_act, retry_act_count, retry_list
@@ -141,6 +141,7 @@ __all__ = [
     "retry_list",
     # jobs
     "job_cancel",
+    "job_cancel_action",
     "job_resume",
     # pipeline
     "pipeline_start",

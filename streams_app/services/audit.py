@@ -18,6 +18,7 @@ from django.core.exceptions import PermissionDenied
 from streams_app.accounts.roles import Role, require_role, require_writable
 from streams_app.audit.models import AuditEvent
 from streams_app.audit.records import ActionRecord, audit_write
+from streams_app.jobs.runner import JobLimitReached
 from streams_app.live import broadcast
 from streams_app.redis_ops.errors import InvalidArgument, OpsError
 
@@ -39,7 +40,8 @@ ACTION_ROLES: dict[str, Role] = {
     "dlq.requeue_matching": Role.OPERATOR,  # the dead letters a search matches, by a job
     "replay": Role.OPERATOR,
     "replay.count": Role.OPERATOR,
-    "job.cancel": Role.OPERATOR,
+    "job.cancel": Role.VIEWER,  # one's own job: anyone stops what they started
+    "job.cancel.any": Role.OPERATOR,  # someone else's (services/job_control.py picks the action)
     "job.resume": Role.OPERATOR,
     "pipeline.run": Role.OPERATOR,  # starts the export, the Spark rollups and their load
     "entry.add": Role.OPERATOR,  # one entry written by hand (the "Add entry" form, POST .../entries/)
@@ -84,6 +86,9 @@ ACTION_ROLES: dict[str, Role] = {
 READ_ONLY_ALLOWED: frozenset[str] = frozenset({"token.create", "token.revoke"})
 #: An export only reads the monitored Redis (its job writes a file of the console's own).
 READ_ONLY_ALLOWED |= {"export", "export.job"}
+#: Stopping a job changes no monitored Redis (what it did stays done), and a read-only console still runs
+#: exports, which their owners must be able to stop.
+READ_ONLY_ALLOWED |= {"job.cancel", "job.cancel.any"}
 #: Saved views are bookmarks in the console's own database: read-only mode leaves them alone too.
 READ_ONLY_ALLOWED |= {"view.save", "view.share", "view.rename", "view.delete"}
 
@@ -152,7 +157,7 @@ def action_audit(
         audit_write(user=user, record=record, outcome=AuditEvent.Outcome.DENIED, error=str(exc), started=started)
         raise
     except Exception as exc:
-        audit_write(user=user, record=record, outcome=AuditEvent.Outcome.ERROR, error=_describe(exc), started=started)
+        audit_write(user=user, record=record, outcome=audit_outcome(exc), error=_describe(exc), started=started)
         raise
     audit_write(user=user, record=record, outcome=AuditEvent.Outcome.OK, error="", started=started)
     if record.stream is not None and not _is_preview(action):
@@ -213,6 +218,12 @@ def action_run(
         if affected is not None:
             record.affected = affected(result)
     return result
+
+
+def audit_outcome(exc: Exception) -> str:
+    """How an action that raised ``exc`` is audited: ``denied`` for a refusal decided inside the action
+    (the user's job limit, :class:`~streams_app.jobs.runner.JobLimitReached`), else ``error``."""
+    return AuditEvent.Outcome.DENIED if isinstance(exc, JobLimitReached) else AuditEvent.Outcome.ERROR
 
 
 def _describe(exc: Exception) -> str:

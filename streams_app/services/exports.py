@@ -32,7 +32,7 @@ from streams_app.jobs.models import Job
 from streams_app.masking.apply import search_mask
 from streams_app.redis_ops import conventions
 from streams_app.redis_ops.errors import InvalidArgument
-from streams_app.services.audit import _describe, action_authorize
+from streams_app.services.audit import _describe, action_authorize, audit_outcome
 
 if TYPE_CHECKING:
     from streams_app.accounts.roles import UserLike
@@ -97,13 +97,11 @@ def export_allowed(*, user: UserLike | None) -> bool:
 @contextmanager
 def _errors_audited(user: UserLike | None, record: ActionRecord, started: float) -> Iterator[None]:
     """An exception inside (bad input, Redis refusing or gone) becomes the export's one audit row, as
-    ``error``, and is raised again for the view to answer."""
+    ``error`` (``denied`` for the user's job limit: ``audit_outcome``), and is raised again for the view."""
     try:
         yield
     except Exception as exc:
-        audit_write(
-            user=user, record=record, outcome=AuditEvent.Outcome.ERROR, error=_describe(exc), started=started
-        )
+        audit_write(user=user, record=record, outcome=audit_outcome(exc), error=_describe(exc), started=started)
         raise
 
 

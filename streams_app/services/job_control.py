@@ -1,4 +1,10 @@
-"""Cancel or resume a background job (the jobs themselves run in :mod:`streams_app.jobs.runner`)."""
+"""Cancel or resume a background job (the jobs themselves run in :mod:`streams_app.jobs.runner`).
+
+Who may cancel is decided by the role table like every action, with the job's owner in the action's
+name: ``job.cancel`` (one's own job, any role: whoever started a job may stop it) and ``job.cancel.any``
+(anyone's, operators and admins). A viewer's cancel of someone else's job is therefore refused and
+audited as ``denied`` by the one role-and-audit path, as any other refusal is.
+"""
 
 from __future__ import annotations
 
@@ -12,9 +18,16 @@ if TYPE_CHECKING:
     from streams_app.accounts.roles import UserLike
 
 
+def job_cancel_action(*, user: UserLike | None, job: Job) -> str:
+    """The action a cancel of ``job`` by ``user`` is authorised and audited as (module docstring)."""
+    own = job.created_by_id is not None and getattr(user, "pk", None) == job.created_by_id
+    return "job.cancel" if own else "job.cancel.any"
+
+
 def job_cancel(*, user: UserLike | None, job: Job) -> Job:
-    """Ask a queued or running job to stop after its current batch (what it did stays done)."""
-    with action_audit(user=user, conn=job.connection, action="job.cancel", params={"job": job.pk}) as record:
+    """Ask a queued or running job to stop (within a second of its work; what it did stays done)."""
+    action = job_cancel_action(user=user, job=job)
+    with action_audit(user=user, conn=job.connection, action=action, params={"job": job.pk}) as record:
         record.params["cancelled"] = jobs.job_cancel(job_id=job.pk)  # False: it had finished already
     job.refresh_from_db()
     return job

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pytest
 import redis
@@ -53,7 +53,9 @@ class Route:
     the Django admin sends people to: admins are sent on, other roles refused), ``token`` (only a bearer
     token opens it: 401 to a session), ``public`` (200 to everyone).
     ``post``: ``none`` (405), ``any`` (any signed-in role may post), ``operator`` or ``admin`` (the least
-    role that may; lower roles get 403), ``login``, ``admin-login``, ``public``.
+    role that may; lower roles get 403), ``owner`` (a job's own user may, whatever their role; on anyone
+    else's job an operator may: the matrix posts on a job of nobody's, where a viewer gets 403, and on a
+    job of the role's own user, where nobody may get 403), ``login``, ``admin-login``, ``public``.
     ``public``: open to anonymous users too. ``html``: a page under ``/api/`` (anonymous users are sent to
     log in rather than answered 401).
     """
@@ -68,6 +70,7 @@ class Route:
 READ = Route("read", "none")
 OPERATOR = Route("post", "operator")
 ADMIN = Route("post", "admin")
+OWNER = Route("post", "owner")  # one's own job; anyone's for operators and admins
 
 ROUTES: dict[str, Route] = {
     "login/": Route("login", "login", public=True),
@@ -126,7 +129,7 @@ ROUTES: dict[str, Route] = {
     "c/<conn:conn>/progress/<seg:key>/events/": READ,
     "jobs/": READ,
     "jobs/<int:job_id>/": READ,
-    "jobs/<int:job_id>/cancel/": OPERATOR,
+    "jobs/<int:job_id>/cancel/": OWNER,
     "jobs/<int:job_id>/resume/": OPERATOR,
     "audit/": READ,
     "alerts/": READ,
@@ -187,12 +190,17 @@ ROUTES: dict[str, Route] = {
     "api/v1/jobs/": READ,
     "api/v1/jobs/<int:job_id>": READ,
     "api/v1/jobs/<int:job_id>/": READ,
-    "api/v1/jobs/<int:job_id>/cancel": OPERATOR,
+    "api/v1/jobs/<int:job_id>/cancel": OWNER,
     "api/v1/jobs/<int:job_id>/resume": OPERATOR,
     "api/v1/audit/": READ,
     "api/v1/openapi.json": READ,
     "api/v1/docs/": Route("read", "none", html=True),
 }
+# An API address spelled without a trailing slash (an action, a job, the export) answers the same with one.
+ROUTES.update(
+    {route + "/": row for route, row in list(ROUTES.items()) if route.startswith("api/v1/") and route[-1] != "/"
+     and not route.endswith(".json")}
+)
 
 #: The routes the project's own pages and API add but which answer with Django's own machinery and
 #: whose answers the admin-site rule below describes.
@@ -240,6 +248,7 @@ class World:
     values: dict[str, str]
     users: dict[str, User | None]
     tokens: dict[str, str]
+    own_jobs: dict[str, str]  # per signed-in role, a job its user started (the ``owner`` routes)
 
 
 @pytest.fixture
@@ -272,7 +281,12 @@ def world(r: redis.Redis, viewer: User, operator: User, admin_user: User, outsid
     users = {"anonymous": None, "outsider": outsider, "viewer": viewer, "operator": operator, "admin": admin_user}
     tokens = {role: token_create(user=user, name=f"scrape-{role}")[1] for role, user in users.items()
               if role in SIGNED_IN}
-    return World(values, users, tokens)
+    own_jobs = {
+        role: str(Job.objects.create(kind="export", connection=CONN, created_by=users[role],
+                                     parameters={"key": b"orders".hex(), "key_text": "orders"}).pk)
+        for role in SIGNED_IN
+    }
+    return World(values, users, tokens, own_jobs)
 
 
 def _object_id(route: str) -> str:
@@ -394,6 +408,8 @@ def _expected(route: Route, role: str, method: str) -> int | set[int]:
         return {"admin": 302, "viewer": 403, "operator": 403}.get(role, 200)
     if kind == "any":
         return {403, 405}
+    if kind == "owner":  # the world's job is nobody's: someone else's for every role
+        kind = "operator"
     least = SIGNED_IN.index(kind)
     return 403 if SIGNED_IN.index(role) < least else {403, 405}
 
@@ -460,6 +476,12 @@ def test_role_matrix(world: World, role: str, method: str) -> None:
         trouble = problem(item, route, role, method, path, response)
         if trouble:
             problems.append(f"{method} {full} as {role}: {trouble}")
+        if route is not None and route.post == "owner" and method == "POST" and role in SIGNED_IN:
+            # the same route on a job of the role's own user: allowed to every role, viewers included
+            own = url_of(item, replace(world, values={**world.values, "job_id": world.own_jobs[role]}))
+            status = _request(client, method, own).status_code
+            if status in (403, 405) or status >= 500:
+                problems.append(f"{method} {own} as {role} (their own job): {status}, expected it allowed")
     assert requested == count_patterns(get_resolver().url_patterns)
     assert problems == []
 

@@ -260,16 +260,19 @@ def jobs(request: HttpRequest) -> JsonResponse:
     return JsonResponse({"jobs": [job_json(j) for j in page.rows], "next": page.older})
 
 
-@api_endpoint(method="POST", summary="Cancel a background job", tag="jobs", role="operator",
+@api_endpoint(method="POST", summary="Cancel a background job", tag="jobs", role="viewer",
               replies={200: replies.Job}, errors=(400, 404))
 def job_cancel(request: HttpRequest, job_id: int) -> JsonResponse:
+    """Anyone may cancel a job they started; operators and admins anyone's (403 otherwise). The job
+    stops within a second of its work; what it did stays done."""
     return JsonResponse(job_json(services.job_cancel(user=request.user, job=_job(job_id))))
 
 
 @api_endpoint(method="POST", summary="Resume a stopped background job", tag="jobs", role="operator",
-              replies={200: replies.Job}, errors=(400, 404))
+              replies={200: replies.Job}, errors=(400, 404, 409))
 def job_resume(request: HttpRequest, job_id: int) -> JsonResponse:
-    """A job that is done cannot be resumed (400)."""
+    """A job that is done cannot be resumed (400); a stopped one is refused (409) while the user who
+    started it holds their limit of jobs (``BUSCONSOLE_JOBS_PER_USER``)."""
     return JsonResponse(job_json(services.job_resume(user=request.user, job=_job(job_id))))
 
 

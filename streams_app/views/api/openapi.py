@@ -5,7 +5,8 @@
 models (:mod:`.schemas`, the very models that validate requests) and its replies (:mod:`.replies`).
 Error responses follow from the route's shape: every call may be a 401, a route on a connection may
 be a 404 (unknown connection, stream or group), a 503 (Redis unreachable) and a 400 (Redis refused),
-input may be a 400, a POST a 403 (role, read-only mode, CSRF) and a body a 413.
+input may be a 400, a POST a 403 (role, read-only mode, CSRF), a body a 413, and an operation that
+starts a job (its reply 202) a 409 (the user already holds ``BUSCONSOLE_JOBS_PER_USER`` jobs).
 
 The document is served at ``/api/v1/openapi.json`` and read by the reference page ``/api/v1/docs/``
 (Swagger UI, vendored under ``static/vendor/``, started by ``static/js/api-docs.js``: no inline
@@ -143,6 +144,8 @@ def error_statuses(endpoint: Endpoint, path_params: set[str]) -> list[int]:
         statuses.add(403)
     if endpoint.body is not None:
         statuses.add(413)
+    if 202 in endpoint.replies:  # a job: refused while the user holds their limit of jobs
+        statuses.add(409)
     return sorted(statuses)
 
 
