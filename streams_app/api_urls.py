@@ -1,12 +1,16 @@
 """The JSON API (SPEC section 4), included by :mod:`streams_app.urls` under ``api/v1/``.
 
 That module registers the ``conn`` and ``seg`` converters before it includes this one. Reads end in a
-slash; actions are spelled without one, as SPEC section 4 writes them.
+slash; actions are spelled without one, as SPEC section 4 writes them, and answer with one too
+(:func:`action`).
 """
 
 from __future__ import annotations
 
-from django.urls import path
+from collections.abc import Callable
+from typing import Any
+
+from django.urls import URLPattern, path
 
 from streams_app.views.api import actions, admin_actions, entries, openapi, read
 from streams_app.views.api import export as export_api
@@ -20,6 +24,16 @@ GROUP = STREAM + "groups/<seg:group>/"
 CONSUMER = GROUP + "consumers/<seg:consumer>/"
 DLQ = "c/<conn:conn>/dlq/<seg:key>/"
 
+
+def action(route: str, view: Callable[..., Any], name: str) -> list[URLPattern]:
+    """An address spelled without a trailing slash, and the same address with one.
+
+    Clients add the slash, as the reads have it, and Django's APPEND_SLASH cannot help a POST: without
+    this twin an action answered 404 at the address next to the right one.
+    """
+    return [path(route, view, name=name), path(route + "/", view)]
+
+
 streams_routes = [
     path("connections/", read.connections, name="api-connections"),
     path("c/<conn:conn>/streams/", read.streams, name="api-streams"),
@@ -29,36 +43,35 @@ stream_routes = [
     path(STREAM, read.stream, name="api-stream"),
     path(STREAM + "entries/", entries.entries_route, name="api-entries"),  # GET reads, POST adds one
     path(STREAM + "groups/", read.groups, name="api-groups"),
-    path(STREAM + "replay", actions.replay, name="api-replay"),
-    path(STREAM + "trim", admin_actions.trim, name="api-trim"),
-    path(STREAM + "delete", admin_actions.entries_delete, name="api-entries-delete"),
+    *action(STREAM + "replay", actions.replay, "api-replay"),
+    *action(STREAM + "trim", admin_actions.trim, "api-trim"),
+    *action(STREAM + "delete", admin_actions.entries_delete, "api-entries-delete"),
 ]
 
 group_routes = [
     path(GROUP + "pending/", read.pending, name="api-pending"),
     path(GROUP + "consumers/", read.consumers, name="api-consumers"),
-    path(GROUP + "claim", actions.claim, name="api-claim"),
-    path(GROUP + "autoclaim", actions.autoclaim, name="api-autoclaim"),
-    path(GROUP + "ack", actions.ack, name="api-ack"),
-    path(GROUP + "rewind", actions.rewind, name="api-rewind"),
-    path(GROUP + "delete", admin_actions.group_delete, name="api-group-delete"),
-    path(CONSUMER + "delete", admin_actions.consumer_delete, name="api-consumer-delete"),
+    *action(GROUP + "claim", actions.claim, "api-claim"),
+    *action(GROUP + "autoclaim", actions.autoclaim, "api-autoclaim"),
+    *action(GROUP + "ack", actions.ack, "api-ack"),
+    *action(GROUP + "rewind", actions.rewind, "api-rewind"),
+    *action(GROUP + "delete", admin_actions.group_delete, "api-group-delete"),
+    *action(CONSUMER + "delete", admin_actions.consumer_delete, "api-consumer-delete"),
 ]
 
 dlq_routes = [
     path("c/<conn:conn>/dlq/", actions.dlq_list, name="api-dlq-list"),
     path(DLQ, actions.dlq_entries, name="api-dlq"),
-    path(DLQ + "requeue", actions.dlq_requeue, name="api-dlq-requeue"),
-    path(DLQ + "delete", actions.dlq_delete, name="api-dlq-delete"),
-    path(DLQ + "purge", actions.dlq_purge, name="api-dlq-purge"),
+    *action(DLQ + "requeue", actions.dlq_requeue, "api-dlq-requeue"),
+    *action(DLQ + "delete", actions.dlq_delete, "api-dlq-delete"),
+    *action(DLQ + "purge", actions.dlq_purge, "api-dlq-purge"),
 ]
 
 jobs_routes = [
     path("jobs/", actions.jobs, name="api-jobs"),
-    path("jobs/<int:job_id>", actions.job, name="api-job"),
-    path("jobs/<int:job_id>/", actions.job),  # the same job with a trailing slash, as clients write it
-    path("jobs/<int:job_id>/cancel", actions.job_cancel, name="api-job-cancel"),
-    path("jobs/<int:job_id>/resume", actions.job_resume, name="api-job-resume"),
+    *action("jobs/<int:job_id>", actions.job, "api-job"),
+    *action("jobs/<int:job_id>/cancel", actions.job_cancel, "api-job-cancel"),
+    *action("jobs/<int:job_id>/resume", actions.job_resume, "api-job-resume"),
 ]
 
 audit_routes = [
@@ -69,26 +82,26 @@ audit_routes = [
 retry_routes = [
     path("c/<conn:conn>/retries/", retry_api.retries_list, name="api-retries-list"),
     path(STREAM + "retries/", retry_api.retries_page, name="api-retries"),
-    path(STREAM + "retries/retry", retry_api.retry_now, name="api-retries-retry"),
-    path(STREAM + "retries/dead-letter", retry_api.retry_dead_letter, name="api-retries-dead-letter"),
-    path(STREAM + "retries/delete", retry_api.retry_delete, name="api-retries-delete"),
+    *action(STREAM + "retries/retry", retry_api.retry_now, "api-retries-retry"),
+    *action(STREAM + "retries/dead-letter", retry_api.retry_dead_letter, "api-retries-dead-letter"),
+    *action(STREAM + "retries/delete", retry_api.retry_delete, "api-retries-delete"),
 ]
 
 # Payload search.
 search_routes = [
     path(STREAM + "search/", search_api.stream_search, name="api-stream-search"),
-    path(DLQ + "search/requeue", search_action_api.dlq_requeue_matching_route, name="api-dlq-search-requeue"),
+    *action(DLQ + "search/requeue", search_action_api.dlq_requeue_matching_route, "api-dlq-search-requeue"),
 ]
 
 # Export of a range: GET streams it, POST starts a background export.
 export_routes = [
-    path(STREAM + "export", export_api.export_route, name="api-export"),
+    *action(STREAM + "export", export_api.export_route, "api-export"),
 ]
 
 # Saved views: GET lists, POST saves; delete by id.
 saved_view_routes = [
     path("views/", saved_view_api.views_route, name="api-views"),
-    path("views/<int:view_id>/delete", saved_view_api.view_delete, name="api-view-delete"),
+    *action("views/<int:view_id>/delete", saved_view_api.view_delete, "api-view-delete"),
 ]
 
 # The OpenAPI description of every route here, and its reference page.

@@ -5,7 +5,8 @@
 - :func:`bearer_token_middleware` authenticates ``/api/v1/`` and ``/metrics`` by personal token, and
   nothing else.
 - :class:`ConsoleLoginRequiredMiddleware`: every page needs a login; the API answers 401 in JSON.
-- :class:`OpsErrorMiddleware` turns the access layer's errors into a banner page or a JSON error.
+- :class:`OpsErrorMiddleware` turns the access layer's errors into a banner page or a JSON error, and
+  keeps Django's debug pages (``DEBUG=1``) off the API.
 """
 
 from __future__ import annotations
@@ -13,10 +14,12 @@ from __future__ import annotations
 import logging
 from urllib.parse import quote
 
+from django.conf import settings
 from django.contrib.auth.middleware import LoginRequiredMiddleware
 from django.core.exceptions import BadRequest, PermissionDenied, SuspiciousOperation
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
+from django.urls import get_resolver
 
 from streams_app.accounts.tokens import TokenRefused, token_authenticate
 from streams_app.redis_ops.errors import OpsError
@@ -132,8 +135,9 @@ class ConsoleLoginRequiredMiddleware(LoginRequiredMiddleware):
         return super().handle_no_permission(request, view_func)
 
 
-#: Exceptions Django itself turns into a 4xx through the project's error handlers.
+#: Exceptions Django itself turns into a 4xx through the project's error handlers, and their statuses.
 _DJANGO_ANSWERS = (Http404, PermissionDenied, BadRequest, SuspiciousOperation)
+_STATUS_OF = ((Http404, 404), (PermissionDenied, 403), (BadRequest, 400), (SuspiciousOperation, 400))
 
 
 class OpsErrorMiddleware:
@@ -159,7 +163,13 @@ class OpsErrorMiddleware:
             )
         if is_api(request):
             if isinstance(exc, _DJANGO_ANSWERS):
-                return None  # Django's handler400/403/404 (views/errors.py) answer these in JSON
+                if not settings.DEBUG:
+                    return None  # Django's handler400/403/404 (views/errors.py) answer these in JSON
+                # With DEBUG on (``make run``'s default) Django answers a 404 or 400 with its debug HTML
+                # page instead of the handler: the API's callers get the same JSON error either way.
+                status = next(code for kind, code in _STATUS_OF if isinstance(exc, kind))
+                handler = get_resolver(getattr(request, "urlconf", None)).resolve_error_handler(status)
+                return handler(request, exception=exc)
             log.exception("unhandled error in %s %s", request.method, request.path)
             return api_error("internal", "The console failed to answer; the error is logged.", 500)
         return None

@@ -66,16 +66,19 @@ def role_of(user: UserLike | None) -> Role:
     cached = getattr(user, _ROLE_CACHE_ATTR, None)
     if cached is not None:
         return cached
-    if getattr(user, "is_superuser", False):
-        role = Role.ADMIN
-    elif (rank := getattr(user, GROUP_ROLE_ANNOTATION, None)) is not None:
-        role = max(Role(rank), Role.VIEWER)
-    else:
-        names = user.groups.filter(name__in=ROLE_GROUPS).values_list("name", flat=True)
-        role = max((ROLE_GROUPS[name] for name in names), default=Role.VIEWER)
-    role = min(role, getattr(user, _CEILING_ATTR, Role.ADMIN))
+    role = min(_account_role(user), getattr(user, _CEILING_ATTR, Role.ADMIN))
     setattr(user, _ROLE_CACHE_ATTR, role)
     return role
+
+
+def _account_role(user: UserLike) -> Role:
+    """The role of an active, authenticated ``user``'s account, whatever ceiling the request carries."""
+    if getattr(user, "is_superuser", False):
+        return Role.ADMIN
+    if (rank := getattr(user, GROUP_ROLE_ANNOTATION, None)) is not None:
+        return max(Role(rank), Role.VIEWER)
+    names = user.groups.filter(name__in=ROLE_GROUPS).values_list("name", flat=True)
+    return max((ROLE_GROUPS[name] for name in names), default=Role.VIEWER)
 
 
 def role_ceiling_set(user: UserLike, ceiling: Role) -> None:
@@ -90,12 +93,22 @@ def role_ceiling_set(user: UserLike, ceiling: Role) -> None:
 
 
 def require_role(user: UserLike | None, role: Role) -> None:
-    """Raise PermissionDenied unless ``user`` holds at least ``role``."""
+    """Raise PermissionDenied unless ``user`` holds at least ``role``.
+
+    The message names what limits the caller: the account's role, or the API token's ceiling when that
+    is lower (an admin's token capped at viewer must not be told the account is a viewer's).
+    """
     current = role_of(user)
     if current >= role:
         return
     if current is Role.NONE:
         raise PermissionDenied(f"Log in with an active account that has the {role.label} role.")
+    ceiling = getattr(user, _CEILING_ATTR, None)
+    if ceiling is not None and (account := _account_role(user)) > ceiling:
+        raise PermissionDenied(
+            f"This action needs the {role.label} role; this API token is capped at the {ceiling.label} role "
+            f"(its account has the {account.label} role: use a token with a higher cap, or none)."
+        )
     raise PermissionDenied(
         f"This action needs the {role.label} role; your account has the {current.label} role."
     )

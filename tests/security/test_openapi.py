@@ -45,7 +45,10 @@ def _api_routes() -> Iterator[tuple[str, URLPattern]]:
             elif route.startswith("api/v1/"):
                 yield route, pattern
 
-    yield from walk(get_resolver().url_patterns, "")
+    found = list(walk(get_resolver().url_patterns, ""))
+    # an action's twin with a trailing slash (the same view) is said once in the description, not listed
+    plain = {route: pattern.callback for route, pattern in found}
+    yield from ((route, p) for route, p in found if not (route.endswith("/") and plain.get(route[:-1]) is p.callback))
 
 
 def _as_openapi(route: str) -> str:
@@ -183,7 +186,7 @@ def test_every_operation_answers_as_documented(doc, admin_user, api_token, bus, 
     exported = c.web.get(_fill(K + "export") + "?format=csv", **c.headers)
     assert exported.status_code == 200
     assert exported["Content-Type"] == "text/csv; charset=utf-8"
-    assert b"".join(exported.streaming_content).startswith(b"id,time,")
+    assert b"".join(exported.streaming_content).startswith(b'"id","time","fields.')
     c.seen.add((K + "export", "get"))
     c.call("get", K + "export", status=400, query="?format=xml")
     c.call("post", K + "export", {"format": "parquet", "from": "-", "to": "+"}, status=202)
@@ -226,7 +229,6 @@ def test_every_operation_answers_as_documented(doc, admin_user, api_token, bus, 
     job_id = str(replay_job["job"])
     c.call("get", "/api/v1/jobs/", status=200)
     c.call("get", "/api/v1/jobs/{job_id}", status=200, job_id=job_id)
-    c.call("get", "/api/v1/jobs/{job_id}/", status=200, job_id=job_id)
     c.call("post", "/api/v1/jobs/{job_id}/cancel", status=200, job_id=job_id)
     c.call("post", "/api/v1/jobs/{job_id}/resume", status=200, job_id=job_id)
     c.call("get", "/api/v1/audit/", status=200)

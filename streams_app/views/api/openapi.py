@@ -103,8 +103,10 @@ read-only mode every action is refused with 403.
 
 **Input.** Bodies are JSON objects with typed fields: flags are `true`/`false`, counts are integers
 in range, entry IDs are `<ms>-<seq>`; a wrong type, a value out of range or an unknown field is a
-400 whose message names the field. At most {MAX_SELECTION} entry IDs per call; bodies over
-{MAX_BODY_BYTES // 1024} KiB are refused with 413.
+400 whose message names the field, and so is a key given twice in one object. At most
+{MAX_SELECTION} entry IDs per call; bodies over {MAX_BODY_BYTES // 1024} KiB are refused with 413.
+
+**Addresses.** Reads end in a slash; actions are written without one, and answer with one too.
 
 **Errors** are always `{{"error": {{"code": str, "message": str}}}}` with a 4xx status for the caller's
 mistakes and 503 when a Redis server cannot be reached.
@@ -115,7 +117,11 @@ mistakes and 503 when a Redis server cannot be reached.
 
 
 def api_routes() -> Iterator[tuple[str, URLPattern]]:
-    """Every ``(route, pattern)`` under ``/api/v1/``, as the URL resolver has them."""
+    """Every ``(route, pattern)`` under ``/api/v1/``, as the URL resolver has them, bar slash twins.
+
+    A twin is an address spelled without a trailing slash answered with one too by the same view
+    (``streams_app.api_urls.action``): the description says so once rather than listing it twice.
+    """
 
     def walk(patterns: list[Any], prefix: str) -> Iterator[tuple[str, URLPattern]]:
         for pattern in patterns:
@@ -125,7 +131,11 @@ def api_routes() -> Iterator[tuple[str, URLPattern]]:
             elif route.startswith(API_PREFIX):
                 yield route, pattern
 
-    yield from walk(get_resolver().url_patterns, "")
+    routes = list(walk(get_resolver().url_patterns, ""))
+    callbacks = {route: pattern.callback for route, pattern in routes}
+    for route, pattern in routes:
+        if not (route.endswith("/") and callbacks.get(route[:-1]) is pattern.callback):
+            yield route, pattern
 
 
 def openapi_path(route: str) -> str:
