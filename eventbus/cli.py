@@ -60,7 +60,7 @@ def _list(client: Any, args: argparse.Namespace) -> Output:
     keys, truncated = cli_reads.scan_streams(client, match=args.match, max_keys=args.max_keys)
     rows = cli_reads.stream_rows(client, keys, _patterns(args))
     columns = [("stream", "key"), ("length", "length"), ("groups", "groups"), ("pending", "pending"),
-               ("lag", "lag"), ("dlq", "dlq")]  # fmt: skip
+               ("lag", "lag_text"), ("dlq", "dlq")]  # fmt: skip
     text = table(rows, columns) + (
         f"\n(stopped after {args.max_keys} streams: --max-keys)" if truncated else ""
     )
@@ -129,7 +129,7 @@ def _dlq(client: Any, args: argparse.Namespace) -> Output:
 def _stats(client: Any, args: argparse.Namespace) -> Output:
     keys, _ = cli_reads.scan_streams(client, max_keys=args.max_keys)
     rows = cli_reads.stats_rows(client, keys, _patterns(args), window_s=args.window)
-    columns = [("stream", "key"), ("length", "length"), ("pending", "pending"), ("lag", "lag"),
+    columns = [("stream", "key"), ("length", "length"), ("pending", "pending"), ("lag", "lag_text"),
                ("dlq", "dlq_depth"), ("processed", "processed"), ("failed", "failed"),
                ("per s", "processed_per_s")]  # fmt: skip
     return {"streams": rows, "window_s": args.window}, table(rows, columns), 0

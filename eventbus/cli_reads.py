@@ -89,10 +89,22 @@ def require_stream(client: SyncClient, key: bytes) -> None:
         raise CommandError(f"{name(key)!r} is a {kind.decode()}, not a stream", 2)
 
 
+def lag_text(lag: int | None, unknown: int) -> str | None:
+    """The lag column: the figure, ``≥n (k unknown)`` when it is a lower bound, None (shown ``-``) when unknown."""
+    if lag is None:
+        return None
+    return f"≥{lag} ({unknown} unknown)" if unknown else str(lag)
+
+
 def stream_rows(
     client: SyncClient, keys: Sequence[bytes], patterns: Sequence[DlqPattern]
 ) -> list[dict[str, Any]]:
-    """One row per stream: length, groups, pending (sum over groups), lag (sum; None when unknown), DLQ."""
+    """One row per stream: length, groups, pending (sum over groups), lag, DLQ.
+
+    ``lag`` is the largest lag a group reports, as the console shows it: when Redis cannot tell some
+    groups' lag (``lag_unknown_groups``), a lower bound (``lag_exact`` false, ``lag_text`` "≥n (k unknown)");
+    None when no group reports one.
+    """
     pipe = client.pipeline(transaction=False)
     for key in keys:
         pipe.xlen(key)
@@ -103,7 +115,9 @@ def stream_rows(
         length, groups = replies[2 * i], replies[2 * i + 1]
         if isinstance(length, Exception) or isinstance(groups, Exception):
             continue  # deleted (or replaced) since SCAN saw it
-        lags = [group.get("lag") for group in groups]
+        known = [int(group["lag"]) for group in groups if group.get("lag") is not None]
+        unknown = len(groups) - len(known)
+        lag = max(known) if known else None
         kind = detect_dlq(key, patterns)
         rows.append(
             {
@@ -112,7 +126,10 @@ def stream_rows(
                 "length": int(length),
                 "groups": len(groups),
                 "pending": sum(int(group["pending"]) for group in groups),
-                "lag": None if any(lag is None for lag in lags) else sum(int(lag) for lag in lags),
+                "lag": lag,
+                "lag_exact": bool(groups) and not unknown,
+                "lag_unknown_groups": unknown,
+                "lag_text": lag_text(lag, unknown),
                 "dlq": kind.convention if kind else None,
                 "internal": bus_keys.is_metrics_key(key),
             }
@@ -361,7 +378,8 @@ def stats_rows(
         depth = sum(int(client.xlen(dlq)) for dlq in dlqs_of(client, key))
         rows.append(
             {
-                **{k: row[k] for k in ("key", "length", "groups", "pending", "lag")},
+                **{k: row[k] for k in ("key", "length", "groups", "pending", "lag", "lag_exact",
+                                       "lag_unknown_groups", "lag_text")},
                 "dlq_depth": depth,
                 "window_s": window_s,
                 **counts,

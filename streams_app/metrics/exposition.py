@@ -93,6 +93,8 @@ class Aggregate:
     pending: int = 0
     lag: int = 0
     lag_max: int | None = None
+    #: groups whose lag Redis could not tell: ``lag`` and ``lag_max`` leave them out (lower bounds then)
+    lag_unknown: int = 0
     oldest_pending_age_ms_max: int | None = None  # the longest pending idle time of any group
     dlqs: int = 0
     dlq_depth: int = 0
@@ -174,6 +176,7 @@ def _aggregates(at: dict[str, Any], into: dict[str, Aggregate]) -> int:
         agg = into.setdefault(row["group__stream__connection"], Aggregate())
         agg.groups, agg.pending, agg.lag = row["n"], row["pending_sum"] or 0, row["lag_sum"] or 0
         agg.lag_max, agg.oldest_pending_age_ms_max = row["lag_max"], row["oldest"]
+        agg.lag_unknown = row["n"] - row["lag_known"]
         total += row["n"] + row["lag_known"] + row["oldest_known"]
     for row in DlqSample.objects.filter(**at).values("stream__connection").annotate(
         n=Count("id"), depth_sum=Sum("depth")

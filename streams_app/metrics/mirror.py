@@ -62,7 +62,7 @@ from streams_app.redis_ops.conventions import detect_dlq, dlq_source_streams
 from streams_app.redis_ops.decoding import display_text
 from streams_app.redis_ops.glob import Glob, glob_compile
 from streams_app.redis_ops.ids import id_ms
-from streams_app.redis_ops.types import ConsumerInfo, GroupInfo, StreamInfo, groups_lag
+from streams_app.redis_ops.types import ConsumerInfo, GroupInfo, StreamInfo, groups_lag, groups_lag_unknown
 
 #: Ids per ``IN (...)`` (SQLite limits the parameters of one statement).
 IN_BATCH = 500
@@ -71,7 +71,7 @@ SYNC_CHUNK = 500
 
 STREAM_FIELDS = (
     "key_text", "length", "first_id", "last_id", "last_entry_ms", "last_generated_id", "entries_added",
-    "groups_count", "pending", "lag", "is_dlq", "dlq_convention", "dlq_sources",
+    "groups_count", "pending", "lag", "lag_unknown_groups", "is_dlq", "dlq_convention", "dlq_sources",
 )
 GROUP_FIELDS = (
     "name_text", "consumers", "pending", "last_delivered_id", "entries_read", "lag", "oldest_pending_id",
@@ -79,7 +79,7 @@ GROUP_FIELDS = (
 )
 CONSUMER_FIELDS = ("name_text", "pending", "idle_ms", "inactive_ms")
 #: What a snapshot refreshes: the figures. Names and DLQ facts are set on creation and kept by the sync.
-STREAM_FIGURES = STREAM_FIELDS[1:10]
+STREAM_FIGURES = STREAM_FIELDS[1:11]
 GROUP_FIGURES = GROUP_FIELDS[1:]
 _STREAM_NAMES = ("key_text", "is_dlq", "dlq_convention", "dlq_sources")
 #: What a sync writes of a stream: everything, and the digest the next incremental pass compares.
@@ -123,7 +123,8 @@ def stream_figures(facts: StreamInfo) -> tuple[Any, ...]:
         facts.entries_added,
         len(facts.groups),
         facts.pending,
-        groups_lag(facts.groups),  # None with groups: a group's lag is unknown, so the stream's is too
+        groups_lag(facts.groups),  # the largest lag Redis reports: a lower bound when a group's is unknown
+        groups_lag_unknown(facts.groups),
     )
 
 
@@ -486,10 +487,11 @@ MIRROR_SORTS: dict[str, tuple[Any, ...]] = {
     "name": ("key_text", "id"),
     "length": (models.F("length").desc(), "key_text", "id"),
     "pending": (models.F("pending").desc(), "key_text", "id"),
-    # Known lags largest first, then the streams whose lag is unknown (a group's lag Redis cannot tell:
-    # it cannot be ranked against numbers, and is never taken for 0), then the streams without a group.
+    # By the largest lag Redis reports, which is a lower bound when a group's lag is unknown (at a tie the
+    # bound first: the true lag may be larger); then the streams whose every group's lag is unknown (they
+    # cannot be ranked against numbers, and are never taken for 0), then the streams without a group.
     "lag": (models.Case(models.When(lag__isnull=False, then=0), models.When(groups_count__gt=0, then=1), default=2),
-            models.F("lag").desc(), "key_text", "id"),
+            models.F("lag").desc(), models.F("lag_unknown_groups").desc(), "key_text", "id"),
     "last": (models.F("last_entry_ms").desc(nulls_last=True), "key_text", "id"),
 }
 _GLOB_CHARS = frozenset("*?[")

@@ -73,8 +73,12 @@ class StreamMirror(models.Model):
     pending = models.BigIntegerField(default=0, help_text="Pending entries summed over the groups.")
     lag = models.BigIntegerField(
         null=True, blank=True,
-        help_text="The largest lag among the groups (redis_ops.types.groups_lag). None when the stream has no "
-        "group, and None when any group's lag is unknown: the largest of 5 and unknown is unknown (SPEC 9).",
+        help_text="The largest lag Redis reports among the groups (redis_ops.types.groups_lag): a lower bound of "
+        "the stream's lag when lag_unknown_groups > 0. None when no group reports one (none, or all unknown).",
+    )
+    lag_unknown_groups = models.IntegerField(
+        default=0, db_default=0,
+        help_text="Groups whose lag Redis cannot tell (SPEC 9): lag is then a lower bound.",
     )
     is_dlq = models.BooleanField(default=False)
     dlq_convention = models.CharField(max_length=64, blank=True)

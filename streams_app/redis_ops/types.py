@@ -105,17 +105,28 @@ class StreamInfo:
     def pending(self) -> int:
         return sum(g.pending for g in self.groups)
 
+    @property
+    def lag(self) -> int | None:
+        """The stream's lag, a lower bound when :attr:`lag_unknown_groups` (see :func:`groups_lag`)."""
+        return groups_lag(self.groups)
+
+    @property
+    def lag_unknown_groups(self) -> int:
+        return groups_lag_unknown(self.groups)
+
 
 def groups_lag(groups: Sequence[GroupInfo]) -> int | None:
-    """The largest lag of ``groups``, the stream's lag: None when there is no group, and None when any
-    group's lag is unknown (the largest of 5 and "unknown" is unknown, not 5; never a guess).
-
-    With groups, None means unknown (:attr:`StreamSummary.lag_unknown`); the mirror stores the same figure.
+    """The largest lag Redis reports among ``groups``: the stream's lag, or, when some group's lag is
+    unknown (:func:`groups_lag_unknown`), a lower bound of it (the largest of 5 and "unknown" is at least 5).
+    None when no group reports a lag (none, or all unknown). The mirror stores the same figure.
     """
-    lags = [g.lag for g in groups]
-    if not lags or any(lag is None for lag in lags):
-        return None
-    return max(lag for lag in lags if lag is not None)
+    known = [g.lag for g in groups if g.lag is not None]
+    return max(known) if known else None
+
+
+def groups_lag_unknown(groups: Sequence[GroupInfo]) -> int:
+    """How many of ``groups`` have a lag Redis cannot tell (SPEC section 9)."""
+    return sum(1 for g in groups if g.lag is None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,12 +140,18 @@ class StreamSummary:
     last_generated_id: str | None
     groups: int
     pending: int
-    lag: int | None = None  # :func:`groups_lag`: None without groups, or when a group's lag is unknown
+    lag: int | None = None  # :func:`groups_lag`: a lower bound when lag_unknown_groups; None: no group reports one
+    lag_unknown_groups: int = 0  # :func:`groups_lag_unknown`
 
     @property
     def lag_unknown(self) -> bool:
-        """Whether the stream has groups but Redis cannot tell the lag of one of them."""
-        return self.groups > 0 and self.lag is None
+        """Whether the stream has groups whose lag Redis cannot tell (``lag`` is then a lower bound, or None)."""
+        return self.lag_unknown_groups > 0
+
+    @property
+    def lag_exact(self) -> bool:
+        """Whether ``lag`` is the stream's lag: it has groups and Redis tells the lag of each."""
+        return self.groups > 0 and self.lag_unknown_groups == 0
 
     @classmethod
     def of(cls, info: StreamInfo) -> StreamSummary:
@@ -147,6 +164,7 @@ class StreamSummary:
             groups=len(info.groups),
             pending=info.pending,
             lag=groups_lag(info.groups),
+            lag_unknown_groups=groups_lag_unknown(info.groups),
         )
 
 

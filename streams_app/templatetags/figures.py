@@ -3,8 +3,9 @@ on every page: the number when there is one, else a visible marker whose hover t
 cannot tell and what makes the figure known again. Never a 0 or a blank standing in for "unknown".
 
 ``{% load figures %}`` then ``{% lag_figure g.lag version=health.redis_version %}`` (a group),
-``{% lag_figure s.lag groups=s.groups of="stream" version=health.redis_version %}`` (a stream: its largest
-lag, unknown when any group's is, see :func:`streams_app.redis_ops.types.groups_lag`) and
+``{% lag_figure s.lag groups=s.groups of="stream" unknown=s.lag_unknown_groups version=health.redis_version %}``
+(a stream: its largest lag; when some group's is unknown, the largest known one as a lower bound, "≥ 4012,
+1 group unknown", see :func:`streams_app.redis_ops.types.groups_lag`) and
 ``{% inactive_figure c.inactive_ms version=health.redis_version %}``. ``version`` is the server's
 ``redis_version`` (the page's ``health``), which tells "this server is too old to report it" from
 "Redis cannot count it now".
@@ -37,6 +38,10 @@ LAG_UNKNOWN = (
 LAG_UNKNOWN_STREAM = (
     "Lag unknown: Redis cannot count the lag of at least one group of this stream, so the stream's largest lag "
     "is unknown too (not 0). " + LAG_UNKNOWN.removeprefix("Lag unknown: ")
+)
+LAG_BOUND = (
+    "At least this much: Redis cannot count the lag of {unknown} of this stream's {groups} groups, so the largest "
+    "lag it does count is a lower bound of the stream's. " + LAG_UNKNOWN.removeprefix("Lag unknown: ")
 )
 LAG_TOO_OLD = "Lag n/a: Redis reports a group's lag only from 7.0 (XINFO GROUPS has no lag field before)."
 LAG_NO_GROUP = "No consumer group reads this stream: there is no lag to tell."
@@ -72,15 +77,22 @@ def _figure(text: object, title: str = "", css: str = "", strong: bool = False) 
 
 @register.simple_tag
 def lag_figure(
-    lag: int | None, *, version: str | None = None, groups: int = 1, of: str = "group"
+    lag: int | None, *, version: str | None = None, groups: int = 1, of: str = "group", unknown: int = 0
 ) -> SafeString:
-    """A lag cell: the number (bold when not 0), or "unknown" / "n/a on Redis 6.2" with its reason."""
-    return _figure(**_lag(lag, version=version, groups=groups, of=of))
+    """A lag cell: the number (bold when not 0), a lower bound "≥ n, k groups unknown" (a stream some of
+    whose ``unknown`` groups' lags Redis cannot tell), or "unknown" / "n/a on Redis 6.2", with its reason."""
+    return _figure(**_lag(lag, version=version, groups=groups, of=of, unknown=unknown))
 
 
-def _lag(lag: int | None, *, version: str | None, groups: int, of: str) -> dict[str, Any]:
+def _lag(lag: int | None, *, version: str | None, groups: int, of: str, unknown: int = 0) -> dict[str, Any]:
     if groups == 0:
         return {"text": "—", "title": LAG_NO_GROUP, "css": "muted"}
+    if lag is not None and of == "stream" and unknown > 0:
+        return {
+            "text": f"≥ {lag}, {unknown} group{'s' if unknown > 1 else ''} unknown",
+            "title": LAG_BOUND.format(unknown=unknown, groups=groups),
+            "css": "unknown-figure",
+        }
     if lag is not None:
         return {"text": lag, "title": "", "css": "", "strong": lag > 0}
     parsed = server_version(version)

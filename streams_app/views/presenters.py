@@ -178,6 +178,12 @@ def stream_summary_json(conn: str, summary: StreamSummary) -> dict:
     }
 
 
+def lag_json(lag: int | None, *, groups: int, unknown: int) -> dict:
+    """A stream's lag for the API: the largest a group reports (a lower bound when ``lag_exact`` is false
+    because ``lag_unknown_groups`` groups' lags Redis cannot tell; null when none reports one)."""
+    return {"lag": lag, "lag_exact": groups > 0 and unknown == 0, "lag_unknown_groups": unknown}
+
+
 def stream_info_json(conn: str, info: StreamInfo) -> dict:
     return {
         "key": display_text(info.key),
@@ -189,6 +195,7 @@ def stream_info_json(conn: str, info: StreamInfo) -> dict:
         "entries_added": info.entries_added,
         "max_deleted_entry_id": info.max_deleted_entry_id,
         "is_dlq": conventions.detect_dlq(info.key) is not None,
+        **lag_json(info.lag, groups=len(info.groups), unknown=info.lag_unknown_groups),
         **_first_groups(conn, info),
     }
 

@@ -6,9 +6,10 @@ servers with more streams than a SCAN page can sort, and the rows on screen get 
 pipelined read. Until then (a fresh install), or with ``?live=1``, it pages by SCAN cursor over Redis
 (over every primary of a cluster, one after another).
 
-Both modes show each stream's lag, the largest of its groups' (read live with the other figures): a
-stream with a group whose lag Redis cannot tell shows "unknown" (never 0), and "most lag first" puts
-those after the known lags and before the streams without a group (:data:`mirror.MIRROR_SORTS`).
+Both modes show each stream's lag, the largest of its groups' (read live with the other figures). When
+Redis cannot tell some group's lag, the largest it does tell is shown as a lower bound ("≥ 4012, 1 group
+unknown") and "most lag first" ranks by it; a stream whose every group's lag is unknown shows "unknown"
+(never 0) and comes after the figures, before the streams without a group (:data:`mirror.MIRROR_SORTS`).
 Streams the event bus keeps for itself (its metrics streams) carry an "internal" pill.
 
 Either way a page that could not reach every primary says so: ``missed`` names the nodes whose
@@ -91,6 +92,7 @@ def mirror_rows(conn: str, page: mirror.MirrorPage) -> dict:
             s or StreamSummary(
                 key=m.key_bytes, length=m.length, first_id=m.first_id, last_id=m.last_id,
                 last_generated_id=m.last_generated_id, groups=m.groups_count, pending=m.pending, lag=m.lag,
+                lag_unknown_groups=m.lag_unknown_groups,
             ),
             live=s is not None,
             # not read live because its node did not answer (not "gone")

@@ -109,9 +109,11 @@ def _sorted_streams(conn: str, params: StreamsQuery) -> dict[str, object]:
 
 
 def _stream_row(conn: str, s: StreamSummary) -> dict[str, object]:
-    """A streams-list row as the page shows it: its lag null (not 0) when unknown, and whether it is internal."""
-    return {**presenters.stream_summary_json(conn, s), "lag": s.lag, "lag_unknown": s.lag_unknown,
-            "internal": conventions.is_internal_stream(s.key)}
+    """A streams-list row as the page shows it: its lag (a lower bound when ``lag_exact`` is false, null when
+    no group reports one, never 0 for unknown), and whether it is internal."""
+    return {**presenters.stream_summary_json(conn, s),
+            **presenters.lag_json(s.lag, groups=s.groups, unknown=s.lag_unknown_groups),
+            "lag_unknown": s.lag_unknown, "internal": conventions.is_internal_stream(s.key)}
 
 
 @api_endpoint(method="GET", summary="One stream: XINFO STREAM and its groups", tag="streams",

@@ -78,8 +78,12 @@ class StreamRow(Reply):
     groups: int
     pending: int
     is_dlq: bool
-    lag: int | None = None  # the largest lag of its groups; null without a group or when a group's lag is unknown
-    lag_unknown: bool = False  # true: a group's lag Redis cannot tell, so the stream's is unknown (never 0)
+    #: the largest lag its groups report; when lag_exact is false because lag_unknown_groups > 0, a lower bound
+    #: of the stream's lag; null without a group or when no group's lag is known (never 0 for unknown)
+    lag: int | None = None
+    lag_exact: bool = False  # true: every group's lag is known, so lag is the stream's lag
+    lag_unknown_groups: int = 0  # groups whose lag Redis cannot tell (SPEC section 9)
+    lag_unknown: bool = False  # true: lag_unknown_groups > 0
     internal: bool = False  # the event bus's own bookkeeping stream (its metric events)
 
 
@@ -146,6 +150,10 @@ class StreamReply(Reply):
     entries_added: int | None
     max_deleted_entry_id: EntryIdText | None
     is_dlq: bool
+    #: the largest lag its groups report: a lower bound when lag_exact is false (see StreamRow)
+    lag: int | None = None
+    lag_exact: bool = False
+    lag_unknown_groups: int = 0
     #: the first page of groups, most pending first; ``groups_url`` pages through all ``groups_total``
     groups: list[GroupRow]
     groups_total: int
