@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.contrib import messages
+from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.views.decorators.http import require_GET, require_POST
@@ -83,20 +84,38 @@ def jobs_list(request: HttpRequest) -> HttpResponse:
     return render_screen(request, "streams_app/jobs.html", context, partial="rows")
 
 
+def job_percent(job: Job) -> int | None:
+    """How far the job is, or None while its total is unknown (or 0): a page never shows a percentage
+    it cannot know ("45 of ? entries (100%)" was issue 28's); it says what was done so far instead."""
+    if not job.total:
+        return None
+    return min(100, round(100 * job.done / job.total))
+
+
+def _may(user: object, action: str) -> bool:
+    """Whether the page offers ``action``'s button: the role table's answer (a courtesy: the POST is
+    checked again where it runs)."""
+    try:
+        services.action_authorize(user=user, action=action)
+    except PermissionDenied:
+        return False
+    return True
+
+
 @require_GET
 def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
+    """The job's page; while it runs, htmx swaps its progress section every second, buttons included,
+    so Cancel and Nudge leave the page the moment the job ends."""
     job = get_object_or_404(Job.objects.select_related("created_by"), pk=job_id)
-    percent = None
-    if job.total:
-        percent = min(100, round(100 * job.done / job.total))
-    elif job.state == Job.State.DONE:
-        percent = 100
     context = {
         "job": job,
-        "percent": percent,
+        "percent": job_percent(job),
         "links": job_links(job),
         "url": links.job_url(job.pk),
         "display": kind_display(job.kind),
+        "may_cancel": not job.is_finished
+        and _may(request.user, services.job_cancel_action(user=request.user, job=job)),
+        "may_resume": job.state != Job.State.DONE and _may(request.user, "job.resume"),
     }
     return render_screen(request, "streams_app/job.html", context, partial="progress")
 
