@@ -11,6 +11,13 @@
 //
 // The rate counts only entries that arrived live: those after the server's "live" status frame,
 // which it sends once a replay (the backlog, or what a reconnect missed) is over.
+//
+// The filter is search's language and runs on the server (?filter= on the socket's URL): the page
+// shows what the server sends. A new filter clears the rows and reconnects after the position the
+// rows begin at (windowStart), so the server shows that stretch again through the new filter, then
+// live: paused, the page holds at the same last ID. The server says how it read the filter (the old
+// "path=value" as its CEL equality) or why it refused it, and, while nothing matches, how far it has
+// read ("tested" frames): a reconnect goes on from there.
 (function () {
   "use strict";
 
@@ -30,21 +37,25 @@
   var lastEl = document.getElementById("tail-last");
   var lastTimeEl = document.getElementById("tail-last-time");
   var noticeEl = document.getElementById("tail-notice");
+  var filterNoteEl = document.getElementById("tail-filter-note");
 
   var lastId = root.dataset.after || null; // newest ID the page has (the server replays after it)
+  // Where the stretch of the stream the rows cover begins (exclusive): a new filter is shown from here.
+  var windowStart = root.dataset.after || "0-0";
   var socket = null;
   var paused = !!root.dataset.paused;
   // Paused by the address: replay up to this ID, then close and stay paused (null: not holding).
   var holdAt = paused && root.dataset.hold ? root.dataset.hold : null;
   var liveSince = null; // when this socket's replay ended ("live"), null while not live
-  var entryRows = 0; // rows that are entries (not gap notes), and how many of them the filter shows
-  var shownRows = 0;
+  var entryRows = 0; // rows that are entries (not gap notes)
   var urlTimer = null;
   var attempt = 0; // reconnect attempts since the last "live"
   var retryTimer = null;
   var arrivals = []; // [time ms, entries] that arrived live in the last few seconds, for the rate
-  var rowData = new WeakMap(); // row -> {id, pairs: [[name, text], ...], decoded} for the filter
-  var filter = null;
+  var entryIds = new WeakMap(); // row -> its entry ID (gap notes have none)
+  var filter = filterEl.value.trim(); // the filter the socket was (or will be) opened with
+  var filterTimer = null;
+  var FILTER_DELAY_MS = 600; // a filter applies once typing stops this long (or on Enter)
   var RATE_WINDOW_MS = 5000;
   var FINAL_CODES = { 4400: "bad request", 4401: "signed out", 4404: "not found" };
 
@@ -101,7 +112,7 @@
     clearTimeout(urlTimer);
     urlTimer = null;
     var params = new URLSearchParams();
-    if (filterEl.value.trim()) params.set("filter", filterEl.value);
+    if (filter) params.set("filter", filter);
     if (paused) params.set("paused", "1");
     if (lastId && lastId !== "0-0") params.set("after", lastId);
     if (capEl.value !== "500") params.set("keep", capEl.value);
@@ -167,9 +178,8 @@
     var fieldsCell = el("td");
     fieldsCell.appendChild(details);
     tr.appendChild(fieldsCell);
-    rowData.set(tr, { id: entry.id, pairs: pairs, decoded: entry.decoded || [] });
+    entryIds.set(tr, entry.id);
     entryRows++;
-    if (applyFilter(tr)) shownRows++;
     return tr;
   }
 
@@ -200,9 +210,10 @@
     var cap = parseInt(capEl.value, 10) || 500;
     while (rowsEl.rows.length > cap) {
       var last = rowsEl.rows[rowsEl.rows.length - 1];
-      if (rowData.has(last)) {
+      var id = entryIds.get(last);
+      if (id) {
         entryRows--;
-        if (!last.hidden) shownRows--;
+        if (cmpId(id, windowStart) > 0) windowStart = id; // the rows now begin after it
       }
       rowsEl.deleteRow(rowsEl.rows.length - 1);
     }
@@ -211,7 +222,7 @@
 
   function showCount() {
     var rows = entryRows + (entryRows === 1 ? " row" : " rows");
-    countEl.textContent = filter ? shownRows + " shown of " + rows : rows;
+    countEl.textContent = filter ? rows + " matching the filter" : rows;
   }
 
   function addEntries(entries) {
@@ -235,93 +246,64 @@
 
   // ------------------------------------------------------------------------ filter
 
-  // Syntax (the page's help text says the same): "text" anywhere; "name=value" a field whose name
-  // contains name (or a key name at the top of any JSON field) has a value containing value;
-  // "a.b.c=value" a dotted path into decoded JSON/msgpack values, from the top of any of them or from
-  // the field named by its first segment; a number indexes an array ("items.0" or "items[0]"), a name
-  // on an array looks into each element. Case is ignored. Nothing is ever evaluated.
-
-  function parseFilter(text) {
-    text = text.trim().toLowerCase();
-    if (!text) return null;
-    var eq = text.indexOf("=");
-    if (eq <= 0) return { any: text };
-    var name = text.slice(0, eq).trim();
-    var path = name.replace(/\[(\d+)\]/g, ".$1").split(".").map(function (p) { return p.trim(); })
-      .filter(function (p) { return p !== ""; });
-    return { name: name, path: path.length ? path : [name], value: text.slice(eq + 1).trim() };
+  function filterNote(text, code, error) {
+    filterNoteEl.textContent = text;
+    if (code) filterNoteEl.appendChild(el("code", null, code));
+    filterNoteEl.classList.toggle("bad-text", !!error);
+    filterNoteEl.hidden = !text && !code;
+    if (error) filterEl.setAttribute("aria-invalid", "true");
+    else filterEl.removeAttribute("aria-invalid");
   }
 
-  function leafText(value) {
-    if (typeof value === "string") return value;
-    try {
-      return JSON.stringify(value);
-    } catch (e) {
-      return String(value);
-    }
+  function filterRead(frame) {
+    // How the server read the filter it tails with (status "filter").
+    if (!frame.query) filterNote("", null, false);
+    else if (frame.read_as) filterNote("Filter read as ", String(frame.read_as), false);
+    else if (frame.kind === "text") filterNote("Plain text: entries with a field name or value containing it.", null, false);
+    else filterNote("Expression (CEL).", null, false);
   }
 
-  // Whether some value at path[i:] below node contains want (lower case).
-  function walk(node, path, i, want) {
-    if (i === path.length) return leafText(node).toLowerCase().indexOf(want) >= 0;
-    if (node === null || typeof node !== "object") return false;
-    var seg = path[i];
-    if (Array.isArray(node)) {
-      if (/^\d+$/.test(seg)) return Number(seg) < node.length && walk(node[Number(seg)], path, i + 1, want);
-      for (var k = 0; k < node.length; k++) if (walk(node[k], path, i, want)) return true;
-      return false;
-    }
-    var keys = Object.keys(node);
-    for (var j = 0; j < keys.length; j++) {
-      if (keys[j].toLowerCase() === seg && walk(node[keys[j]], path, i + 1, want)) return true;
-    }
-    return false;
-  }
-
-  function matches(data) {
-    if (!filter) return true;
-    if (filter.any !== undefined) {
-      if (data.id.indexOf(filter.any) >= 0) return true;
-      return data.pairs.some(function (p) {
-        return p[0].toLowerCase().indexOf(filter.any) >= 0 || p[1].toLowerCase().indexOf(filter.any) >= 0;
-      });
-    }
-    var path = filter.path, want = filter.value;
-    if (data.pairs.some(function (p) {
-      var name = p[0].toLowerCase();
-      var named = path.length === 1 ? name.indexOf(filter.name) >= 0 : name === filter.name;
-      return named && p[1].toLowerCase().indexOf(want) >= 0;
-    })) return true;
-    return data.decoded.some(function (field) {
-      if (field.value === null || typeof field.value !== "object" || field.truncated) return false;
-      if (walk(field.value, path, 0, want)) return true; // from the top of this JSON value
-      return path.length > 1 && String(field.name).toLowerCase() === path[0] && walk(field.value, path, 1, want);
-    });
-  }
-
-  function applyFilter(tr) {
-    var data = rowData.get(tr);
-    if (!data) return false;
-    tr.hidden = !matches(data);
-    return !tr.hidden;
-  }
-
-  function refilter() {
-    filter = parseFilter(filterEl.value);
-    shownRows = 0;
-    for (var i = 0; i < rowsEl.rows.length; i++) if (applyFilter(rowsEl.rows[i])) shownRows++;
+  function applyFilter() {
+    clearTimeout(filterTimer);
+    filterTimer = null;
+    var text = filterEl.value.trim();
+    if (text === filter) return;
+    filter = text;
+    if (!filter) filterNote("", null, false);
+    // The rows were what the old filter kept: show the same stretch again through the new one.
+    var held = paused ? (holdAt || lastId) : null;
+    while (rowsEl.rows.length) rowsEl.deleteRow(0);
+    entryRows = 0;
     showCount();
+    clearTimeout(retryTimer);
+    closeSocket();
+    lastId = windowStart;
+    saveUrl();
+    if (paused) {
+      if (held && held !== "0-0" && cmpId(held, windowStart) > 0) {
+        holdAt = held; // replays up to where the page was paused, then stays paused
+        connect();
+      } else {
+        setState("paused", "paused");
+      }
+    } else {
+      connect();
+    }
   }
 
   filterEl.addEventListener("input", function () {
-    refilter();
-    saveUrlSoon();
+    clearTimeout(filterTimer);
+    filterTimer = setTimeout(applyFilter, FILTER_DELAY_MS);
   });
+  filterEl.addEventListener("keydown", function (event) {
+    if (event.key === "Enter") applyFilter();
+  });
+  filterEl.addEventListener("change", applyFilter);
   capEl.addEventListener("change", function () {
     trim();
     saveUrl();
   });
-  refilter(); // the filter the address carried
+  showCount();
 
   // ------------------------------------------------------------------------ rate
 
@@ -374,6 +356,19 @@
           setState("stalled", "not receiving: " + String(frame.reason || "the server cannot read this stream"));
         } else if (frame.state === "error") {
           notice(String(frame.message || "The tail stopped."));
+        } else if (frame.state === "filter") {
+          filterRead(frame);
+        } else if (frame.state === "filter_error") {
+          // Refused (the socket stays open and tails nothing): say why, until the filter changes.
+          filterNote("Filter refused: " + String(frame.message || "it cannot be evaluated."), null, true);
+          setState("filter-error", "not tailing: the filter is refused");
+        }
+        break;
+      case "tested": // a filter read this far and kept nothing more: a reconnect goes on from here
+        if (holdAt && cmpId(frame.last_id, holdAt) > 0) {
+          endHold();
+        } else if (!lastId || cmpId(frame.last_id, lastId) > 0) {
+          setLast(frame.last_id);
         }
         break;
       case "changed":
@@ -416,7 +411,10 @@
     retryTimer = null;
     liveSince = null;
     var url = (location.protocol === "https:" ? "wss://" : "ws://") + location.host + wsPath;
-    if (lastId) url += "?after=" + encodeURIComponent(lastId);
+    var params = new URLSearchParams();
+    if (lastId) params.set("after", lastId);
+    if (filter) params.set("filter", filter);
+    if (params.toString()) url += "?" + params.toString();
     setState("connecting", "connecting…");
     var ws = new WebSocket(url);
     socket = ws;

@@ -7,15 +7,20 @@ the same code path (replay, then live) that a reconnect uses.
 The page keeps its state in its own address (``?filter=...&paused=1&after=<last id>&keep=...``), so a
 reload or a shared link resumes the same view: the ``BACKLOG`` entries up to ``after`` are replayed
 as context, then everything after it, once; ``paused`` holds the page at ``after`` until Resume.
+
+The filter is search's language, evaluated by the websocket on the server (``?filter=`` on its URL,
+:mod:`streams_app.views.tail_socket`); the page's help is the search box's own partial.
 """
 
 from __future__ import annotations
 
 from django import forms
+from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
+from streams_app import search
 from streams_app.redis_ops import reads
 from streams_app.redis_ops.decoding import display_text
 from streams_app.views import links
@@ -34,7 +39,7 @@ DEFAULT_KEEP = 500
 class TailForm(forms.Form):
     """The page's address: what the script wrote there with ``history.replaceState``, or a shared link."""
 
-    filter = forms.CharField(required=False, max_length=512, strip=False)
+    filter = forms.CharField(required=False, max_length=search.MAX_QUERY, strip=False)
     paused = forms.BooleanField(required=False)
     after = EntryIdField(required=False, allow_bare=True)  # the newest ID the page had shown
     keep = forms.TypedChoiceField(
@@ -67,6 +72,8 @@ def tail(request: HttpRequest, conn: str, key: bytes) -> HttpResponse:
         hold=hold if params["paused"] else "",
         paused=params["paused"],
         filter_text=params["filter"],
+        filter_max=search.MAX_QUERY,
+        replay_max=settings.BUSCONSOLE_TAIL_REPLAY_MAX,
         keep_choices=KEEP_CHOICES,
         keep=params["keep"],
     )

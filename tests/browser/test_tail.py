@@ -72,6 +72,20 @@ def test_live_tail_renders_payloads_as_text_and_resumes_without_gaps(
     # entries/s that arrived live: the 25 replayed on Resume are not a rate
     expect(page.locator("#tail-rate")).to_have_text("0.0")
 
+    # The filter runs on the server: the page's rows are shown again through it (payloads still text).
+    everything = history + evil + while_paused
+    page.fill("#tail-filter", 'html.contains("onerror")')
+    expect(page.locator("#tail-count")).to_have_text("1 row matching the filter")
+    assert ids_on_page(page) == [evil[0]]
+    assert rows.locator("img, script, svg").count() == 0
+    page.fill("#tail-filter", "type=order")  # the old syntax, read as search's expression
+    expect(page.locator("#tail-filter-note")).to_have_text('Filter read as type == "order"')
+    expect(page.locator("#tail-rows tr")).to_have_count(len(while_paused))
+    assert ids_on_page(page) == while_paused
+    page.fill("#tail-filter", "")
+    expect(page.locator("#tail-rows tr")).to_have_count(len(everything))
+    assert ids_on_page(page) == everything
+
     # The server goes away (a restart closes the socket): the page reconnects by itself, with
     # backoff, to the new server on the same address and resumes from the last ID it showed.
     replacement = AsgiServer()
@@ -94,17 +108,10 @@ def test_live_tail_renders_payloads_as_text_and_resumes_without_gaps(
     finally:
         replacement.stop()
 
-    # The field/value filter hides the other rows.
-    page.fill("#tail-filter", "html=onerror")
-    expect(page.locator("#tail-rows tr:visible")).to_have_count(1)
-    page.fill("#tail-filter", "type=order")
-    expect(page.locator("#tail-rows tr:visible")).to_have_count(len(while_paused) + len(while_down))
-    page.fill("#tail-filter", "")
-    expect(page.locator("#tail-rows tr:visible")).to_have_count(len(ids_on_page(page)))
     assert page.dialogs == []
 
 
-# ------------------------------------------------------------------------ rate, counter, nested filter, address
+# ------------------------------------------------------------------------ rate, counter, filter language, address
 
 # Records every value the page writes into the rate, with the state and row count at that moment, so a
 # test can look at all of them (the script rewrites the rate once a second).
@@ -174,62 +181,34 @@ def test_the_rate_counts_live_entries_not_the_replayed_backlog(
     assert ids_on_page(page) == backlog + live
 
 
-def json_at(value: object, path: list[str], want: str) -> bool:
-    """Plain Python reading of the page's documented path syntax (see the help text of tail.html)."""
-    if not path:
-        text = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
-        return want in text.lower()
-    head, rest = path[0], path[1:]
-    if isinstance(value, list):
-        if head.isdigit():
-            return int(head) < len(value) and json_at(value[int(head)], rest, want)
-        return any(json_at(item, path, want) for item in value)
-    if isinstance(value, dict):
-        return any(json_at(v, rest, want) for k, v in value.items() if k.lower() == head)
-    return False
+CUSTOMERS = [4, 42, 14, "4", 40, 4]
 
 
-def expected_matches(entries: dict[str, dict[str, str]], path: list[str], want: str) -> list[str]:
-    """IDs of the entries a nested filter ``path=want`` keeps (path of two segments or more)."""
-    kept = []
-    for entry_id, fields in entries.items():
-        decoded = {}
-        for name, raw in fields.items():
-            try:
-                decoded[name] = json.loads(raw) if raw.lstrip()[:1] in ("{", "[") else None
-            except ValueError:
-                decoded[name] = None
-        if any(
-            isinstance(v, dict | list)
-            and (json_at(v, path, want) or (name.lower() == path[0] and json_at(v, path[1:], want)))
-            for name, v in decoded.items()
-        ):
-            kept.append(entry_id)
-    return kept
+def customer_entry(i: int) -> dict[str, str]:
+    return {
+        "type": "order.paid" if i % 2 else "order.created",
+        "data": json.dumps({"customer": {"id": CUSTOMERS[i % 6], "name": "Ada" if i % 3 == 0 else "Bob"}}),
+    }
 
 
-NESTED = [
-    {"type": "a", "data": json.dumps({"customer": {"name": "ada"}})},
-    {"type": "b", "data": json.dumps({"customer": {"name": "Ada Lovelace"}})},
-    {"type": "c", "data": json.dumps({"customer": {"name": "bob"}})},
-    {"type": "d", "data": json.dumps({"customer": {"nick": "ada"}})},
-    {"type": "e", "data": json.dumps({"name": "ada"})},
-    {"type": "f", "data": json.dumps({"customer": [{"name": "zed"}, {"name": "ada"}]})},
-    {"type": "g", "customer": json.dumps({"name": "ada"})},  # the path starts at the field it names
-    {"type": "h", "note": "customer.name=ada"},  # text, not JSON
-    {"type": "i", "data": json.dumps({"order": {"customer": {"name": "ada"}}})},  # deeper than the path
-    {"type": "j", "data": json.dumps({"items": [{"sku": "a1"}, {"sku": "b2"}]}), "extra": "[1, 2"},
-    {"type": "k", "data": json.dumps({"items": [{"sku": "b2"}]})},
-    {"type": "l", "data": json.dumps({"customer": {"name": None}})},
-]
+def is_customer(fields: dict[str, str], n: int) -> bool:
+    value = json.loads(fields["data"])["customer"]["id"]
+    return type(value) is int and value == n
 
 
-def test_nested_filter_and_the_row_counter(page, asgi_server, viewer, r: redis.Redis) -> None:
+def has_text(fields: dict[str, str], needle: str) -> bool:
+    return any(needle in name.lower() or needle in value.lower() for name, value in fields.items())
+
+
+def test_the_filter_is_search_language_customer_4_is_not_42(page, asgi_server, viewer, r: redis.Redis) -> None:
+    """``data.customer.id == 4`` shows customer 4 and not 42 (nor the string "4"), live and replayed; the
+    old ``data.customer.id=4`` is read as that and the page says so; plain text still works; a refused
+    filter says why and a corrected one tails again."""
     expect.set_options(timeout=15_000)
-    key = b"nested"
-    entries = {r.xadd(key, fields).decode(): fields for fields in NESTED}
+    key = b"customers"
+    entries = {r.xadd(key, customer_entry(i)).decode(): customer_entry(i) for i in range(12)}
     signed_in(page, asgi_server, viewer)
-    page.goto("/c/default/streams/nested/tail/")
+    page.goto("/c/default/streams/customers/tail/")
     expect(page.locator("#tail-state")).to_have_attribute("data-state", "live")
     expect(page.locator("#tail-count")).to_have_text(f"{len(entries)} rows")
     # the last ID has its human time beside it, computed here from the ID's millisecond part
@@ -237,43 +216,49 @@ def test_nested_filter_and_the_row_counter(page, asgi_server, viewer, r: redis.R
     expect(page.locator("#tail-last")).to_have_text(newest)
     when = datetime.fromtimestamp(int(newest.split("-")[0]) / 1000, tz=UTC)
     expect(page.locator("#tail-last-time")).to_have_text(when.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC")
+    # the help is the search box's
+    expect(page.locator("#tail-filter-help")).to_contain_text("A query is an expression (CEL) when it parses")
 
-    def visible_ids() -> list[str]:
-        return page.locator("#tail-rows tr:visible td:first-child a").all_inner_texts()[::-1]
+    def shows(predicate) -> None:
+        want = [i for i, fields in entries.items() if predicate(fields)]
+        assert 0 < len(want) < len(entries), want
+        expect(page.locator("#tail-count")).to_have_text(f"{len(want)} row{'s' if len(want) > 1 else ''} "
+                                                         "matching the filter")
+        assert ids_on_page(page) == want
 
-    for text, path in [
-        ("customer.name=ada", ["customer", "name"]),
-        ("items[1].sku=B2", ["items", "1", "sku"]),
-        ("items.sku=b2", ["items", "sku"]),
-        ("data.customer.name=ada", ["data", "customer", "name"]),
-        ("customer.name=null", ["customer", "name"]),
-    ]:
-        want = expected_matches(entries, path, text.split("=", 1)[1].lower())
-        assert 0 < len(want) < len(entries), (text, want)  # each case keeps some and hides some
-        page.fill("#tail-filter", text)
-        expect(page.locator("#tail-count")).to_have_text(f"{len(want)} shown of {len(entries)} rows")
-        assert visible_ids() == want, text
+    page.fill("#tail-filter", "data.customer.id == 4")
+    page.press("#tail-filter", "Enter")
+    shows(lambda f: is_customer(f, 4))
+    expect(page.locator("#tail-filter-note")).to_have_text("Expression (CEL).")
+    # live: customer 4 arrives, customer 42 does not
+    more = [customer_entry(0), {**customer_entry(1), "data": json.dumps({"customer": {"id": 42}})}]
+    entries.update({r.xadd(key, fields).decode(): fields for fields in more})
+    shows(lambda f: is_customer(f, 4))
+    expect(page.locator("#tail-state")).to_have_attribute("data-state", "live")
 
-    # The filter on live entries, and the counter follows.
-    page.fill("#tail-filter", "customer.name=ada")
-    want = expected_matches(entries, ["customer", "name"], "ada")
-    more = {
-        r.xadd(key, fields).decode(): fields
-        for fields in (
-            {"data": json.dumps({"customer": {"name": "ADA"}})},
-            {"data": json.dumps({"customer": {"name": "eve"}})},
-        )
-    }
-    entries.update(more)
-    want = expected_matches(entries, ["customer", "name"], "ada")
-    expect(page.locator("#tail-count")).to_have_text(f"{len(want)} shown of {len(entries)} rows")
-    assert visible_ids() == want
-    # Top-level field=value keeps working (type=b), and "a" of "type" is a name part as before.
-    page.fill("#tail-filter", "type=b")
-    expect(page.locator("#tail-count")).to_have_text(f"1 shown of {len(entries)} rows")
+    page.fill("#tail-filter", "data.customer.id=4")  # applies once typing stops
+    expect(page.locator("#tail-filter-note")).to_have_text("Filter read as data.customer.id == 4")
+    shows(lambda f: is_customer(f, 4))
+    assert url_param(page, "filter") == "data.customer.id=4"
+
+    page.fill("#tail-filter", "ada")
+    expect(page.locator("#tail-filter-note")).to_contain_text("Plain text")
+    shows(lambda f: has_text(f, "ada"))
+
+    page.fill("#tail-filter", "data.customer.id == ")
+    expect(page.locator("#tail-filter-note")).to_contain_text("Filter refused: ")
+    expect(page.locator("#tail-state")).to_have_attribute("data-state", "filter-error")
+    expect(page.locator("#tail-filter")).to_have_attribute("aria-invalid", "true")
+    expect(page.locator("#tail-rows tr")).to_have_count(0)
+    page.fill("#tail-filter", 'type == "order.paid"')
+    page.press("#tail-filter", "Enter")
+    shows(lambda f: f["type"] == "order.paid")
+    expect(page.locator("#tail-state")).to_have_attribute("data-state", "live")
+
     page.fill("#tail-filter", "")
     expect(page.locator("#tail-count")).to_have_text(f"{len(entries)} rows")
-    expect(page.locator("#tail-rows tr:visible")).to_have_count(len(entries))
+    assert ids_on_page(page) == list(entries)
+    assert page.dialogs == []
 
 
 def url_param(page, name: str) -> str | None:
@@ -290,8 +275,12 @@ def test_reload_and_shared_link_resume_the_same_view(page, asgi_server, viewer, 
     expect(state).to_have_attribute("data-state", "live")
     assert ids_on_page(page) == first[-50:]
 
-    # Filter and pause: both go into the address, with the last ID shown.
+    # Filter and pause: both go into the address, with the last ID read.
+    refunds = [i for i in first[-50:] if first.index(i) % 3 == 0]
     page.fill("#tail-filter", "type=refund")
+    page.press("#tail-filter", "Enter")
+    expect(page.locator("#tail-count")).to_have_text(f"{len(refunds)} rows matching the filter")
+    expect(state).to_have_attribute("data-state", "live")
     page.click("#tail-pause")
     expect(state).to_have_attribute("data-state", "paused")
     expect(page).to_have_url(re.compile(r"[?&]after=" + re.escape(quote(first[-1])) + "(&|$)"))
@@ -303,26 +292,25 @@ def test_reload_and_shared_link_resume_the_same_view(page, asgi_server, viewer, 
     expect(state).to_have_attribute("data-state", "paused")
     expect(page.locator("#tail-pause")).to_have_text("Resume")
     expect(page.locator("#tail-filter")).to_have_value("type=refund")
-    expect(page.locator("#tail-rows tr")).to_have_count(50)
-    assert ids_on_page(page) == first[-50:]  # the BACKLOG newest up to the position
-    refunds = [i for i in first[-50:] if first.index(i) % 3 == 0]
-    expect(page.locator("#tail-count")).to_have_text(f"{len(refunds)} shown of 50 rows")
-    assert page.locator("#tail-rows tr:visible td:first-child a").all_inner_texts()[::-1] == refunds
+    expect(page.locator("#tail-count")).to_have_text(f"{len(refunds)} rows matching the filter")
+    assert ids_on_page(page) == refunds  # the filter's matches among the BACKLOG newest up to the position
 
     # Resume: what was written while paused, each once, after the last ID.
     page.click("#tail-pause")
-    expect(page.locator("#tail-rows tr")).to_have_count(50 + len(while_paused))
+    expect(page.locator("#tail-rows tr")).to_have_count(len(refunds) + len(while_paused))
     expect(state).to_have_attribute("data-state", "live")
-    assert ids_on_page(page) == first[-50:] + while_paused
+    assert ids_on_page(page) == refunds + while_paused
     expect(page).to_have_url(re.compile(r"[?&]after=" + re.escape(quote(while_paused[-1])) + "(&|$)"))
     assert url_param(page, "paused") is None
     link = page.url
 
-    # A shared link opened later: the context up to its position, then everything after it, once.
-    later = [r.xadd(key, {"type": "order", "n": f"l{i}"}).decode() for i in range(4)]
+    # A shared link opened later: the context up to its position, then everything after it that the
+    # filter keeps, once.
+    later = [r.xadd(key, {"type": "order" if i % 2 else "refund", "n": f"l{i}"}).decode() for i in range(4)]
     page.goto(link)
     expect(state).to_have_attribute("data-state", "live")
-    expect(page.locator("#tail-rows tr")).to_have_count(50 + len(later))
-    assert ids_on_page(page) == (first + while_paused)[-50:] + later
+    context = [i for i in (first + while_paused)[-50:] if i in refunds or i in while_paused]
+    expect(page.locator("#tail-rows tr")).to_have_count(len(context) + 2)
+    assert ids_on_page(page) == context + later[0::2]
     expect(page.locator("#tail-filter")).to_have_value("type=refund")
     assert page.dialogs == []
