@@ -1,7 +1,10 @@
 """Add an entry to a stream from the console (as RedisInsight and kafka-ui produce messages).
 
 GET shows two forms, prefilled from the stream's newest entry as a template: name/value rows, or one
-JSON object. POST adds the entry (operator; with MAXLEN, which trims the stream, admin), writes one
+JSON object. When that entry is an event of the bus (``type``, ``id`` and ``ts``), the fields the bus fills
+itself are not copied: ``id`` gets a fresh event id and ``ts`` the time now (a copied event id would make
+the new entry a second delivery of an existing event, which idempotent handlers drop), and the bus's own
+bookkeeping of retries, requeues and replays is left out (:data:`BUS_BOOKKEEPING`). POST adds the entry (operator; with MAXLEN, which trims the stream, admin), writes one
 audit row with the new ID and goes to the new entry's page. Input that cannot be an entry (a value
 without a name, JSON that is not an object, an entry over the size bound) answers 400 with the form
 as it was sent and the reason; a refusal (role, read-only mode) is a 403.
@@ -17,6 +20,8 @@ from django.contrib import messages
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, QueryDict
 from django.views.decorators.http import require_http_methods
 
+from eventbus import keys as bus_keys
+from eventbus.codec import new_event_id, now_ms
 from streams_app import services
 from streams_app.redis_ops import client, reads
 from streams_app.redis_ops.decoding import display_text
@@ -30,6 +35,15 @@ from streams_app.views.masking import request_masker
 BLANK_ROWS = 3
 #: A template value longer than this is not copied into the form (the form would be unwieldy).
 PREFILL_MAX = 64 * 1024
+#: Fields the bus fills on publish: a fresh value replaces the template's.
+BUS_FILLED = (bus_keys.F_ID.encode(), bus_keys.F_TS.encode())
+#: Fields the bus (and the console's requeue and replay) add to say where an entry came from: a new event
+#: has none, and one carrying ``_group`` would be run by that group alone, as a retry.
+BUS_BOOKKEEPING = tuple(
+    name.encode()
+    for name in (bus_keys.F_RETRIES, bus_keys.F_GROUP, bus_keys.F_UNIQUE, bus_keys.F_FIRST_ID,
+                 bus_keys.F_FAILED_ID, bus_keys.F_FAILED_AT, "_requeued_from", "_replayed_from")
+)  # fmt: skip
 
 
 def fields_from_object(obj: object) -> list[tuple[bytes, bytes]]:
@@ -87,11 +101,24 @@ def maxlen_from_post(post: QueryDict) -> int | None:
     return int(raw)
 
 
-def _template_rows(entry: Entry | None) -> list[dict[str, Any]]:
-    """The newest entry's fields as form rows: names as text, values when they are UTF-8 text of a
-    sensible size (a binary or huge value would not survive a round trip through a text box)."""
+def template_fields(entry: Entry | None) -> tuple[list[tuple[bytes, bytes]], list[str] | None]:
+    """The newest entry's fields as a template, and, when it is an event of the bus, the bookkeeping
+    fields left out (None: not the bus's, copied as it is). See the module docstring."""
+    fields = list(entry.fields) if entry else []
+    names = {name for name, _ in fields}
+    if not {bus_keys.F_TYPE.encode(), *BUS_FILLED} <= names:
+        return fields, None
+    fresh = {BUS_FILLED[0]: new_event_id().encode(), BUS_FILLED[1]: str(now_ms()).encode()}
+    dropped = [display_text(name) for name, _ in fields if name in BUS_BOOKKEEPING]
+    kept = [(name, fresh.get(name, value)) for name, value in fields if name not in BUS_BOOKKEEPING]
+    return kept, list(dict.fromkeys(dropped))
+
+
+def _template_rows(fields: list[tuple[bytes, bytes]]) -> list[dict[str, Any]]:
+    """Template fields as form rows: names as text, values when they are UTF-8 text of a sensible size
+    (a binary or huge value would not survive a round trip through a text box)."""
     rows = []
-    for name, value in entry.fields if entry else ():
+    for name, value in fields:
         try:
             text = value.decode("utf-8") if len(value) <= PREFILL_MAX else None
         except UnicodeDecodeError:
@@ -112,6 +139,7 @@ def _form_context(
     error: str | None = None,
 ) -> dict[str, Any]:
     context = connection_context(request, conn)
+    bus_dropped: list[str] | None = None
     if post is not None:  # shown again as it was sent, with what was wrong
         rows = [
             {"name": n, "value": _form_text(v), "skipped": False}
@@ -121,7 +149,8 @@ def _form_context(
         maxlen = post.get("maxlen", "")
         mode = "json" if post.get("mode") == "json" else "fields"
     else:
-        rows = _template_rows(template)
+        fields, bus_dropped = template_fields(template)
+        rows = _template_rows(fields)
         usable = {row["name"]: row["value"] for row in rows if not row["skipped"]}
         json_text = json.dumps(usable, ensure_ascii=False, indent=2) if usable else '{\n  "type": ""\n}'
         maxlen, mode = "", "fields"
@@ -129,6 +158,8 @@ def _form_context(
         key=key,
         key_text=display_text(key),
         template_id=template.id if template else None,
+        bus_template=bus_dropped is not None,
+        bus_dropped=bus_dropped or [],
         rows=rows + [{"name": "", "value": "", "skipped": False}] * BLANK_ROWS,
         json_text=json_text,
         maxlen=maxlen,
