@@ -67,6 +67,7 @@ from streams_app.lake.checkpoints import (
 )
 from streams_app.lake.models import ExportCheckpoint
 from streams_app.lake.tables import export_tables
+from streams_app.masking.apply import masker_cached, rules_load
 from streams_app.redis_ops import conventions, reads
 from streams_app.redis_ops.client import connections
 from streams_app.redis_ops.commands import node_of
@@ -166,6 +167,7 @@ def export_run(
     ``if __name__ == "__main__"`` guard, as ``manage.py``, ``celery`` and pytest have.
     """
     started = time.monotonic()
+    rules_load()  # the masking rules of this run (one query): every stream is exported masked by them
     uri = lake_uri or settings.BUSCONSOLE_LAKE
     stats = ExportStats()
     first = since_id(since) if since else None
@@ -375,7 +377,11 @@ def _export_stream(
     count = min(FIRST_COUNT, limit)  # per page, aimed at REPLY_BYTES by the last page's size
     # Every reply is hundreds of thousands of new objects, which the collector would walk again and again
     # while they are alive: it is paused for the stream (streams_app/heap.py).
-    with gc_paused(), contextlib.closing(range_pages(conn, key, start, count=lambda: count)) as replies:
+    # Masked as the console shows the stream (the rules read once per run, rules_load in export_run and
+    # in each worker): the lake, and the reports made from it, hold no value a rule hides.
+    masker = masker_cached(conn, key)
+    mask = masker.entry if masker.active else None
+    with gc_paused(), contextlib.closing(range_pages(conn, key, start, count=lambda: count, mask=mask)) as replies:
         for reply in replies:
             table = convert.entries_table(conn, key, text, reply)
             count = max(1, min(limit, int(REPLY_BYTES * len(reply) / max(table.nbytes, 1))))

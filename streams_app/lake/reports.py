@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 
 from django.db.models import F, Max, Min, Q, QuerySet, Sum
 
+from pipeline.signatures import normalize_error
 from streams_app.lake.models import (
     AnomalyRollup,
     ErrorSignatureRollup,
@@ -21,6 +22,7 @@ from streams_app.lake.models import (
     RetryRollup,
     ThroughputRollup,
 )
+from streams_app.masking.apply import MASKED, Masker, rules_load
 from streams_app.metrics import charts
 from streams_app.metrics.charts import format_duration_ms
 from streams_app.redis_ops.client import connections
@@ -243,12 +245,26 @@ def latency_rows() -> list[LatencyRow]:
 class SignatureRow:
     rollup: ErrorSignatureRollup
     connected: bool  # its connection is configured, so its DLQ can be opened (the page links it)
+    signature: str  # the rollup's signature and example as the DLQ's masking rules let them show now
+    example: str
 
 
 def top_signatures() -> list[SignatureRow]:
+    """The top signatures, masked by today's rules: the lake is written masked (the exporter reads through
+    the masker), but a rule made after a run must hide what that run's rows hold too."""
     configured = {c.name for c in connections()}
+    rules = rules_load()
     rows = ErrorSignatureRollup.objects.filter(rank__lte=TOP_PER_STREAM).order_by("-count", "signature")[:SIGNATURE_ROWS]
-    return [SignatureRow(rollup=row, connected=row.connection in configured) for row in rows]
+    out = []
+    for row in rows:
+        signature, example = row.signature, row.example_error
+        masker = Masker(rules, key=row.dlq_bytes, conn=row.connection)
+        shown = masker.shown_error(example, origin=row.stream_bytes)
+        if shown != example:  # a rule hides this DLQ's errors: the signature is made from the shown text
+            example = shown or ""
+            signature = normalize_error(shown) if shown else MASKED
+        out.append(SignatureRow(rollup=row, connected=row.connection in configured, signature=signature, example=example))
+    return out
 
 
 def retries_histogram() -> list[tuple[str, int, float]]:

@@ -24,6 +24,9 @@ def parent_settings() -> dict[str, Any]:
         "BUS_REDIS_URLS": settings.BUS_REDIS_URLS,
         "BUSCONSOLE_DLQ_PATTERNS": settings.BUSCONSOLE_DLQ_PATTERNS,
         "BUSCONSOLE_REDIS_TIMEOUT": settings.BUSCONSOLE_REDIS_TIMEOUT,
+        # what the exporter masks by (its hashes are keyed by SECRET_KEY, as the console's are)
+        "BUSCONSOLE_MASK_RULES": settings.BUSCONSOLE_MASK_RULES,
+        "SECRET_KEY": settings.SECRET_KEY,
     }
 
 
@@ -33,3 +36,6 @@ def setup(parent: dict[str, Any]) -> None:
     settings.DATABASES["default"]["NAME"] = parent.pop("database")  # before the first connection
     for name, value in parent.items():
         setattr(settings, name, value)
+    from streams_app.masking.apply import rules_load  # after django.setup(): it imports models
+
+    rules_load()  # the masking rules this worker's streams are exported under (the admin's rows too)

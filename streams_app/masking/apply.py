@@ -40,6 +40,7 @@ by every tail connection (:func:`rules_load`).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -67,6 +68,7 @@ MASKED_BYTES = MASKED.encode()
 REVEAL_ACTION = "payload.reveal"
 _HASH_SALT = "streams_app.masking.hash"
 _HASH_CHARS = 12
+_HASHED = re.compile(rf"hash:[0-9a-f]{{{_HASH_CHARS}}}")
 #: Strongest last: applied in this order, a stronger action overwrites a weaker one on the same value.
 _ORDER = {"hash": 0, "mask": 1, "remove": 2}
 #: Where an OmniDaemon dead letter keeps the original message: JSON ``failed_message`` in field ``data``.
@@ -100,11 +102,12 @@ def rule_compile(stream_glob: str, field_path: str, action: str) -> Rule:
 
 
 _cached: tuple[Rule, ...] = ()
+_loaded = False  # whether this process has read the rules at all (masker_cached refuses until it has)
 
 
 def rules_load() -> tuple[Rule, ...]:
     """Every rule in force: the settings' and the enabled rows of the admin page (one small query)."""
-    global _cached
+    global _cached, _loaded
     found = [rule_compile(r["stream"], r["field"], r["action"]) for r in settings.BUSCONSOLE_MASK_RULES]
     found += [
         rule_compile(glob, path, action)
@@ -115,6 +118,7 @@ def rules_load() -> tuple[Rule, ...]:
     rules = tuple(sorted(found, key=lambda r: _ORDER[r.action]))
     if rules != _cached:  # kept when unchanged: the tail's maskers (masker_cached) stay valid
         _cached = rules
+    _loaded = True
     return _cached
 
 
@@ -208,6 +212,20 @@ class Masker:
         shown = self.entry(entry)
         return conventions.parse_dlq_entry(self.key, shown.id, shown.fields)
 
+    def shown_error(self, error: str, *, origin: bytes | None = None) -> str | None:
+        """A dead letter's error text met apart from its entry (a report's example and signature), as
+        this DLQ's pages show the error: put where each convention keeps it (``dlq_error``, OmniDaemon's
+        ``data.error``, a configured ``error_field``), masked, and parsed back. Masked text (``••••``, a
+        ``hash:``) is kept as it is, so text the lake already holds masked is not masked twice."""
+        if not self.active or error == MASKED or _HASHED.fullmatch(error):
+            return error
+        text = error.encode("utf-8", "surrogateescape")
+        fields = [(b"dlq_error", text), (b"data", json.dumps({"error": error}).encode())]
+        fields += [(p.error_field, text) for p in conventions.dlq_patterns() if p.error_field]
+        if origin:
+            fields.append((b"dlq_original_stream", origin))
+        return self.dlq_parse(Entry(id="0-1", fields=tuple(fields))).error
+
     def fields(self, ref: str, fields: Pairs) -> tuple[tuple[bytes, bytes], ...]:
         """Fields of something that is not (yet) an entry of the stream, such as a delayed retry."""
         if not self._rules:
@@ -251,7 +269,11 @@ def search_mask(user: UserLike | None, conn: str, key: bytes) -> Callable[[Entry
 
 def masker_cached(conn: str, key: bytes) -> Masker:
     """A masking-only masker from this process's last-read rules, kept per stream while the rules stay the
-    same: the live tail asks for one per entry it encodes, and may not query the database."""
+    same: the live tail asks for one per entry it encodes, and may not query the database (nor does the
+    lake's exporter, once per stream). Fails closed: a process that never read the rules gets an error,
+    not a masker that masks nothing."""
+    if not _loaded:
+        raise RuntimeError("the masking rules were never read in this process: call rules_load() first")
     rules = _cached
     found = _maskers.get((conn, key))
     if found is None or found[0] is not rules:

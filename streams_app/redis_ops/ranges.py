@@ -15,11 +15,14 @@ from collections.abc import Callable, Iterator
 from .client import get_client, key_client
 from .errors import translated
 from .parsers import parse_entry
-from .types import Entry, RawEntry
+from .types import Entry, EntryMask, RawEntry
 
 
-def range_pages(conn: str, key: bytes, start: str, *, count: Callable[[], int]) -> Iterator[list[RawEntry]]:
-    """The entries of ``key`` from ``start`` (an XRANGE start: ``-``, ``<id>`` or ``(<id>``) to its end.
+def range_pages(
+    conn: str, key: bytes, start: str, *, count: Callable[[], int], mask: EntryMask | None
+) -> Iterator[list[RawEntry]]:
+    """The entries of ``key`` from ``start`` (an XRANGE start: ``-``, ``<id>`` or ``(<id>``) to its end,
+    each as ``mask`` shows it (None: no rule applies, and the replies are handed over as they came).
 
     The next page is asked for before a page is handed over: while the caller works on one page (the
     exporter converts and writes it), Redis reads the next and its reply waits in the socket. That is
@@ -51,11 +54,16 @@ def range_pages(conn: str, key: bytes, start: str, *, count: Callable[[], int]) 
                     asked = count()
                     connection.send_command("XRANGE", key, b"(" + reply[-1][0], "+", "COUNT", asked)
             if reply:
-                yield reply
+                yield reply if mask is None else [_masked_raw(raw, mask) for raw in reply]
     finally:
         if in_flight:  # the caller stopped early, or the read failed: no later user may get this reply
             connection.disconnect()
         pool.release(connection)
+
+
+def _masked_raw(raw: RawEntry, mask: EntryMask) -> RawEntry:
+    shown = mask(parse_entry(raw))
+    return [raw[0], [part for pair in shown.fields for part in pair]]
 
 
 def range_entry_pages(conn: str, key: bytes, *, start: str, end: str, page: int) -> Iterator[list[Entry]]:

@@ -26,6 +26,8 @@ class SignatureLink:
 
     rollup: ErrorSignatureRollup
     dlq_url: str | None
+    signature: str  # as the masking rules let it show (report_data.SignatureRow)
+    example: str
 
 
 def _signature_link(row: report_data.SignatureRow) -> SignatureLink:
@@ -34,12 +36,9 @@ def _signature_link(row: report_data.SignatureRow) -> SignatureLink:
     order <num> was cancelled") would otherwise open the same list."""
     rollup, url = row.rollup, None
     if row.connected:
-        url = (
-            links.dlq_url(rollup.connection, rollup.dlq_bytes)
-            + "?"
-            + urlencode({"signature": rollup.signature})
-        )
-    return SignatureLink(rollup=rollup, dlq_url=url)
+        # the shown signature: the DLQ page masks before it filters, so a masked one finds its entries
+        url = links.dlq_url(rollup.connection, rollup.dlq_bytes) + "?" + urlencode({"signature": row.signature})
+    return SignatureLink(rollup=rollup, dlq_url=url, signature=row.signature, example=row.example)
 
 
 class ReportsForm(forms.Form):
