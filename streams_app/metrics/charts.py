@@ -144,6 +144,8 @@ class Chart:
     tone: str = "accent"
     since: datetime | None = None  # a sparkline fitted to its samples: where it starts (None: the window's start)
     latest_missing: bool = False  # the newest sample has no value (a lag Redis cannot tell now): not the last known
+    #: what ``last_label`` is, said beside it with ``last_at``: the newest snapshot, or the newest rollup
+    last_what: str = "last snapshot"
 
     @property
     def empty(self) -> bool:
@@ -220,13 +222,17 @@ def nice_ceiling(value: float) -> float:
 
 
 def reduce_points(points: Sequence[Point], *, start: datetime, end: datetime, buckets: int) -> list[Point]:
-    """At most ``buckets`` points: each time bucket's maximum, at the time of its last point.
+    """At most ``buckets`` points, then the newest point as it is: each time bucket's maximum, at the
+    time of its last point.
 
     Only used when there are more points than the chart has room for. A bucket whose points are
-    all ``None`` yields ``None`` (a gap); an empty bucket yields nothing.
+    all ``None`` yields ``None`` (a gap); an empty bucket yields nothing. The newest point is kept on its
+    own, so the line ends at the newest sample and the chart's headline figure is that sample, not the
+    maximum of the last bucket (a DLQ at 45 then 44 read 45 on its chart beside a live 44).
     """
     if len(points) <= buckets:
         return list(points)
+    *points, newest = points
     span = (end - start).total_seconds()
     out: list[Point] = []
     current: int | None = None
@@ -243,6 +249,7 @@ def reduce_points(points: Sequence[Point], *, start: datetime, end: datetime, bu
             best = v
     if current is not None and at is not None:
         out.append((at, best))
+    out.append(newest)
     return out
 
 
@@ -276,8 +283,10 @@ def chart_build(
     unit: Unit = "count",
     empty_text: str = "no samples in this window yet",
     tone: str = "accent",
+    last_what: str = "last snapshot",
 ) -> Chart:
-    """The chart of ``points`` (sorted by time) over ``window`` ending at ``end``."""
+    """The chart of ``points`` (sorted by time) over ``window`` ending at ``end``; ``last_what`` says what
+    a point is (a snapshot, or a rollup of them), shown with the newest one's time."""
     geo = GEOMETRY[size]
     start = end - window.delta
     inside = [(t, v) for t, v in points if start <= t <= end]
@@ -357,6 +366,7 @@ def chart_build(
         tone=tone,
         since=since,
         latest_missing=inside[-1][1] is None,
+        last_what=last_what,
     )
 
 

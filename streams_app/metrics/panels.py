@@ -21,7 +21,14 @@ from django.utils import timezone
 
 from streams_app.metrics import snapshots
 from streams_app.metrics.charts import WINDOWS, Chart, Unit, Window, chart_build, format_value
-from streams_app.metrics.models import GroupMirror, SnapshotRun, StreamMirror, StreamSample, name_hash
+from streams_app.metrics.models import (
+    GroupMirror,
+    Resolution,
+    SnapshotRun,
+    StreamMirror,
+    StreamSample,
+    name_hash,
+)
 from streams_app.redis_ops.conventions import is_internal_stream
 
 #: How many streams the overview charts (busiest, deepest DLQs).
@@ -99,6 +106,14 @@ class _Spec:
     tone: str = "accent"
 
 
+#: What a chart's newest point is, by the resolution its window reads (said beside its figure).
+LAST_WHAT = {
+    Resolution.RAW: "last snapshot",
+    Resolution.MINUTE: "last 1-minute rollup",
+    Resolution.HOUR: "last 1-hour rollup",
+}
+
+
 def _as_of() -> datetime | None:
     return (
         SnapshotRun.objects.filter(finished_at__isnull=False)
@@ -121,7 +136,11 @@ def _chart(
     tone: str = "accent",
 ) -> Chart:
     points = snapshots.series(kind=kind, obj_id=obj_id, metric=metric, since=now - window.delta, until=now)
-    return chart_build(points, title=title, window=window, end=now, size=size, unit=unit, tone=tone)  # type: ignore[arg-type]
+    resolution = snapshots.series_resolution(since=now - window.delta, now=now)
+    return chart_build(
+        points, title=title, window=window, end=now, size=size, unit=unit, tone=tone,  # type: ignore[arg-type]
+        last_what=LAST_WHAT.get(resolution, LAST_WHAT[Resolution.RAW]),
+    )
 
 
 def _stream_mirror(conn: str, key: bytes) -> StreamMirror | None:

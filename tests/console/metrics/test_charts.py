@@ -92,13 +92,17 @@ def test_more_points_than_pixels_keep_each_buckets_peak() -> None:
     points = [(start + timedelta(seconds=10 * i), float(i % 7)) for i in range(1, 8641)]
     points[5000] = (points[5000][0], 999.0)  # one short spike
     spark = chart_build(points, title="x", window=WINDOWS["24h"], end=END, size="spark")
-    assert spark.points <= 60 and spark.max_label == "999"
-    # The reduction is a per-bucket maximum: recompute the buckets in plain Python.
+    assert spark.points <= 61 and spark.max_label == "999"
+    # The reduction is a per-bucket maximum of every point but the newest, which ends the line as it is
+    # (the headline figure is the newest sample, issue 28): recompute the buckets in plain Python.
+    *older, newest = points
     buckets: dict[int, float] = {}
-    for t, v in points:
+    for t, v in older:
         index = min(59, int((t - start).total_seconds() / 86400 * 60))
         buckets[index] = max(buckets.get(index, -math.inf), v)
-    assert [v for _, v in reduce_points(points, start=start, end=END, buckets=60)] == [buckets[i] for i in sorted(buckets)]
+    reduced = reduce_points(points, start=start, end=END, buckets=60)
+    assert [v for _, v in reduced] == [buckets[i] for i in sorted(buckets)] + [newest[1]]
+    assert spark.last_label == format_value(newest[1]) and spark.last_at == newest[0]
 
 
 def test_value_labels_read_at_a_glance() -> None:
