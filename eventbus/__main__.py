@@ -7,7 +7,10 @@ Every command but ``worker`` uses ``--url``, else ``$BUS_REDIS_URL``, else db 0 
 port 6390 when unset): the one default of the project, so a command run beside ``make run`` sees the
 console's streams. ``worker`` uses the URL of the ``Bus`` it imports. When that Redis cannot
 be reached (refused, unknown host, timed out) or refuses the login, the command prints one line naming
-the URL (password masked) and what sets it, and exits with status 69 (see :mod:`eventbus.redis_errors`).
+the URL (password masked) and what sets it, and exits with status 69 (see :mod:`eventbus.redis_errors`);
+a URL that is no Redis URL, or names a database the server does not have, is such a line and status 2.
+The options the commands share (``--url``, ``--json``, ``--dlq-patterns``, ``--log-level``) go before or
+after the command (:data:`GLOBAL_OPTIONS`).
 """
 
 from __future__ import annotations
@@ -19,14 +22,15 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from urllib.parse import urlsplit
 
 from .bus import Bus
 from .cli import add_commands
 from .connection import PRIVATE_PORT as DEFAULT_PORT
 from .connection import PRIVATE_PORT_VARIABLE as PORT_VARIABLE
-from .connection import REDIS_ERRORS
+from .connection import REDIS_ERRORS, database_missing, databases_of, url_problem
 from .errors import DuplicateEvent
-from .redis_errors import EXIT_UNAVAILABLE, explain
+from .redis_errors import EXIT_UNAVAILABLE, explain, masked
 
 URL_VARIABLE = "BUS_REDIS_URL"
 DEFAULT_URL = f"redis://127.0.0.1:${PORT_VARIABLE}/0"
@@ -41,6 +45,7 @@ stats, requeue dead letters, claim pending entries (tables, or --json).
 Redis: every command but worker connects to --url, else $BUS_REDIS_URL, else
 redis://127.0.0.1:$BUSCONSOLE_REDIS_PORT/0 (port 6390 when unset): the private
 Redis that make run starts. worker connects where the Bus it imports says.
+--url, --json, --dlq-patterns and --log-level go before or after the command.
 """
 
 EXAMPLES = """\
@@ -54,7 +59,8 @@ examples:
 
 exit status: 0 done; 1 refused (a duplicate event), nothing done or only part
 of it (an ID missing or refused, nothing matched), or the key is not there;
-2 bad arguments (or a $BUSCONSOLE_REDIS_PORT that is no port number);
+2 bad arguments (a URL that is no Redis URL or names a database the server
+lacks, or a $BUSCONSOLE_REDIS_PORT that is no port number);
 69 Redis could not be reached or refused the login.
 """
 
@@ -82,11 +88,13 @@ def load_bus(target: str) -> Bus:
 
 def _where(args: argparse.Namespace) -> tuple[str, str, str | None]:
     """The URL a command uses, what set it (the option, the variable, or nothing: the default), and
-    what to do when no Redis answers there."""
-    if args.url:
-        return args.url, "--url", None
-    if os.environ.get(URL_VARIABLE):
-        return os.environ[URL_VARIABLE], URL_VARIABLE, None
+    what to do when no Redis answers there. A URL that names no Redis is :class:`BadSetting` (exit 2)."""
+    for url, variable in ((args.url, "--url"), (os.environ.get(URL_VARIABLE), URL_VARIABLE)):
+        if url:
+            problem = url_problem(url)
+            if problem:
+                raise BadSetting(f"{masked(url)} ({variable}) {problem}")
+            return url, variable, None
     fix = f"start it (make run), or set {URL_VARIABLE} or pass --url"
     raw = os.environ.get(PORT_VARIABLE, "").strip()
     if not raw:
@@ -101,6 +109,13 @@ def _reachable(bus: Bus, variable: str, fix: str | None = None) -> None:
     try:
         bus.client.ping()
     except REDIS_ERRORS as exc:
+        if database_missing(exc):  # the URL's fault, not the server's: a bad argument
+            count = databases_of(bus.url)
+            has = f"it has {count}, 0 to {count - 1}" if count else "see its databases setting"
+            database = urlsplit(bus.url).path.strip("/")
+            raise BadSetting(
+                f"{masked(bus.url)} ({variable}) names database {database}, which that Redis does not have ({has})"
+            ) from exc
         line = explain(exc, url=bus.url, variable=variable, fix=fix)
         if line is None:
             raise
@@ -124,7 +139,7 @@ def _worker(args: argparse.Namespace) -> int:
 
 def _publish(args: argparse.Namespace) -> int:
     try:
-        data = json.loads(args.json)
+        data = json.loads(args.data)
     except json.JSONDecodeError as exc:
         print(f"JSON payload is invalid: {exc}", file=sys.stderr)
         return 2
@@ -190,16 +205,35 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
+LOG_LEVEL_HELP = "DEBUG, INFO, WARNING or ERROR (default: $EVENTBUS_LOG_LEVEL, else INFO)"
+#: Options the commands share, taken before the command as well as after it (``--url URL list`` and
+#: ``list --url URL``), as ``dest``: the flag. A command declares the ones it takes with
+#: :func:`global_option`; one given before a command that does not take it is refused (exit 2).
+GLOBAL_OPTIONS = {"url": "--url", "json": "--json", "dlq_patterns": "--dlq-patterns"}
+
+
+def global_option(sub: argparse.ArgumentParser, flag: str, **options: object) -> None:
+    """Add one of :data:`GLOBAL_OPTIONS` to a command. Its default is SUPPRESS: a command's parser
+    writes every default it has over what the main parser read before the command, so without it
+    ``--url URL list`` would lose the URL to ``list``'s default."""
+    sub.add_argument(flag, default=argparse.SUPPRESS, **options)  # type: ignore[arg-type]
+    dest = flag.lstrip("-").replace("-", "_")
+    sub.set_defaults(global_options=(*sub.get_default("global_options"), dest))
+
+
 def _parser(
     commands: argparse._SubParsersAction, name: str, summary: str, examples: str
 ) -> argparse.ArgumentParser:
-    return commands.add_parser(
+    sub = commands.add_parser(
         name,
         help=summary,
         description=summary[0].upper() + summary[1:] + ".",
         epilog="examples:\n" + examples,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    sub.add_argument("--log-level", default=argparse.SUPPRESS, help=LOG_LEVEL_HELP)
+    sub.set_defaults(global_options=())
+    return sub
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -209,11 +243,11 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument(
-        "--log-level",
-        default=os.environ.get("EVENTBUS_LOG_LEVEL", "INFO"),
-        help="DEBUG, INFO, WARNING or ERROR (default: $EVENTBUS_LOG_LEVEL, else INFO)",
-    )
+    parser.add_argument("--log-level", default=os.environ.get("EVENTBUS_LOG_LEVEL", "INFO"), help=LOG_LEVEL_HELP)
+    url_help = f"Redis URL (default: ${URL_VARIABLE}, else {DEFAULT_URL}, port {DEFAULT_PORT} when unset)"
+    parser.add_argument("--url", default=None, help=url_help + "; here or after the command")
+    parser.add_argument("--json", action="store_true", help="screen commands: print one JSON document")
+    parser.add_argument("--dlq-patterns", default=None, metavar="JSON", help="screen commands: DLQ conventions")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     worker = _parser(
@@ -243,7 +277,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     worker.set_defaults(func=_worker)
 
-    url_help = f"Redis URL (default: ${URL_VARIABLE}, else {DEFAULT_URL}, port {DEFAULT_PORT} when unset)"
     publish = _parser(
         commands,
         "publish",
@@ -251,12 +284,13 @@ def build_parser() -> argparse.ArgumentParser:
         "  python -m eventbus publish orders order.created '{\"order_id\": 7}'\n"
         "  python -m eventbus publish --unique-key order-7 orders order.created '{}'\n",
     )
-    publish.add_argument("--url", default=None, help=url_help)
+    global_option(publish, "--url", help=url_help)
     publish.add_argument("--correlation-id", help="correlation id carried by the event")
     publish.add_argument("--unique-key", help="refuse the event if one with this key was published recently")
     publish.add_argument("stream")
     publish.add_argument("type")
-    publish.add_argument("json", help="the event data, as JSON")
+    # dest "data": "json" is the screen commands' --json flag, which a value here would seem to set
+    publish.add_argument("data", metavar="json", help="the event data, as JSON")
     publish.set_defaults(func=_publish)
 
     migrate = _parser(
@@ -265,7 +299,7 @@ def build_parser() -> argparse.ArgumentParser:
         "move retries and unique keys from the pre-cluster names (S:retry to {S}:retry)",
         "  python -m eventbus migrate\n  python -m eventbus migrate orders payments\n",
     )
-    migrate.add_argument("--url", default=None, help=url_help)
+    global_option(migrate, "--url", help=url_help)
     migrate.add_argument("streams", nargs="*", help="streams to migrate (default: every one found by SCAN)")
     migrate.set_defaults(func=_migrate)
 
@@ -275,15 +309,19 @@ def build_parser() -> argparse.ArgumentParser:
         "run realistic demo traffic until SIGTERM or SIGINT",
         "  python -m eventbus demo --url redis://localhost:6379/0\n",
     )
-    demo.add_argument("--url", default=None, help=url_help)
+    global_option(demo, "--url", help=url_help)
     demo.set_defaults(func=_demo)
 
-    add_commands(commands, _parser, url_help, _connect)
+    add_commands(commands, _parser, url_help, _connect, global_option)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    for dest, flag in GLOBAL_OPTIONS.items():
+        if getattr(args, dest) not in (None, False) and dest not in args.global_options:
+            parser.error(f"{args.command} does not take {flag}")  # given before it: exit 2
     logging.basicConfig(
         level=args.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

@@ -207,20 +207,22 @@ def _ids_or_all(parser: argparse.ArgumentParser, what: str) -> None:
 
 
 def add_commands(
-    commands: argparse._SubParsersAction, parser: Callable, url_help: str, connect: Callable
+    commands: argparse._SubParsersAction, parser: Callable, url_help: str, connect: Callable,
+    global_option: Callable,
 ) -> None:
-    """Register the commands; ``parser(commands, name, summary, examples)`` builds each subparser and
-    ``connect(args)`` returns a reachable :class:`eventbus.Bus` (or raises the 69 exit)."""
+    """Register the commands; ``parser(commands, name, summary, examples)`` builds each subparser,
+    ``connect(args)`` returns a reachable :class:`eventbus.Bus` (or raises the 69 exit) and
+    ``global_option(sub, flag, ...)`` adds an option also taken before the command."""
 
     def command(
         name: str, summary: str, examples: str, func: Callable, dlq: bool = False
     ) -> argparse.ArgumentParser:
         sub = parser(commands, name, summary, examples + "\n" + EXIT_STATUS + "\n")
-        sub.add_argument("--url", default=None, help=url_help)
-        sub.add_argument("--json", action="store_true", help="print one JSON document instead of a table")
+        global_option(sub, "--url", help=url_help)
+        global_option(sub, "--json", action="store_true", help="print one JSON document instead of a table")
         if dlq:
-            sub.add_argument(
-                "--dlq-patterns", default=None, metavar="JSON",
+            global_option(
+                sub, "--dlq-patterns", metavar="JSON",
                 help=f"configured DLQ conventions, as the console's setting (default: ${PATTERNS_VARIABLE})",
             )  # fmt: skip
         sub.set_defaults(func=_runner(func, connect))

@@ -23,7 +23,7 @@ from __future__ import annotations
 import inspect
 import threading
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 import redis
 import redis.asyncio
@@ -75,6 +75,51 @@ def split_mode(url: str) -> tuple[str, str]:
         else:
             kept.append((key, value))
     return urlunsplit(parts._replace(query=urlencode(kept))), declared
+
+
+def url_problem(url: str) -> str | None:
+    """What is wrong with ``url`` as a bus URL, said for a person; None when redis-py reads it as written.
+
+    redis-py raises a bare ValueError for a scheme it does not take or a port that is not a number,
+    and reads a database that is not a number (``redis://host/orders``) as db 0 without a word: here
+    each is refused up front. Whether the database exists is for the server to say
+    (:func:`database_missing`).
+    """
+    scheme, sep, _ = url.partition("://")
+    if not sep or scheme.lower() not in ("redis", "rediss", "unix"):
+        return "is not a Redis URL (redis://, rediss:// or unix://, as in redis://127.0.0.1:6379/0)"
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018  (reading it checks it)
+    except ValueError as exc:
+        return f"has no usable port: {exc}"
+    database = unquote(parts.path).strip("/")
+    if scheme.lower() != "unix" and database and not database.isdigit():
+        return f"names the database {database!r}: a database is a number (redis://127.0.0.1:6379/0)"
+    try:
+        split_mode(url)
+        redis.connection.parse_url(url)
+    except ValueError as exc:
+        return str(exc).rstrip(".")
+    return None
+
+
+def database_missing(exc: BaseException) -> bool:
+    """Whether ``exc`` is the server refusing to SELECT the URL's database (beyond its ``databases``)."""
+    return isinstance(exc, redis.ResponseError) and "DB index is out of range" in str(exc)
+
+
+def databases_of(url: str) -> int | None:
+    """How many databases the server at ``url`` has (``CONFIG GET databases`` on db 0); None if it will not say."""
+    try:
+        options = {**redis.connection.parse_url(split_mode(url)[0]), "db": 0, "socket_timeout": 5, "socket_connect_timeout": 5}
+        probe = redis.Redis(connection_pool=redis.ConnectionPool(**options))
+        try:
+            return int(probe.config_get("databases").get("databases"))
+        finally:
+            probe.close()
+    except (*REDIS_ERRORS, TypeError, ValueError):
+        return None
 
 
 def detect(url: str, **options: Any) -> str:
