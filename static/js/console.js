@@ -43,6 +43,12 @@
     }
     document.body.addEventListener("stream-changed", relay);
     document.body.addEventListener("job-progress", relay);
+    // A refresh asked for before the operator ticked a box or opened an entry, answered after, is
+    // dropped: swapping it in would clear the selection (and with it the pending list's sticky bar).
+    document.body.addEventListener("htmx:beforeSwap", function (event) {
+      var target = event.detail.target;
+      if (target && target.hasAttribute("data-stream-live") && !undisturbed(target)) event.detail.shouldSwap = false;
+    });
   }
 
   // <button data-confirm="Question?">: the click (and so the form's submission) goes ahead only if
@@ -55,6 +61,34 @@
         event.stopImmediatePropagation();
       }
     }, true);
+  }
+
+  // <button data-requires="BOX" data-requires-message="Why.">: pressed while the checkbox BOX is not
+  // ticked, it posts nothing; [data-requires-error="BOX"] says why and the box gets the focus. The
+  // button skips the browser's own checks (formnovalidate: the form's other button needs fields this one
+  // does not), and a refusal from the server would cost a round trip; it keeps the selection too.
+  function requiredBoxes() {
+    document.addEventListener("click", function (event) {
+      var button = event.target.closest ? event.target.closest("[data-requires]") : null;
+      if (!button) return;
+      var boxId = button.getAttribute("data-requires");
+      var box = document.getElementById(boxId);
+      if (!box || box.checked) return;
+      event.preventDefault();
+      event.stopImmediatePropagation();
+      var errors = document.querySelectorAll('[data-requires-error="' + boxId + '"]');
+      for (var i = 0; i < errors.length; i++) {
+        errors[i].textContent = button.getAttribute("data-requires-message") || "Tick the box first.";
+        errors[i].hidden = false;
+      }
+      box.focus();
+    }, true);
+    document.addEventListener("change", function (event) {
+      var box = event.target;
+      if (!box || box.type !== "checkbox" || !box.id || !box.checked) return;
+      var errors = document.querySelectorAll('[data-requires-error="' + box.id + '"]');
+      for (var i = 0; i < errors.length; i++) errors[i].hidden = true;
+    });
   }
 
   // Row selection: <input data-select-all="FORM"> ticks or clears every row box of the form FORM
@@ -119,6 +153,7 @@
   }
 
   confirmButtons();
+  requiredBoxes();
   relayStreamEvents();
   rowSelection();
   function ready() {

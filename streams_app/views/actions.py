@@ -26,6 +26,7 @@ from streams_app.redis_ops.errors import OpsError
 from streams_app.views import action_forms as af
 from streams_app.views import links
 from streams_app.views.forms import action_data
+from streams_app.views.group import selection_kept
 
 
 def local_next(request: HttpRequest, target: str | None, fallback: str) -> str:
@@ -100,8 +101,9 @@ def _dlq_page(conn: str, key: bytes) -> str:
 
 @action_view(_group_page)
 def claim(request: HttpRequest, conn: str, key: bytes, group: bytes) -> str:
-    data = action_data(request, conn, "claim", af.ClaimForm, request.POST, key=key, group=group)
-    result = services.pending_claim(user=request.user, conn=conn, key=key, group=group, **data)
+    with selection_kept(request, conn, key, group):  # refused: the page comes back with the rows ticked
+        data = action_data(request, conn, "claim", af.ClaimForm, request.POST, key=key, group=group)
+        result = services.pending_claim(user=request.user, conn=conn, key=key, group=group, **data)
     return _claim_message(result, consumer=data["consumer"], min_idle_ms=data["min_idle_ms"])
 
 
@@ -134,8 +136,9 @@ def _claim_message(result: Any, *, consumer: bytes, min_idle_ms: int) -> str:
 
 @action_view(_group_page)
 def ack(request: HttpRequest, conn: str, key: bytes, group: bytes) -> str:
-    data = action_data(request, conn, "ack", af.AckConfirmForm, request.POST, key=key, group=group)
-    acked = services.pending_ack(user=request.user, conn=conn, key=key, group=group, ids=data["ids"])
+    with selection_kept(request, conn, key, group):  # refused (no confirmation): the rows stay ticked
+        data = action_data(request, conn, "ack", af.AckConfirmForm, request.POST, key=key, group=group)
+        acked = services.pending_ack(user=request.user, conn=conn, key=key, group=group, ids=data["ids"])
     skipped = len(data["ids"]) - acked
     text = f"Acknowledged {_plural(acked, 'entry', 'entries')}; they will not be processed."
     if skipped:

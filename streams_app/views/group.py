@@ -1,12 +1,23 @@
-"""One consumer group: its consumers (one ranked page of them) and its pending entries (PEL)."""
+"""One consumer group: its consumers (one ranked page of them) and its pending entries (PEL).
+
+A claim or an ack that is refused (the confirmation box not ticked, a bad consumer name, an error from
+Redis) returns to this page with the entries it named still ticked: :func:`selection_kept` leaves them
+in the session, the page takes them once. Without it the operator, told to tick the box, found the
+selection gone (issue 28). The session rather than the address: a selection may name 1,000 IDs.
+"""
 
 from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
 from streams_app.redis_ops import reads
 from streams_app.redis_ops.decoding import display_text
+from streams_app.redis_ops.errors import OpsError
 from streams_app.views import links
 from streams_app.views.common import connection_context, is_htmx, render_screen
 from streams_app.views.forms import PendingForm, validated
@@ -17,6 +28,35 @@ from streams_app.views.presenters import pending_previews
 #: Up to this many consumers with pending entries, the pending filter is a list to pick from; beyond
 #: it, a text field (a select of 10,000 names alone weighs hundreds of kilobytes).
 CONSUMER_CHOICES = 100
+
+#: Session key of a refused claim's or ack's selection, and how long it is worth ticking again: it
+#: belongs to the redirect right after the refusal.
+KEPT_SELECTION_KEY = "busconsole.pending-selection"
+KEPT_SELECTION_FRESH_S = 120
+#: IDs kept at most (a form names at most this many: ``action_forms.MAX_SELECTION``), each of at most
+#: this many characters (an entry ID is at most 41): what a hostile post can leave in the session.
+KEPT_SELECTION_MAX, KEPT_ID_MAX = 1000, 48
+
+
+@contextmanager
+def selection_kept(request: HttpRequest, conn: str, key: bytes, group: bytes) -> Iterator[None]:
+    """Around a claim or ack: when it is refused (OpsError), keep the posted ``ids`` for the group page."""
+    try:
+        yield
+    except OpsError:
+        ids = [i for i in request.POST.getlist("ids")[:KEPT_SELECTION_MAX] if len(i) <= KEPT_ID_MAX]
+        request.session[KEPT_SELECTION_KEY] = {"page": links.group_url(conn, key, group), "at": time.time(), "ids": ids}
+        raise
+
+
+def _kept_selection(request: HttpRequest, conn: str, key: bytes, group: bytes) -> frozenset[str]:
+    """The IDs :func:`selection_kept` left for this group's page, once, while fresh."""
+    kept = request.session.pop(KEPT_SELECTION_KEY, None)
+    if not isinstance(kept, dict) or kept.get("page") != links.group_url(conn, key, group):
+        return frozenset()
+    if time.time() - float(kept.get("at", 0)) > KEPT_SELECTION_FRESH_S:
+        return frozenset()
+    return frozenset(i for i in kept.get("ids", ()) if isinstance(i, str))
 
 
 @require_GET
@@ -45,6 +85,8 @@ def group_detail(request: HttpRequest, conn: str, key: bytes, group: bytes) -> H
         # The message of each row (its type, or the start of its payload): one pipelined read per page.
         pending_rows=list(zip(pending.entries, pending_previews(conn, key, pending.entries, masker=masker), strict=True)),
         params=params,
+        # A live refresh never runs while a box is ticked, so only the whole page takes the selection.
+        kept_selection=frozenset() if is_htmx(request) else _kept_selection(request, conn, key, group),
         here=links.with_query(links.group_url(conn, key, group), request),
         **masking_context(request, masker, links.group_url(conn, key, group)),
     )
