@@ -19,12 +19,14 @@ from django import template
 from django.db import router
 from django.db.models import BooleanField, Value
 
+from eventbus import keys as bus_keys
 from streams_app.alerts.evaluation import alerts_for_page, alerts_open
 from streams_app.alerts.models import Alert
 from streams_app.compiled import Compiled, compile_once
 from streams_app.metrics import panels
 from streams_app.metrics.charts import format_value, window_of
 from streams_app.metrics.models import StreamMirror, name_hash
+from streams_app.redis_ops.decoding import display_text
 from streams_app.views import links
 
 register = template.Library()
@@ -150,7 +152,8 @@ def handler_metrics(context: template.Context) -> dict[str, Any]:
         url = f"{links.group_url(conn, key, _group_name(group))}handlers/"
     else:
         url = f"{links.stream_url(conn, key)}handlers/"
-    return {"url": url}
+    # Where this stream's workers write their metrics (the panel also reads the old shared stream).
+    return {"url": url, "metrics_key": display_text(bus_keys.metrics_key(key))}
 
 
 @register.filter

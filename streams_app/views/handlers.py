@@ -10,6 +10,7 @@ from __future__ import annotations
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
+from eventbus import keys as bus_keys
 from streams_app.redis_ops import client
 from streams_app.redis_ops.decoding import display_text
 from streams_app.redis_ops.errors import OpsError
@@ -28,6 +29,7 @@ def _panel(request: HttpRequest, conn: str, key: bytes, group: bytes | None) -> 
         "conn": conn, "key": key, "key_text": display_text(key),
         "group_text": display_text(group) if group is not None else None,
         "url": url, "window": window, "windows": list(WINDOWS_S),
+        "metrics_key": display_text(bus_keys.metrics_key(key)),
         "back": url.removesuffix("handlers/"),
     }
     try:
