@@ -34,12 +34,12 @@ they were readable before.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from django.core.exceptions import PermissionDenied
 
-from streams_app.masking.apply import Rule, may_reveal, rules_load
+from streams_app.masking.apply import MASKED_BYTES, Rule, may_reveal, rules_load
 from streams_app.redis_ops import conventions
 from streams_app.redis_ops.decoding import display_text
 
@@ -80,6 +80,14 @@ def matching_masked(key: bytes, fields: Iterable[bytes], rules: Sequence[Rule]) 
     if not names:
         return []
     return [r for r in rules_of(key, rules) if r.field is None or r.field in names]
+
+
+def match_shown(key: bytes, match: Mapping[bytes, bytes]) -> dict[bytes, bytes]:
+    """``match`` as an audit row may keep it: the value of a field some rule masks is masked, since the
+    audit log's readers may not see what the role that matched on it may (and its count confirms it)."""
+    masked = {r.field for r in rules_of(key, rules_load())}
+    hidden = None in masked
+    return {name: MASKED_BYTES if hidden or name in masked else value for name, value in match.items()}
 
 
 def _described(rules: Sequence[Rule]) -> list[str]:

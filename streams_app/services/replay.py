@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from streams_app import search
 from streams_app.jobs import runner as jobs
 from streams_app.jobs.models import Job
 from streams_app.masking.apply import search_mask
-from streams_app.masking.copies import write_check
+from streams_app.masking.copies import match_shown, write_check
 from streams_app.redis_ops import actions
 from streams_app.redis_ops.decoding import display_text
 from streams_app.services.audit import action_audit
@@ -49,7 +49,7 @@ def stream_replay_count(
     target = target or key
     params = {"start": start, "end": end, "target": target, "match": match}
     with action_audit(user=user, conn=conn, action="replay.count", stream=key, params=params) as record:
-        record.params.update(write_check(user=user, key=key, target=target, match=match))
+        _policy(record.params, user=user, key=key, target=target, match=match)
         first, last = actions.resolve_range(conn, key, start, end)
         count = actions.replay_count(conn, key, start=first, end=last, match=match or None)
         record.params.update(start_id=first, end_id=last, count=count)
@@ -81,7 +81,7 @@ def stream_replay(
     if query:
         params["query"] = query
     with action_audit(user=user, conn=conn, action="replay", stream=key, params=params) as record:
-        record.params.update(write_check(user=user, key=key, target=target, match=match))
+        _policy(record.params, user=user, key=key, target=target, match=match)
         if query:
             search.compile_query(query)  # a bad expression is a 400 now, not a failed job later
         first, last = actions.resolve_range(conn, key, start, end)
@@ -99,6 +99,17 @@ def stream_replay(
         )
         record.params.update(start_id=first, end_id=last, job=job.pk)
     return job
+
+
+def _policy(
+    params: dict[str, Any], *, user: UserLike | None, key: bytes, target: bytes, match: dict[bytes, bytes]
+) -> None:
+    """The masking policy of a copy and of its match (:mod:`streams_app.masking.copies`), into the audit
+    row: what it allowed and, for a masked field matched on, its value masked in the row."""
+    found = write_check(user=user, key=key, target=target, match=match)
+    params.update(found)
+    if "matched_masked" in found:
+        params["match"] = match_shown(key, match)
 
 
 @dataclass(frozen=True, slots=True)
