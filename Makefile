@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 BENCH_STAMP := $(VENV)/.installed-bench
 
-.PHONY: setup system system-postgres run test test-postgres fuzz lint bench bench-scale clean distclean
+.PHONY: setup system system-postgres run test test-fast test-postgres fuzz lint bench bench-scale clean distclean
 
 setup: system $(STAMP)
 	@mkdir -p var
@@ -37,6 +37,10 @@ run: setup
 # Extra pytest arguments: make test ARGS="-k dlq -x"
 test: setup
 	$(PY) -m pytest $(ARGS)
+
+# The inner loop: everything but headless Chromium, Spark and the Redis Cluster tests (a few minutes).
+test-fast: setup
+	$(PY) -m pytest -m "not browser and not spark" --ignore=tests/cluster -q $(ARGS)
 
 # Debian's PostgreSQL server, only for the targets below (`make test` and `make run` use SQLite).
 system-postgres:
