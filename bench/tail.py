@@ -19,6 +19,10 @@ websocket clients and a feed of 200 and 1000 entries/s:
   any reader of Redis sees, with no console in between;
 - after the feed, one operator event is broadcast through the channel layer: every client must get it.
 
+``--filter TEXT`` makes every other client of those cases tail through that filter (search's
+language, evaluated on the server once per entry for all of them; ``type == "order.created"`` keeps
+every entry of the feed, so deliveries still add up).
+
 Then the same at 100 x 200/s against a server and clients that negotiate permessage-deflate (as
 browsers offer it), to show what per-client compression costs (``--deflate off`` skips it), and the
 500-client cases over TWO uvicorn processes behind the same Redis channel layer, half the clients on
@@ -67,7 +71,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urlencode, urlsplit
 
 REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
@@ -450,15 +454,17 @@ def prepare_session() -> dict[str, str]:
 
 
 def run_case(server: RedisServer, webs: list[Web], headers: dict[str, str], clients: int, rate: int,
-             seconds: float, deflate: bool) -> dict[str, Any]:
-    """``clients`` websockets on one stream, spread evenly over the web processes ``webs``."""
+             seconds: float, deflate: bool, filter_text: str | None = None) -> dict[str, Any]:
+    """``clients`` websockets on one stream, spread evenly over the web processes ``webs``; with
+    ``filter_text``, every other client tails through that filter (``?filter=``)."""
     import redis
 
     ctx = mp.get_context("spawn")
     key = f"bench:tail:{clients}:{rate}:{len(webs)}:{int(deflate)}".encode()
     monitor = redis.Redis.from_url(server.url(0), client_name="bench-monitor")
     path = f"/ws/c/default/streams/{key.decode().replace(':', '%3A')}/tail/"
-    urls = [f"ws://127.0.0.1:{webs[i % len(webs)].port}{path}" for i in range(clients)]
+    query = f"?{urlencode({'filter': filter_text})}" if filter_text else ""
+    urls = [f"ws://127.0.0.1:{webs[i % len(webs)].port}{path}{query if i % 2 else ''}" for i in range(clients)]
     origin = f"http://127.0.0.1:{webs[0].port}"
     procs = 1 if clients <= 100 else 2
     ready, out = ctx.Queue(), ctx.Queue()
@@ -733,6 +739,9 @@ def main() -> int:
     parser.add_argument("--cluster-clients", type=int, default=100)
     parser.add_argument("--cluster-keys", type=int, default=100, help="streams, each in a slot of its own")
     parser.add_argument("--cluster-rate", type=int, default=200, help="entries/s over all the streams")
+    parser.add_argument("--filter", default=None,
+                        help="every other client tails through this filter (it must keep every entry to count "
+                             "deliveries: the feed's entries are all type order.created)")
     parser.add_argument("--poll-ms", type=int, default=None,
                         help="BUSCONSOLE_TAIL_POLL_MS of the server (default: the setting's default)")
     args = parser.parse_args()
@@ -773,7 +782,7 @@ def main() -> int:
             print(HEADER + "\n" + "-" * len(HEADER))
         for clients in args.clients:
             for rate in args.rates:
-                rows.append(run_case(server, webs[:1], headers, clients, rate, args.seconds, False))
+                rows.append(run_case(server, webs[:1], headers, clients, rate, args.seconds, False, args.filter))
                 print_row(rows[-1])
         if args.deflate == "both" and args.clients:
             webs.append(start_web(env, deflate=True))
