@@ -26,6 +26,7 @@ from urllib.parse import urlsplit
 
 from .bus import Bus
 from .cli import add_commands
+from .cli_reads import Shown
 from .connection import PRIVATE_PORT as DEFAULT_PORT
 from .connection import PRIVATE_PORT_VARIABLE as PORT_VARIABLE
 from .connection import REDIS_ERRORS, database_missing, databases_of, url_problem
@@ -316,9 +317,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, *, shown: Shown | None = None) -> int:
+    """Run one command. ``shown`` is what the commands may show of an entry (:data:`.cli_reads.Shown`):
+    the bytes as stored when None; the console's ``manage.py bus`` passes its masking rules."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.shown = shown
     for dest, flag in GLOBAL_OPTIONS.items():
         if getattr(args, dest) not in (None, False) and dest not in args.global_options:
             parser.error(f"{args.command} does not take {flag}")  # given before it: exit 2

@@ -73,7 +73,7 @@ def _inspect(client: Any, args: argparse.Namespace) -> Output:
     search = cli_reads.search_query(args.search, patterns) if args.search else None
     rows, scanned, after = cli_reads.read_entries(
         client, _bytes(args.stream), start=start, reverse=args.reverse, limit=args.limit, search=search,
-        scan_limit=args.scan_limit, patterns=patterns,
+        scan_limit=args.scan_limit, patterns=patterns, shown=args.shown,
     )  # fmt: skip
     lines = []
     for row in rows:
@@ -111,12 +111,12 @@ def _dlq(client: Any, args: argparse.Namespace) -> Output:
         key = _bytes(args.key)
         cli_reads.require_stream(client, key)
         if detect_dlq(key, patterns) is not None:
-            rows = cli_reads.dlq_entries(client, key, patterns, limit=args.limit)
+            rows = cli_reads.dlq_entries(client, key, patterns, limit=args.limit, shown=args.shown)
             columns = [("id", "id"), ("stream", "original_stream"), ("group", "group"), ("retries", "retries"),
                        ("error", "error")]  # fmt: skip
             return {"dlq": args.key, "entries": rows}, table(rows, columns), 0
     keys, _ = cli_reads.scan_streams(client, max_keys=args.max_keys)
-    dlqs = cli_reads.dlq_rows(client, keys, patterns)
+    dlqs = cli_reads.dlq_rows(client, keys, patterns, shown=args.shown)
     if args.key is not None:
         dlqs = [row for row in dlqs if _bytes(args.key) in row.sources]
     rows = [row.json() for row in dlqs]

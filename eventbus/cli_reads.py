@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -188,6 +188,12 @@ def search_query(text: str, patterns: Sequence[DlqPattern]) -> Query:
         raise CommandError(f"--search: {exc}", 2) from exc
 
 
+Shown = Callable[[bytes, str, list[tuple[bytes, bytes]]], list[tuple[bytes, bytes]]]
+"""What a caller lets the command line show of an entry: ``(key, entry ID, fields) -> fields``. The bus
+shows the bytes as stored; the console's ``manage.py bus`` passes its masking rules here, applied before
+an entry is searched or printed (so a masked value is neither shown nor found)."""
+
+
 def read_entries(
     client: SyncClient,
     key: bytes,
@@ -198,8 +204,10 @@ def read_entries(
     search: Query | None,
     scan_limit: int,
     patterns: Sequence[DlqPattern] = (),
+    shown: Shown | None = None,
 ) -> tuple[list[dict[str, Any]], int, str | None]:
-    """Up to ``limit`` entries from ``start`` (oldest first, or newest first when ``reverse``).
+    """Up to ``limit`` entries from ``start`` (oldest first, or newest first when ``reverse``), each as
+    ``shown`` lets it show.
 
     With ``search``, only the entries it matches, as the console's search finds them (on a DLQ by
     ``patterns``' conventions, with the dead-letter variables), reading at most ``scan_limit`` entries.
@@ -217,7 +225,7 @@ def read_entries(
         for entry_id, flat in raw:
             scanned += 1
             cursor = "(" + entry_id.decode()
-            fields = pairs(flat)
+            fields = pairs(flat) if shown is None else shown(key, entry_id.decode(), pairs(flat))
             if search is None or search.matches(_Entry(entry_id.decode(), tuple(fields)), dlq=dlq, key=key):
                 rows.append(entry_row(entry_id, fields))
                 if len(rows) == limit:
@@ -294,11 +302,18 @@ class DlqRow:
         }
 
 
-def _newest(client: SyncClient, key: bytes, count: int) -> list[tuple[bytes, list[tuple[bytes, bytes]]]]:
-    return [(i, pairs(f)) for i, f in client.execute_command("XREVRANGE", key, "+", "-", "COUNT", count)]
+def _newest(
+    client: SyncClient, key: bytes, count: int, shown: Shown | None = None
+) -> list[tuple[bytes, list[tuple[bytes, bytes]]]]:
+    replies = client.execute_command("XREVRANGE", key, "+", "-", "COUNT", count)
+    if shown is None:
+        return [(i, pairs(f)) for i, f in replies]
+    return [(i, shown(key, i.decode(), pairs(f))) for i, f in replies]
 
 
-def dlq_rows(client: SyncClient, keys: Sequence[bytes], patterns: Sequence[DlqPattern]) -> list[DlqRow]:
+def dlq_rows(
+    client: SyncClient, keys: Sequence[bytes], patterns: Sequence[DlqPattern], *, shown: Shown | None = None
+) -> list[DlqRow]:
     """The DLQs among ``keys`` by the console's conventions, with the streams they feed (the key's hint,
     then the newest entries' own streams)."""
     rows = []
@@ -306,7 +321,7 @@ def dlq_rows(client: SyncClient, keys: Sequence[bytes], patterns: Sequence[DlqPa
         kind = detect_dlq(key, patterns)
         if kind is None:
             continue
-        sample = [parse_dlq_entry(key, i.decode(), f, patterns) for i, f in _newest(client, key, 20)]
+        sample = [parse_dlq_entry(key, i.decode(), f, patterns) for i, f in _newest(client, key, 20, shown)]
         convention = kind.convention
         if sample and convention == "eventbus-or-streams":
             convention = sample[0].convention
@@ -337,12 +352,11 @@ def dlq_entry_row(entry: DlqEntry) -> dict[str, Any]:
 
 
 def dlq_entries(
-    client: SyncClient, key: bytes, patterns: Sequence[DlqPattern], *, limit: int
+    client: SyncClient, key: bytes, patterns: Sequence[DlqPattern], *, limit: int, shown: Shown | None = None
 ) -> list[dict[str, Any]]:
-    """The newest ``limit`` entries of one DLQ, parsed by its convention."""
-    return [
-        dlq_entry_row(parse_dlq_entry(key, i.decode(), f, patterns)) for i, f in _newest(client, key, limit)
-    ]
+    """The newest ``limit`` entries of one DLQ as ``shown`` lets them show, parsed by its convention."""
+    newest = _newest(client, key, limit, shown)
+    return [dlq_entry_row(parse_dlq_entry(key, i.decode(), f, patterns)) for i, f in newest]
 
 
 # --------------------------------------------------------------------------------------------------- stats

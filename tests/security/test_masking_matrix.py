@@ -367,3 +367,51 @@ def test_the_tail_and_the_progress_stream_are_masked(world: World, role: str, as
             response = http.get(f"{asgi_server.url}/c/{CONN}/progress/orders/events/{query}")
         assert response.status_code == 200
         assert not leaked(response.text) and MASK in response.text
+
+
+#: The command line's screens that print entries or what is parsed from them, as ``manage.py bus`` runs
+#: them; ``python -m eventbus`` shows the bytes as stored, to whoever holds the Redis URL (README).
+CLI = [
+    ["inspect", "orders", "--limit", "20"],
+    ["inspect", "orders", "--search", "t1"],
+    ["inspect", "orders:dlq"],
+    ["dlq", "orders:dlq", "--limit", "20"],
+    ["dlq"],
+]
+
+
+def bus_command(capsys, *argv: str) -> tuple[int, str]:
+    from django.core.management import CommandError, call_command
+
+    try:
+        call_command("bus", *argv)
+        status = 0
+    except CommandError as exc:
+        status = exc.returncode
+    out = capsys.readouterr().out
+    return status, out + ("\n" + out.encode().decode("unicode_escape", "replace") if "\\u" in out else "")
+
+
+@pytest.mark.parametrize("argv", CLI, ids=" ".join)
+def test_the_console_command_line_is_masked(world: World, argv: list[str], capsys) -> None:
+    for json_flag in ([], ["--json"]):
+        status, text = bus_command(capsys, *argv, *json_flag)
+        assert status == 0 and not leaked(text), (argv, json_flag, text[:300])
+    if argv[0] == "inspect" and argv[1] == "orders" and len(argv) == 4 and argv[2] == "--limit":
+        assert shows_masked(text)
+
+
+def test_the_console_command_line_finds_no_canary(world: World, capsys) -> None:
+    for needle in CANARIES:
+        status, text = bus_command(capsys, "inspect", "orders", "--search", needle, "--json")
+        assert status == 1 and json.loads(text)["entries"] == []  # nothing found: exit 1
+
+
+def test_the_console_command_line_from_a_shell_is_masked(world: World, capsys) -> None:
+    """``manage.py bus ...`` as a shell runs it (run_from_argv: the bus's options reach the bus whole)."""
+    from streams_app.management.commands.bus import Command
+
+    with pytest.raises(SystemExit) as exit_:
+        Command().run_from_argv(["manage.py", "bus", "inspect", "orders", "--limit", "20", "--json"])
+    out = capsys.readouterr().out
+    assert exit_.value.code == 0 and not leaked(out) and shows_masked(out.encode().decode("unicode_escape"))
