@@ -1,6 +1,7 @@
 # syntax=docker/dockerfile:1
 # The busconsole image. Default command: the ASGI web server (HTTP + websockets) on port 8000.
-# The same image runs the Celery worker and beat with another command (see docker-compose.yml).
+# The same image runs the Celery workers (one per queue: jobs, and the beat's upkeep) and beat with
+# another command (see docker-compose.yml).
 # Optional: --build-arg WITH_JAVA=1 adds a Java runtime for the PySpark pipeline jobs.
 
 FROM python:3.11-slim-bookworm AS builder

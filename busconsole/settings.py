@@ -11,6 +11,7 @@ from pathlib import Path
 import dj_database_url
 from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
+from kombu import Queue
 
 from busconsole.env import (
     envbool,
@@ -255,6 +256,14 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     "visibility_timeout": envint("CELERY_VISIBILITY_TIMEOUT", CELERY_TASK_TIME_LIMIT + 600)
 }
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Two queues, each with workers of its own (busconsole/celery.py says why): the beat's upkeep of the bus
+# (snapshots and the alerts they evaluate, the mirror sync, resuming stalled jobs, retention) and alert
+# webhooks on one, background jobs on the other, so that no job can hold the worker a snapshot needs.
+# Anything not routed (CELERY_TASK_ROUTES, at the end of this file) goes with the jobs.
+BUSCONSOLE_BEAT_QUEUE = "busconsole-beat"
+BUSCONSOLE_JOBS_QUEUE = "busconsole-jobs"
+CELERY_TASK_QUEUES = (Queue(BUSCONSOLE_BEAT_QUEUE), Queue(BUSCONSOLE_JOBS_QUEUE))
+CELERY_TASK_DEFAULT_QUEUE = BUSCONSOLE_JOBS_QUEUE
 # Background jobs (streams_app.jobs.runner): a running job beats every few seconds (even inside a long
 # batch), so one silent for STALLED_S is presumed dead (worker killed) and re-enqueued by the beat task,
 # which looks every RESUME_EVERY_S; the per-job lock that keeps two workers off one job expires LOCK_S
@@ -355,6 +364,13 @@ def _pipeline_schedule() -> object:
 
 
 CELERY_BEAT_SCHEDULE["run-pipeline"] = {"task": "streams_app.tasks.run_pipeline_scheduled", "schedule": _pipeline_schedule()}
+# Every task of the schedule, and the alert webhooks, on the upkeep's queue; jobs (and the pipeline run
+# the schedule starts, a job) on theirs. Built from the schedule, so a new periodic task cannot miss it.
+CELERY_TASK_ROUTES = {
+    **{entry["task"]: {"queue": BUSCONSOLE_BEAT_QUEUE} for entry in CELERY_BEAT_SCHEDULE.values()},
+    "streams_app.tasks.alert_notify": {"queue": BUSCONSOLE_BEAT_QUEUE},
+    "streams_app.tasks.run_job": {"queue": BUSCONSOLE_JOBS_QUEUE},
+}
 
 LOGGING = {
     "version": 1,

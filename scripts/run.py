@@ -1,4 +1,4 @@
-"""The `make run` supervisor: Redis, migrations, an admin user, then web, Celery worker and beat, demo traffic.
+"""The `make run` supervisor: Redis, migrations, an admin user, then web, Celery workers and beat, demo traffic.
 
 Standard library only. Unless REDIS_URL and BUS_REDIS_URL (or BUS_REDIS_URLS) point at a Redis of yours,
 a private redis-server is started under var/redis/ on 127.0.0.1:$BUSCONSOLE_REDIS_PORT (default 6390).
@@ -30,6 +30,22 @@ from eventbus.connection import PRIVATE_PORT, PRIVATE_PORT_VARIABLE  # noqa: E40
 
 PYTHON = sys.executable
 GRACE_S = 10.0
+
+
+def celery_workers() -> list[tuple[str, list[str]]]:
+    """The Celery workers, one per queue (``busconsole/celery.py`` says why): ``upkeep`` takes only the
+    beat's tasks (snapshots, mirror sync, resumes, retention, alert webhooks), ``jobs`` only background
+    jobs, so a job never holds the worker a snapshot needs. Two slots each: a long mirror sync leaves
+    a slot for the next snapshot, and two job slots with one job per user (BUSCONSOLE_JOBS_PER_USER)
+    leave one user's export beside another's replay. The queue names are the settings'
+    BUSCONSOLE_BEAT_QUEUE and BUSCONSOLE_JOBS_QUEUE (this script imports no Django; a test holds them equal).
+    """
+    worker = [PYTHON, "-m", "celery", "-A", "busconsole", "worker", "-l", "info", "--concurrency", "2"]
+    return [
+        ("upkeep", [*worker, "-Q", "busconsole-beat", "-n", "upkeep@%h"]),
+        ("jobs", [*worker, "-Q", "busconsole-jobs", "-n", "jobs@%h"]),
+        ("beat", [PYTHON, "-m", "celery", "-A", "busconsole", "beat", "-l", "info"]),
+    ]
 
 stop_requested = threading.Event()
 hurry = threading.Event()
@@ -275,13 +291,9 @@ def main() -> int:
             # Per-client deflate doubles the live tail's CPU and memory (bench/tail.py).
             "--ws-per-message-deflate", "false",
         ], env))
-        services.append(Child("worker", [
-            PYTHON, "-m", "celery", "-A", "busconsole", "worker", "-l", "info", "--concurrency", "2",
-        ], env))
-        services.append(Child("beat", [
-            PYTHON, "-m", "celery", "-A", "busconsole", "beat", "-l", "info",
-            "-s", str(var_dir / "celerybeat-schedule"),
-        ], env))
+        for name, argv in celery_workers():
+            schedule = ["-s", str(var_dir / "celerybeat-schedule")] if name == "beat" else []
+            services.append(Child(name, [*argv, *schedule], env))
         if spark_socket and (env.get("SPARK_MASTER") or "local").startswith("local"):
             services.append(Child("spark", [PYTHON, "-m", "pipeline.service", "--socket", spark_socket], env))
         if env.get("BUSCONSOLE_DEMO", "0" if bus_given else "1") != "1":

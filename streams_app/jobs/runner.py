@@ -32,6 +32,23 @@ the stalled ones instead of enqueueing them. A refused job ends ``failed`` with
 :data:`READ_ONLY_REFUSAL` as its error and one ``denied`` audit row; it may be resumed from a console
 that may write.
 
+**No user's jobs hold the workers others need.** Three rules, decided for issue 28 (a viewer's two
+costly exports held both workers while an operator's replay waited five minutes, and the viewer could
+not stop them):
+
+* jobs run on a queue and workers of their own, apart from the beat's upkeep of the bus (snapshots,
+  mirror sync, resumes, alert evaluation): see :mod:`busconsole.celery`;
+* each user holds at most ``BUSCONSOLE_JOBS_PER_USER`` jobs queued or running (1 by default; one more
+  is :class:`JobLimitReached`, a 409 audited ``denied``), and ``make run`` gives jobs two worker slots:
+  one user's jobs never hold every slot, so the issue's scenario (two exports, then a replay) runs the
+  replay at once, beside the one export accepted. A busy console adds job workers; the limit keeps
+  each user to their share of them;
+* a job that may fix the bus (every kind not in :data:`READ_ONLY_KINDS`: replay, requeue) is sent at
+  :data:`FIX_PRIORITY`, before the queued reads (exports, pipeline runs): when every slot is taken by
+  other users' exports, the replay is the next job to start. And any job stops within
+  :data:`CHECK_EVERY_S` of work once cancelled (:meth:`Progress.check`); its owner may cancel it, an
+  operator or admin anyone's (``job.cancel`` / ``job.cancel.any``).
+
 Progress goes to the job's channel-layer group (:func:`streams_app.live.groups.job_group`) as small
 events for live pages; a failure to broadcast never fails the job.
 
@@ -98,6 +115,11 @@ READ_ONLY_REFUSAL = (
 #: The Celery task that runs a job (``streams_app.tasks.run_job`` declares itself under this name).
 RUN_JOB_TASK = "streams_app.tasks.run_job"
 
+#: The broker's priority of a job's task (on Redis, 0 is served first, then 3, 6, 9): a job that may fix
+#: the bus (replay, requeue) goes before the queued jobs that only read it (exports, pipeline runs).
+FIX_PRIORITY = 0
+READ_PRIORITY = 6
+
 #: Progress (counters, cursor, lock renewal, broadcast, cancel check) is saved at most this often.
 #: The Redis side is exact either way; after a crash ``done`` lags by up to this much work until the
 #: next run reconciles it from Redis (:attr:`Progress.settled`).
@@ -159,7 +181,7 @@ def job_create(
         job = Job.objects.create(
             kind=kind, connection=conn, parameters=params, created_by=user if authenticated else None
         )
-    job_enqueue(job_id=job.pk)
+    job_enqueue(job_id=job.pk, kind=kind)
     return job
 
 
@@ -189,8 +211,9 @@ def _require_slot(user_id: int, *, who: str, resuming: int | None = None) -> Non
     )
 
 
-def job_enqueue(*, job_id: int) -> None:
-    """Send the job to a worker after commit, so the worker finds the row.
+def job_enqueue(*, job_id: int, kind: str) -> None:
+    """Send the job to a worker after commit, so the worker finds the row; a fix before reads
+    (:data:`FIX_PRIORITY`), on the jobs' own queue (``CELERY_TASK_ROUTES``).
 
     By the task's name (Celery's ``signature``), since the task module imports this one. Where the
     task is registered (every Django process: ``StreamsAppConfig.ready`` imports the task module) the
@@ -200,7 +223,10 @@ def job_enqueue(*, job_id: int) -> None:
     ``robust``: a broker that is down at that moment is logged, not raised into the request; the
     job stays queued and :func:`jobs_resume_stalled` enqueues it later.
     """
-    transaction.on_commit(lambda: celery_app.signature(RUN_JOB_TASK, args=(job_id,)).delay(), robust=True)
+    priority = READ_PRIORITY if kind in READ_ONLY_KINDS else FIX_PRIORITY
+    transaction.on_commit(
+        lambda: celery_app.signature(RUN_JOB_TASK, args=(job_id,)).apply_async(priority=priority), robust=True
+    )
 
 
 def job_cancel(*, job_id: int) -> bool:
@@ -233,7 +259,7 @@ def job_resume(*, job_id: int) -> Job:
             error="",
             updated_at=timezone.now(),
         )
-    job_enqueue(job_id=job_id)
+    job_enqueue(job_id=job_id, kind=job.kind)
     job.refresh_from_db()
     return job
 
@@ -265,7 +291,7 @@ def jobs_resume_stalled(*, stalled_after_s: float | None = None) -> list[int]:
             continue
         Job.objects.filter(pk=job_id).update(updated_at=now)
         log.warning("job %s made no progress for %ss: enqueued again", job_id, limit)
-        job_enqueue(job_id=job_id)
+        job_enqueue(job_id=job_id, kind=kind)
         enqueued.append(job_id)
     return enqueued
 

@@ -78,12 +78,14 @@ class CeleryProcess:
 
 
 class Worker(CeleryProcess):
-    """``celery -A busconsole worker --pool solo``, started and ready to take tasks when constructed."""
+    """``celery -A busconsole worker --pool solo``, started and ready to take tasks when constructed;
+    on every queue of the settings, or on ``queues`` only (``-Q``, as the deployment's workers are)."""
 
-    def __init__(self, name: str, env: dict[str, str]) -> None:
+    def __init__(self, name: str, env: dict[str, str], *, queues: list[str] | None = None) -> None:
         super().__init__(f"worker {name}", [
             "worker", "--pool", "solo", "--concurrency", "1", "--loglevel", "INFO",
             "--without-gossip", "--without-mingle", "--without-heartbeat", "-n", f"{name}@127.0.0.1",
+            *(["-Q", ",".join(queues)] if queues else []),
         ], env)
         try:
             wait_for(self._ready, timeout=60, what=f"worker {name} to start", step=0.05)
