@@ -267,6 +267,25 @@ def search_mask(user: UserLike | None, conn: str, key: bytes) -> Callable[[Entry
     return masker.entry if masker.active else None
 
 
+def errors_masker(conn: str, stream: bytes, dlq: bytes) -> Callable[[str | None], str | None]:
+    """How a handler's error for ``stream`` shows where it is met before it reaches the DLQ (a waiting
+    retry's last error, read from the bus's metric events): as a dead letter's error would, by the rules
+    of ``dlq``, of the stream's other DLQ names (``{S}:dlq`` and ``S:dlq``) and of ``stream``. It never
+    reveals: revealing belongs to the dead letter's own page."""
+    rules = rules_load()
+    keys = dict.fromkeys([dlq, *conventions.dlq_candidates(stream)])
+    maskers = [m for m in (Masker(rules, key=k, conn=conn) for k in keys) if m.active]
+
+    def shown(error: str | None) -> str | None:
+        for masker in maskers:  # each keeps what another masked (shown_error leaves masked text alone)
+            if error is None:
+                break
+            error = masker.shown_error(error, origin=stream)
+        return error
+
+    return shown
+
+
 def masker_cached(conn: str, key: bytes) -> Masker:
     """A masking-only masker from this process's last-read rules, kept per stream while the rules stay the
     same: the live tail asks for one per entry it encodes, and may not query the database (nor does the

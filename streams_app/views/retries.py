@@ -16,6 +16,7 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from streams_app import services
+from streams_app.masking.apply import errors_masker
 from streams_app.redis_ops import retries as retry_reads
 from streams_app.redis_ops.actions.retries import RetryOutcome
 from streams_app.redis_ops.commands import server_ms
@@ -150,6 +151,7 @@ def retries_page(request: HttpRequest, conn: str, key: bytes) -> HttpResponse:
     params = validated(RetriesPageForm, request.GET)
     rset = retry_reads.retry_set(key, legacy=params["legacy"])
     masker = request_masker(request, conn, key)
+    error = errors_masker(conn, key, rset.dlq)
     page = retry_reads.retry_page(conn, rset, after=params["after"], count=params["count"])
     here = retries_url(conn, key)
     context.update(
@@ -160,7 +162,10 @@ def retries_page(request: HttpRequest, conn: str, key: bytes) -> HttpResponse:
         legacy=rset.legacy,
         page=page,
         params=params,
-        rows=[_row(replace(e, fields=masker.fields(e.ref, e.fields)), page.now_ms) for e in page.entries],
+        rows=[
+            _row(replace(e, fields=masker.fields(e.ref, e.fields), error=error(e.error)), page.now_ms)
+            for e in page.entries
+        ],
         retries_page=here,
         stream_page=links.stream_url(conn, key),
         dlq_page=links.dlq_url(conn, rset.dlq),

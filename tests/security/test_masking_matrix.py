@@ -188,6 +188,10 @@ def world(route_world: World, settings, r: redis.Redis) -> World:  # noqa: F811
     member = msgpack.packb([b"type", b"t1", b"data", json.dumps({"ssn": SSN}).encode(), b"card", CARD.encode(),
                             b"id", b"ev-1", b"_retries", b"1", b"_group", b"workers"])  # fmt: skip
     r.zadd(retry_set(b"orders").key, {member: 4_102_444_800_000})  # due in 2100
+    # its failure, as the worker records it: the retries page shows this error as the DLQ's would be
+    r.xadd("{orders}:metrics", {"event": "failed", "stream": "orders", "group": "workers", "type": "t1",
+                                "event_id": "ev-1", "entry_id": ids[0], "error": f"ValueError: {ERROR}",
+                                "count": "1"})  # fmt: skip
     # a report made by a run before the rule existed: /reports/ masks it by today's rules
     ErrorSignatureRollup.objects.create(
         connection=CONN, stream=b"orders", stream_hash="a" * 64, stream_text="orders", dlq=b"orders:dlq",

@@ -14,6 +14,7 @@ from django.http import HttpRequest, JsonResponse
 from pydantic import ConfigDict, Field, RootModel, StringConstraints, model_validator
 
 from streams_app import services
+from streams_app.masking.apply import errors_masker
 from streams_app.redis_ops import client
 from streams_app.redis_ops import retries as retry_reads
 from streams_app.redis_ops.actions.retries import RetryOutcome
@@ -169,6 +170,7 @@ def retries_page(request: HttpRequest, conn: str, key: bytes) -> JsonResponse:
     params = s.query(RetriesQuery, request.GET)
     rset = retry_reads.retry_set(key, legacy=params.legacy)
     masker = request_masker(request, conn, key)
+    error = errors_masker(conn, key, rset.dlq)
     page = retry_reads.retry_page(conn, rset, after=params.after, count=params.count)
     masked = {e.ref: masker.fields(e.ref, e.fields) for e in page.entries}
     masker.reveal_record()
@@ -190,7 +192,7 @@ def retries_page(request: HttpRequest, conn: str, key: bytes) -> JsonResponse:
                     "group": _text(e.group),
                     "type": _text(e.event_type),
                     "event_id": _text(e.event_id),
-                    "error": e.error,
+                    "error": error(e.error),
                     "failed_entry_id": e.failed_entry_id,
                     "fields": [
                         {
