@@ -50,6 +50,7 @@ from django.core.exceptions import PermissionDenied
 from django.utils.crypto import salted_hmac
 
 from busconsole.env import mask_path_split
+from eventbus import keys as bus_keys
 from streams_app.accounts.roles import role_of
 from streams_app.audit.models import AuditEvent
 from streams_app.audit.records import ActionRecord, audit_write
@@ -153,8 +154,13 @@ class Masker:
         self._omni: dict[bytes | None, tuple[Rule, ...]] = {}
         self._rules = self._for_stream(key)
         self._dlq = bool(self._all) and conventions.detect_dlq(key) is not None
+        #: The bus's metric events carry handlers' errors (``error``), the text a dead letter keeps as its
+        #: error: masked here as that DLQ's error is. b"": the shared ``eventbus:metrics`` (the entry's
+        #: ``stream`` field names the stream), None: not a metrics stream.
+        self._metrics_of = _metrics_stream(key) if self._all else None
+        self._error_maskers: dict[bytes, tuple[Masker, ...]] = {}
         #: Whether any rule could apply here (a DLQ's entries may also follow their origin's rules).
-        self.active = bool(self._rules) or self._dlq
+        self.active = bool(self._rules) or self._dlq or self._metrics_of is not None
 
     def _for_stream(self, stream: bytes) -> tuple[Rule, ...]:
         found = self._by_stream.get(stream)
@@ -190,8 +196,32 @@ class Masker:
             return self._omni_rules(parsed.original_stream)
         return self._with_origin(parsed.original_stream)
 
+    def _metric_errors(self, fields: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+        """A metric event's ``error`` as its stream's dead letters show their errors."""
+        origin = self._metrics_of or next((v for n, v in fields if n == b"stream"), b"")
+        maskers = self._error_maskers.get(origin)
+        if maskers is None:
+            candidates = conventions.dlq_candidates(origin) if origin else []
+            found = (Masker(self._all, key=k, conn=self.conn) for k in candidates)
+            maskers = self._error_maskers[origin] = tuple(m for m in found if m.active)
+        if not maskers:
+            return fields
+        out: list[tuple[bytes, bytes]] = []
+        for name, value in fields:
+            if name == b"error":
+                shown: str | None = value.decode("utf-8", "surrogateescape")
+                for masker in maskers:
+                    shown = shown if shown is None else masker.shown_error(shown, origin=origin)
+                if shown is None:
+                    continue  # removed
+                value = shown.encode("utf-8", "surrogateescape")
+            out.append((name, value))
+        return out
+
     def _masked(self, entry_id: str, fields: Pairs, rules: Sequence[Rule]) -> list[tuple[bytes, bytes]]:
         masked = mask_fields(fields, rules) if rules else list(fields)
+        if self._metrics_of is not None:
+            masked = self._metric_errors(masked)
         if not self.revealing:
             return masked
         if masked != list(fields):
@@ -245,6 +275,16 @@ class Masker:
         )
         audit_write(user=self.user, record=record, outcome=AuditEvent.Outcome.OK, error="")
         self.revealed.clear()
+
+
+def _metrics_stream(key: bytes) -> bytes | None:
+    """The stream whose metric events ``key`` holds; b"" for the bus's old shared stream; None for any
+    other key."""
+    if not bus_keys.is_metrics_key(key):
+        return None
+    if key == bus_keys.METRICS_STREAM.encode():
+        return b""
+    return bus_keys.stream_of(key, bus_keys.METRICS_SUFFIX.encode()) or b""
 
 
 def masker_for(user: UserLike | None, conn: str, key: bytes, *, reveal: bool = False) -> Masker:

@@ -46,3 +46,17 @@ def test_without_a_rule_the_error_shows(settings, viewer_client: Client, r: redi
                                 "event_id": "ev-1", "entry_id": entry_id, "error": ERROR, "count": "1"})  # fmt: skip
     api = viewer_client.get(f"/api/v1/c/default/streams/{seg('orders')}/retries/")
     assert [row["error"] for row in api.json()["retries"]] == [ERROR]
+
+
+@pytest.mark.parametrize("key", ["{orders}:metrics", "eventbus:metrics"])
+def test_the_metric_events_show_the_error_masked(key, settings, viewer_client: Client, r: redis.Redis) -> None:
+    """The same error in the metric events' own pages (the stream's {S}:metrics, the old shared one)."""
+    settings.BUSCONSOLE_MASK_RULES = parse_mask_rules(json.dumps([{"stream": "*:dlq", "field": "dlq_error"}]))
+    r.xadd(key, {"event": "failed", "stream": "orders", "group": "g", "error": ERROR, "count": "1"})
+    r.xadd(key, {"event": "processed", "stream": "orders", "group": "g", "count": "3"})
+    api = viewer_client.get(f"/api/v1/c/default/streams/{seg(key)}/entries/?order=asc")
+    assert api.status_code == 200 and SECRET not in api.content.decode()
+    failed, processed = (e["fields"] for e in api.json()["entries"])
+    assert failed["error"] == "••••" and failed["group"] == "g" and processed["count"] == "3"
+    page = viewer_client.get(f"/c/default/streams/{seg(key)}/")
+    assert SECRET not in page.content.decode()
