@@ -63,6 +63,8 @@ log = logging.getLogger(__name__)
 # The key is taken from the path as the client sent it: servers decode %2F into "/" in scope["path"].
 _RAW_TAIL_PATH = re.compile(rb"/ws/c/[A-Za-z0-9_.-]+/streams/([^/]+)/tail/?")
 _CLOSE_CODES = {"bad_request": 4400, "not_found": 4404, "unreachable": 4503}
+#: A socket's filter changes at most this often: compiling one (and checking its cost) runs on the loop.
+FILTER_CHANGE_S = 0.2
 
 
 def tail_hub() -> Hub:
@@ -102,6 +104,7 @@ class TailConsumer(SessionBoundConsumer):
     tail_filter: TailFilter | None = None
     admitted = False
     finished = False  # closed by the server: nothing more starts
+    changed_at = 0.0  # when the last filter message was read (loop time)
 
     async def connect(self) -> None:
         # Accept first so the close code reaches the client (a refused handshake is a bare 403).
@@ -184,6 +187,11 @@ class TailConsumer(SessionBoundConsumer):
             return
         if not self.admitted or self.finished or self.ended:
             return
+        loop = asyncio.get_running_loop()
+        wait = self.changed_at + FILTER_CHANGE_S - loop.time()
+        if wait > 0:  # messages are handled one at a time: a flood of filters waits here, not on the loop
+            await asyncio.sleep(wait)
+        self.changed_at = loop.time()
         chosen = await self._read_filter(text) if text.strip() else None
         if text.strip() and chosen is None:
             return  # refused: the tail goes on as it was
