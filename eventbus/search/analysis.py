@@ -30,7 +30,7 @@ from decimal import Decimal
 
 _TOKEN = re.compile(
     r"""
-    (?P<space>\s+)
+    (?P<space>\s+|//[^\n]*)
   | (?P<string>(?:[rR][bB]?|[bB][rR]?)?(?:\"\"\"[\s\S]*?\"\"\"|'''[\s\S]*?'''|"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*'))
   | (?P<number>(?:0[xX][0-9a-fA-F]+|[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?)[uU]?|\.[0-9]+(?:[eE][+-]?[0-9]+)?)
   | (?P<ident>[A-Za-z_][A-Za-z0-9_]*)
@@ -51,7 +51,8 @@ class Token:
 
 
 def tokenize(source: str) -> list[Token] | None:
-    """The tokens of ``source`` without spaces, or None when something does not tokenize."""
+    """The tokens of ``source`` without spaces and ``//`` comments (CEL has no other use for ``//``
+    outside a string), or None when something does not tokenize."""
     tokens: list[Token] = []
     pos = 0
     while pos < len(source):

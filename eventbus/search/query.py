@@ -28,9 +28,18 @@ before any decoding when a conjunct names a string or a number (that test serves
 ``bench/search.py`` measures each kind of query against bare XRANGE + ``json.loads`` in the same run.
 
 Safety: no ``eval``; the library evaluates only the activation it is given (strings, numbers, lists,
-maps, bytes, timestamps built here), registers no Python function, and an expression is at most
-:data:`MAX_QUERY` characters. An error while evaluating one entry (a missing field, a type mismatch,
-a non-boolean result) means that entry does not match.
+maps, bytes, timestamps built here) and one registered Python function, ``matches`` on RE2
+(:mod:`.regex`); an expression is at most :data:`MAX_QUERY` characters. An error while evaluating one
+entry (a missing field, a type mismatch, a non-boolean result) means that entry does not match.
+
+Bounded before it runs (issue 28): the library holds the GIL for a whole evaluation and cannot be
+stopped half-way, so :class:`Query` refuses (:class:`QueryError`, a 400 on the console, exit status 2
+on the command line) an expression nested deeper than :data:`.syntax.MAX_DEPTH` levels, one whose
+cost bound for an entry (:mod:`.cost`) is over :data:`.cost.MAX_STEPS` steps, and a literal regular
+expression RE2 cannot compile. An expression whose cost depends on the entry's data (a comprehension
+over one of its lists) is bounded again on each entry's activation before CEL sees it: an entry over
+the bound is not evaluated, is no match, and is counted in :attr:`Query.too_costly`, which the callers
+report (the search's status line and API answer say how many entries were left out).
 
 The query rule (shown in the page's help)
 -----------------------------------------
@@ -50,8 +59,11 @@ Variables of an expression
 Every field by name, decoded (JSON and msgpack as maps and lists, text as a string, binary as bytes, a
 FastStream envelope as ``{"headers", "data", "data_format"}``; the first of repeated names); ``fields``,
 the map of all of them by name (for names that are not identifiers: ``fields["x-request-id"]``);
-``headers`` and ``body``, the first FastStream envelope's parts unless a field has that name; ``id`` (the
-entry ID, a string) and ``time`` (its timestamp). On a DLQ, the parsed dead-letter fields too:
+``headers`` and ``body``, the first FastStream envelope's parts; ``entry``, the map ``{"id": the entry
+ID, "time": its timestamp}``, and ``id`` and ``time`` for those two parts. A field always wins over
+these built-in names (none of them hides a field): on a bus DLQ, whose dead letters carry the event's
+own ``id`` field, ``id == "8639cf…"`` compares that field, and ``entry.id`` is the entry ID; where no
+field is called ``id``, ``id`` is the entry ID as before. On a DLQ, the parsed dead-letter fields too:
 ``error``, ``traceback``, ``retries``, ``origin``, ``original_id``, ``failed_at`` (a timestamp) and
 ``group``; each is the entry's field of that name when the convention does not say, null when neither
 does. They are parsed from the entry as the caller hands it over, so a masked ``dlq_error`` or
@@ -71,7 +83,7 @@ import cel
 from ..conventions import DlqPattern, parse_dlq_entry
 from ..decoding import PREVIEW_LIMIT, decoded_value, display_text
 from ..text import id_ms, id_time
-from . import analysis
+from . import analysis, cost, regex, syntax
 from .fast import Evaluator, compile_fast
 
 MAX_QUERY = 2000
@@ -84,7 +96,9 @@ _NOT_VERBATIM = re.compile(rb"[^\t\n\r\x20-\x7e]")
 # to convert: CEL's answer for an entry holding one is "no match" if that value is in the activation.
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
-ENTRY_VARIABLES = frozenset({"id", "time", "fields"})
+ENTRY_VARIABLES = frozenset({"entry", "id", "time", "fields"})
+"""The entry's own variables: each is a field of that name when the entry has one (a field is never
+hidden); ``entry`` is ``{"id": ..., "time": ...}``, ``id`` and ``time`` its parts, ``fields`` all fields."""
 DLQ_VARIABLES = ("error", "traceback", "retries", "origin", "original_id", "failed_at", "group")
 _FASTSTREAM_PARTS = {"headers": "headers", "body": "data"}
 
@@ -181,6 +195,11 @@ class Query:
         self.patterns = tuple(patterns)
         self.program: cel.Program | None = None
         self.fast: Evaluator | None = None
+        self.estimate: cost.Estimate | None = None
+        self.too_costly = 0
+        """Entries :meth:`matches` did not hand to CEL because their own data made the expression too
+        costly (see :mod:`.cost`): not matches, and counted here so that callers can say so."""
+        self._functions: dict[str, object] = {}
         self.needle = ""
         self._needle_bytes = b""
         tokens = None
@@ -191,6 +210,7 @@ class Query:
                 self.program = None
             if self.program is not None:
                 tokens = analysis.tokenize(text)
+                self._bound(tokens)
         if self.program is None:
             self.needle = text.lower()
             self._needle_bytes = self.needle.encode("utf-8", "surrogatepass")
@@ -215,9 +235,49 @@ class Query:
             found = analysis.required_literals(tokens, frozenset(unsafe - {"fields"}))
             self.literals = tuple(frozenset(_as_bytes_needle(n) for n in group) for group in found)
 
+    def _bound(self, tokens: list[analysis.Token] | None) -> None:
+        """Refuse an expression too deep or too costly to run (:mod:`.syntax`, :mod:`.cost`) and point
+        its ``matches`` calls at RE2 (:mod:`.regex`): every caller of :func:`compile_query` gets both."""
+        if tokens is None:
+            raise QueryError("This expression holds a character the cost check cannot read; it is not run.")
+        try:
+            tree = syntax.parse(tokens)
+        except syntax.TooDeep:
+            raise QueryError(
+                f"This expression is nested too deep: at most {syntax.MAX_DEPTH} levels "
+                "(of brackets, '!', '-', '.field' and calls) are allowed."
+            ) from None
+        except syntax.Unsupported as exc:
+            raise QueryError(f"This expression cannot be checked for cost ({exc}); it is not run.") from None
+        patterns = regex.Patterns()
+        try:
+            rewritten = regex.rewrite(tokens, patterns)
+        except regex.PatternError as exc:
+            raise QueryError(f"This expression cannot run: {exc}.") from None
+        assert self.program is not None
+        roots = tuple(self.program.variables())
+        if rewritten is not None:
+            self.program = cel.compile(rewritten)
+            self._functions = {regex.FUNCTION: patterns.matches}
+        self.estimate = cost.Estimate(tree, roots, frozenset({regex.FUNCTION}))
+        if self.estimate.steps > cost.MAX_STEPS:
+            raise QueryError(
+                f"This expression is too costly to run: about {self.estimate.steps:,.0f} steps for each "
+                f"entry, and at most {cost.MAX_STEPS:,} are allowed ({self.estimate.why}). "
+                "Nested comprehensions multiply: narrow the lists they run over."
+            )
+
     @property
     def is_text(self) -> bool:
         return self.program is None
+
+    def execute(self, activation: Mapping[str, object]) -> object:
+        """The CEL program's value for ``activation`` (with the query's registered functions); raises
+        the library's errors. :meth:`matches` is the bounded, never-raising answer."""
+        assert self.program is not None
+        if self._functions:
+            return self.program.execute(cel.Context(variables=dict(activation), functions=self._functions))
+        return self.program.execute(activation)  # type: ignore[arg-type]
 
     # ------------------------------------------------------------------------------ the cheap test
 
@@ -258,7 +318,12 @@ class Query:
                 except Exception:  # .fast.Unknown (only CEL can answer for this entry), or a bug: either
                     pass  # way CEL's answer below is the reference, and matches() must not raise
         try:
-            return self.program.execute(self.activation(entry, dlq=dlq, key=key)) is True
+            activation = self.activation(entry, dlq=dlq, key=key)
+            estimate = self.estimate
+            if estimate is not None and estimate.dynamic and estimate.steps_for(activation) > cost.MAX_STEPS:
+                self.too_costly += 1  # not handed to CEL, which could not be stopped (module docstring)
+                return False
+            return self.execute(activation) is True
         except Exception:  # the library's ValueError/TypeError/RuntimeError: this entry does not match
             return False
 
@@ -304,14 +369,16 @@ class Query:
                 if value is None and raw is not None:
                     value = _field_value(raw)
                 out[name] = value
+            elif raw is not None:  # a field wins over every built-in name: none hides a field
+                out[name] = _prune(_field_value(raw), plans.get(name))
+            elif name == "entry":
+                out[name] = _prune({"id": entry.id, "time": _entry_time(entry.id)}, plans.get(name))
             elif name == "id":
                 out[name] = entry.id
             elif name == "time":
                 out[name] = _entry_time(entry.id)
             elif name == "fields":
                 out[name] = {n: _field_value(v) for n, v in _first_by_name(fields).items()}
-            elif raw is not None:
-                out[name] = _prune(_field_value(raw), plans.get(name))
             elif name in _FASTSTREAM_PARTS:
                 part = _faststream_part(fields, _FASTSTREAM_PARTS[name])
                 if part is not _MISSING:

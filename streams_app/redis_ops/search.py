@@ -11,7 +11,7 @@ costs O(log N + count) however deep into the stream it starts.
 from __future__ import annotations
 
 from .client import get_client
-from .commands import stream_read
+from .commands import stream_pipeline, stream_read
 from .errors import InvalidArgument
 from .types import RawEntry
 
@@ -37,3 +37,16 @@ def search_range_page(
 def search_stream_length(conn: str, key: bytes) -> int:
     """XLEN, the "of M" of "scanned N of M entries" (NotFound when the key is not a stream)."""
     return int(stream_read(conn, get_client(conn), key, "XLEN", key))
+
+
+def search_stream_snapshot(conn: str, key: bytes) -> tuple[int, str | None]:
+    """The stream's length and its newest entry's ID (None: empty), read in one MULTI, so that no entry
+    is added between the two: a search that stops at that ID scans at most that many entries."""
+    length, newest = stream_pipeline(
+        conn,
+        get_client(conn),
+        key,
+        [("XLEN", key), ("XREVRANGE", key, "+", "-", "COUNT", 1)],
+        transaction=True,
+    )
+    return int(length), (newest[0][0].decode() if newest else None)

@@ -32,11 +32,13 @@ def replay_matching_run(job: Job, progress: Progress) -> None:
     """Copy the entries of the job's range that match its ``query`` (module docstring)."""
     run = replay_resume(job)
     done, cursor, scanned, base = run.done, run.cursor, run.scanned, run.base
+    costly = int((job.progress or {}).get("too_costly", 0))
     query = compile_query(job.parameters["query"])
     mask = search_mask(job.created_by, run.conn, run.key)  # it selects what its creator could find
     progress.save(
-        done=done, total=None, progress={"cursor": cursor, "scanned": scanned, "base": base}, force=True
-    )
+        done=done, total=None, force=True,
+        progress={"cursor": cursor, "scanned": scanned, "base": base, "too_costly": costly},
+    )  # fmt: skip
     while True:
         page = search_page(
             run.conn, run.key, query, start=run.start, end=run.end, direction="asc", cursor=cursor,
@@ -53,8 +55,14 @@ def replay_matching_run(job: Job, progress: Progress) -> None:
         )  # fmt: skip
         done = base + step.counted
         scanned += page.scanned
+        costly += page.too_costly
         cursor = step.cursor
-        progress.save(done=done, total=done if cursor is None else None,
-                      progress={"cursor": cursor, "scanned": scanned, "base": base}, force=cursor is None)  # fmt: skip
+        progress.save(done=done, total=done if cursor is None else None, force=cursor is None,
+                      progress={"cursor": cursor, "scanned": scanned, "base": base, "too_costly": costly})  # fmt: skip
         if cursor is None:
+            if costly:
+                progress.note(
+                    f"{costly} entr{'y' if costly == 1 else 'ies'} too costly to evaluate (their data makes the "
+                    "expression too costly) were not replayed."
+                )
             return

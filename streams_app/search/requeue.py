@@ -10,6 +10,9 @@ Exactly once: a step replayed from an older cursor after a crash finds the entri
 gone from the DLQ (``missing``), so none is requeued twice and, as requeued entries leave the range
 behind the cursor, none is skipped. The counts of a run killed between a move and its save are the
 bound: those moves show as ``missing`` rather than ``done`` after the resume.
+
+A dead letter whose own data makes the query too costly to evaluate (:mod:`eventbus.search.cost`) is
+not requeued: the job counts it (``too_costly``) and its note says how many stayed.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ def requeue_matching_run(job: Job, progress: Progress) -> None:
     scanned = int(state.get("scanned", 0))
     missing = int(state.get("missing", 0))
     failed = int(state.get("failed", 0))
+    costly = int(state.get("too_costly", 0))
     reasons: list[str] = list(state.get("reasons", []))
     done = job.done
     mask = search_mask(job.created_by, conn, key)  # it selects what its creator could find
@@ -47,6 +51,7 @@ def requeue_matching_run(job: Job, progress: Progress) -> None:
             budget_entries=STEP_ENTRIES, budget_ms=STEP_MS, dlq=True, mask=mask,
         )  # fmt: skip
         scanned += page.scanned
+        costly += page.too_costly
         if page.matches:
             result = actions.requeue(conn, key, ids=[m.id for m in page.matches], owner=f"job:{job.pk}")
             done += len(result.requeued)
@@ -63,10 +68,16 @@ def requeue_matching_run(job: Job, progress: Progress) -> None:
                 "missing": missing,
                 "failed": failed,
                 "reasons": reasons,
+                "too_costly": costly,
             }
             progress.save(done=done, total=None, progress=state, force=True)
         if page.complete:
             break
+    if costly:
+        progress.note(
+            f"{costly} dead letter{'' if costly == 1 else 's'} too costly to evaluate (their data makes the "
+            "expression too costly) were left in the DLQ."
+        )
     if failed:
         progress.note(
             f"{failed} matching entr{'y' if failed == 1 else 'ies'} could not be requeued and stay in the DLQ: "

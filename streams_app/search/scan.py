@@ -3,10 +3,20 @@
 A search never reads a whole stream at once: :func:`search_page` reads pages of
 :data:`~streams_app.redis_ops.search.SEARCH_PAGE` entries (fewer when the entry budget is nearly spent)
 through :mod:`streams_app.redis_ops.search`, tests each entry, and stops at the first of: the range's
-end (``complete``), ``limit`` matches, ``budget_entries`` entries scanned, ``budget_ms`` spent. It always
-says what it covered: ``scanned`` entries from ``first_id`` to ``last_id`` of a stream of ``total``
-(XLEN, read once at the start), and ``next``, the cursor to continue from: the last entry it tested,
-so a continuation starts right after it (no overlap, no gap) whatever stopped this step.
+end (``complete``), ``limit`` matches, ``budget_entries`` entries scanned, ``budget_ms`` spent. The time
+is checked after every entry, not every page: one entry's evaluation is itself bounded (the query's
+cost bound, :mod:`eventbus.search.cost`), so a step overruns its budget by one entry at most.
+
+It always says what it covered: ``scanned`` entries from ``first_id`` to ``last_id``, and ``next``, the
+cursor to continue from: the last entry it tested, so a continuation starts right after it (no
+overlap, no gap) whatever stopped this step. ``total`` is the stream's length when the search began and
+``until`` its newest entry then, read together in one MULTI; the scan never goes past ``until``, so
+``scanned`` can never exceed ``total`` (a search of a stream that grew while it ran said "Scanned 2551
+of 2550 entries": its XLEN was read before the scan, which then also read what arrived meanwhile). A run
+of several steps hands its first step's ``until`` and ``total`` to the next ones, so the whole run
+counts against one figure. ``too_costly`` counts the entries whose own data made the expression too
+costly to evaluate (:attr:`eventbus.search.query.Query.too_costly`): they are not matches, and the
+pages and the API say how many there were.
 """
 
 from __future__ import annotations
@@ -42,6 +52,8 @@ class SearchPage:
     next: str | None
     complete: bool
     elapsed_ms: int
+    until: str | None = None
+    too_costly: int = 0
 
 
 def _bounds(start: str | None, end: str | None) -> tuple[str, str]:
@@ -67,13 +79,18 @@ def search_page(
     budget_ms: int = BUDGET_MS,
     dlq: bool = False,
     mask: Callable[[Entry], Entry] | None = None,
+    until: str | None = None,
+    total: int | None = None,
 ) -> SearchPage:
     """Scan ``key`` between ``start`` and ``end`` (the range's lower and upper ends, inclusive, whatever
     the direction), oldest first for ``asc`` and newest first for ``desc``, resuming after ``cursor``.
 
     ``mask`` is what the searching user may see of an entry (:meth:`streams_app.masking.apply.Masker.entry`):
     the query is evaluated on, and the matches are, the masked entries, so a value a user sees masked
-    cannot be found by searching for it (kafka-ui #4115)."""
+    cannot be found by searching for it (kafka-ui #4115).
+
+    ``until`` and ``total``: the newest entry and the length the run's first step found (module
+    docstring); read here, in one MULTI, when not given."""
     if direction not in ("asc", "desc"):
         raise InvalidArgument("direction must be 'asc' or 'desc'.")
     if not 1 <= limit <= MAX_LIMIT:
@@ -81,13 +98,24 @@ def search_page(
     if budget_entries < 1 or budget_ms < 1:
         raise InvalidArgument("The search budgets must be positive.")
     low, high = _bounds(start, end)
+    began = time.monotonic()
+    deadline = began + budget_ms / 1000
+    if until is None:
+        total, until = redis_search.search_stream_snapshot(conn, key)
+    elif total is None:
+        total = redis_search.search_stream_length(conn, key)
+    else:
+        until = str(parse_id(until, allow_bare=False, what="until"))
+    if until is None:  # empty when the run began: nothing to scan
+        elapsed = int((time.monotonic() - began) * 1000)
+        return SearchPage((), 0, total, None, None, None, complete=True, elapsed_ms=elapsed, until=None)
+    if high == "+" or parse_id(until) < parse_id(high):
+        high = until
     forward = direction == "asc"
     if cursor:
         after = "(" + str(parse_id(cursor, allow_bare=False, what="cursor"))
         low, high = (after, high) if forward else (low, after)
-    began = time.monotonic()
-    deadline = began + budget_ms / 1000
-    total = redis_search.search_stream_length(conn, key)
+    costly_before = query.too_costly
     matches: list[Entry] = []
     scanned = 0
     first_id = last_id = None
@@ -97,8 +125,9 @@ def search_page(
         # One entry more than is tested: it tells whether the range goes on, so a step that ends with
         # its budget at the range's very end says "complete" rather than offering an empty Continue.
         page = redis_search.search_range_page(conn, key, low=low, high=high, forward=forward, count=asked + 1)
-        stopped = False
-        for raw in page[:asked]:
+        tested = page[:asked]
+        stopped = out_of_time = False
+        for index, raw in enumerate(tested):
             entry = parse_entry(raw) if mask is None else mask(parse_entry(raw))
             scanned += 1
             first_id = first_id or entry.id
@@ -108,10 +137,16 @@ def search_page(
                 if len(matches) >= limit:
                     stopped = True
                     break
+            if time.monotonic() >= deadline:  # every entry: one is bounded, a page of them is not
+                out_of_time = True
+                complete = index + 1 == len(tested) and len(page) <= asked
+                break
+        if out_of_time:
+            break
         if not stopped and len(page) <= asked:
             complete = True
             break
-        if stopped or scanned >= budget_entries or time.monotonic() >= deadline:
+        if stopped or scanned >= budget_entries:
             break
         bound = "(" + last_id  # type: ignore[operator]
         low, high = (bound, high) if forward else (low, bound)
@@ -124,4 +159,6 @@ def search_page(
         next=None if complete else (last_id or cursor),
         complete=complete,
         elapsed_ms=int((time.monotonic() - began) * 1000),
+        until=until,
+        too_costly=query.too_costly - costly_before,
     )

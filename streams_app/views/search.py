@@ -9,8 +9,11 @@ out of band) and, while the run's budget (:data:`~streams_app.search.BUDGET_ENTR
 loads at once: the chain streams results to the page without a line of script. When the run stops
 before the range's end, the status line offers "Continue": the page's URL with the cursor, a new run.
 
-The run's counters (``seen``, ``found``, ``first``, ``spent``) travel in the steps' URLs: they only
-feed the status line. A request without htmx (a bookmarked step) gets the same step as a whole page.
+The run's counters (``seen``, ``found``, ``first``, ``spent``, ``costly``) travel in the steps' URLs: they
+only feed the status line. So do ``until`` and ``total``, the newest entry and the length of the stream
+when the run's first step began (:mod:`streams_app.search.scan`): every step stops at that entry, so
+"scanned N of M" counts against one figure and N never passes M, however the stream grows or is trimmed
+meanwhile. A request without htmx (a bookmarked step) gets the same step as a whole page.
 """
 
 from __future__ import annotations
@@ -43,7 +46,10 @@ class RunState(Query):
     seen: query_int(ge=0, le=_I32) = 0  # type: ignore[valid-type]
     found: query_int(ge=0, le=_I32) = 0  # type: ignore[valid-type]
     spent: query_int(ge=0, le=_I32) = 0  # type: ignore[valid-type]
+    costly: query_int(ge=0, le=_I32) = 0  # type: ignore[valid-type]
     first: CursorId | None = None
+    until: CursorId | None = None
+    total: query_int(ge=0, le=2**63 - 1) | None = None  # type: ignore[valid-type]
 
 
 def _query_string(params: SearchQuery, **extra: object) -> str:
@@ -81,12 +87,15 @@ def _step(request: HttpRequest, conn: str, key: bytes, *, page_url: str, dlq: bo
             mask=search_mask(request.user, conn, key),
             budget_entries=min(STEP_ENTRIES, max(1, search.BUDGET_ENTRIES - state.seen)),
             budget_ms=max(1, min(STEP_MS, search.BUDGET_MS - state.spent)),
+            until=state.until if state.total is not None else None,
+            total=state.total if state.until is not None else None,
         )
     except InvalidArgument as exc:  # shown in the status line: htmx swaps no 4xx answer in
         context["error"] = exc.message
         return _render(request, context)
     seen, found = state.seen + page.scanned, state.found + len(page.matches)
     spent = state.spent + page.elapsed_ms
+    costly = state.costly + page.too_costly
     first = state.first or page.first_id
     run_over = seen >= search.BUDGET_ENTRIES or spent >= search.BUDGET_MS or found >= params.limit
     context.update(
@@ -94,6 +103,7 @@ def _step(request: HttpRequest, conn: str, key: bytes, *, page_url: str, dlq: bo
         seen=seen,
         found=found,
         total=page.total,
+        too_costly=costly,
         first=first,
         last=page.last_id or params.cursor,
         complete=page.complete,
@@ -102,7 +112,18 @@ def _step(request: HttpRequest, conn: str, key: bytes, *, page_url: str, dlq: bo
         more_url=None
         if page.complete or run_over
         else (
-            f"{page_url}search/?{_query_string(params, cursor=page.next, seen=seen, found=found, spent=spent, first=first)}"
+            f"{page_url}search/?"
+            + _query_string(
+                params,
+                cursor=page.next,
+                seen=seen,
+                found=found,
+                spent=spent,
+                costly=costly or None,
+                first=first,
+                until=page.until,
+                total=page.total,
+            )
         ),
         requeue_url=f"{links.dlq_url(conn, key)}search/requeue/confirm/?{urlencode({'q': params.q})}"
         if dlq and found and (page.complete or run_over)

@@ -27,9 +27,16 @@ class SearchQuery(Query):
     ``error.contains("timeout")``, ``size(data.items) > 3``, ``has(data.refund)``) or plain text, which
     matches entries with a field name or value containing it, ignoring case (a query is plain text
     when it is a bare word of letters, digits and ``_ . - : / @``, or does not parse and uses no CEL
-    operator). ``from`` and ``to`` bound the range (inclusive; IDs, milliseconds or ISO-8601 times),
-    ``direction`` says which end the scan starts from, ``cursor`` continues after the ``next`` of a
-    previous answer. One answer scans at most 100,000 entries or 2 seconds."""
+    operator). An expression's variables: every field by name (a field always wins over a built-in
+    name), ``entry.id`` and ``entry.time`` (the entry's ID and time; ``id`` and ``time`` name them
+    too when the entry has no field so called: on a bus DLQ, whose entries carry the event's ``id``,
+    ``id`` is that field), ``fields["any name"]`` and, on a DLQ, ``error``, ``traceback``,
+    ``retries``, ``origin``, ``original_id``, ``failed_at``, ``group``. ``matches`` takes RE2
+    syntax. An expression nested more than 32 levels deep, or whose cost bound (nested
+    comprehensions multiply the sizes of their lists) is over 200,000 steps an entry, is refused
+    with a 400 that says why. ``from`` and ``to`` bound the range (inclusive; IDs, milliseconds or
+    ISO-8601 times), ``direction`` says which end the scan starts from, ``cursor`` continues after
+    the ``next`` of a previous answer. One answer scans at most 100,000 entries or 2 seconds."""
 
     q: text(min_length=1, max_length=search.MAX_QUERY)  # type: ignore[valid-type]
     from_: position() | None = Field(None, alias="from")  # type: ignore[valid-type]
@@ -40,9 +47,14 @@ class SearchQuery(Query):
 
 
 class SearchReply(Reply):
-    """``matches`` as the entries API shows them; ``scanned`` entries of ``total`` (XLEN) were tested,
-    from ``from_id`` to ``to_id`` in scan order; ``complete`` is true when the range's end was reached;
-    otherwise ``next`` is the ``cursor`` to continue with (no entry is tested twice or skipped)."""
+    """``matches`` as the entries API shows them; ``scanned`` entries were tested, from ``from_id`` to
+    ``to_id`` in scan order; ``total`` is the stream's length when this answer began (XLEN, read in one
+    MULTI with the newest entry's ID: the scan stops at that entry, so ``scanned`` never exceeds
+    ``total``, and entries added meanwhile are left to the next answer); ``complete`` is true when the
+    range's end was reached; otherwise ``next`` is the ``cursor`` to continue with (no entry is tested
+    twice or skipped). ``too_costly`` counts the entries left out because their own data (long lists
+    under nested comprehensions, long strings under ``+``) made the expression too costly to evaluate:
+    they are not matches; narrow the expression to search them."""
 
     matches: list[EntryRow]
     scanned: int
@@ -52,6 +64,7 @@ class SearchReply(Reply):
     next: EntryIdText | None
     complete: bool
     elapsed_ms: int
+    too_costly: int
 
     model_config = ConfigDict(
         frozen=True,
@@ -80,6 +93,7 @@ class SearchReply(Reply):
                     "next": None,
                     "complete": True,
                     "elapsed_ms": 12,
+                    "too_costly": 0,
                 }
             ]
         },
@@ -133,5 +147,6 @@ def stream_search(request: HttpRequest, conn: str, key: bytes) -> JsonResponse:
             "next": page.next,
             "complete": page.complete,
             "elapsed_ms": page.elapsed_ms,
+            "too_costly": page.too_costly,
         }
     )
