@@ -113,3 +113,39 @@ def parse_position(value: str, *, what: str = "position") -> Position:
         sid = parse_id(text, what=what)
         return Position(sid.ms, sid.seq if "-" in text else None)
     return Position(parse_time(text), None)
+
+
+def _clock(ms: int) -> str:
+    return id_time(ms).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC"
+
+
+def bound_text(value: str | None, *, side: str) -> str:
+    """A range bound as a person reads it, ``side`` being "start" or "end" of the range.
+
+    A time typed for a range is stored as a whole millisecond: ``<ms>-0`` at the start and
+    ``<ms>-18446744073709551615`` (the largest sequence, so every entry of that millisecond is in) at the
+    end. Those read ``from 2026-11-29 12:30:00.000 UTC`` and ``to the end of 2026-11-29 12:30:00.000 UTC``;
+    any other ID keeps its digits with its time beside it; ``-`` and ``+`` are the stream's first and last
+    entries. Only for display: the stored and sent value stays the exact ID.
+    """
+    word = "from" if side == "start" else "to"
+    if not value:
+        return ""
+    if value in ("-", "0", "0-0") and side == "start":
+        return "from the first entry"
+    if value in ("+", "$") and side == "end":
+        return "to the last entry"
+    match = _ID.match(value)
+    if match is None or int(match.group(1)) > U64_MAX:
+        return f"{word} {value}"
+    ms, seq = int(match.group(1)), match.group(2)
+    if seq == str(U64_MAX) or (seq is None and side == "end"):
+        return f"{word} the end of {_clock(ms)}"
+    if seq in ("0", None) and side == "start":
+        return f"from {_clock(ms)}"
+    return f"{word} {value} ({_clock(ms)})"
+
+
+def range_text(start: str | None, end: str | None) -> str:
+    """``from … to the end of …``: both bounds of a range (see :func:`bound_text`)."""
+    return f"{bound_text(start, side='start')} {bound_text(end, side='end')}".strip()

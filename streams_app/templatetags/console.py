@@ -16,7 +16,7 @@ from django.utils.timezone import localtime
 from streams_app.alerts.models import Alert
 from streams_app.metrics.charts import format_duration_ms
 from streams_app.redis_ops.decoding import display_text
-from streams_app.redis_ops.ids import U64_MAX, id_ms, id_time
+from streams_app.redis_ops.ids import U64_MAX, bound_text, id_ms, id_time
 from streams_app.views import links, presenters
 
 register = template.Library()
@@ -195,6 +195,16 @@ def msdate(ms: int | None) -> datetime | None:
     if ms is None:
         return None
     return id_time(int(ms))
+
+
+@register.simple_tag
+def id_bound(value: str | None, side: str = "end") -> SafeString:
+    """A range bound as a person reads it (``{% id_bound job.parameters.end "end" %}``): "to the end of
+    2026-11-29 12:30:00.000 UTC" for ``<ms>-18446744073709551615``, with the exact value on hover
+    (:func:`streams_app.redis_ops.ids.bound_text`, the one helper every page and message uses)."""
+    if not value:
+        return format_html('<span class="muted">—</span>')
+    return format_html('<span class="id-bound" title="{}">{}</span>', value, bound_text(str(value), side=side))
 
 
 @register.simple_tag

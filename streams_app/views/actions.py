@@ -23,6 +23,7 @@ from streams_app import services
 from streams_app.redis_ops import client
 from streams_app.redis_ops.decoding import display_text
 from streams_app.redis_ops.errors import OpsError
+from streams_app.redis_ops.ids import range_text
 from streams_app.views import action_forms as af
 from streams_app.views import links
 from streams_app.views.forms import action_data
@@ -290,5 +291,6 @@ def replay(request: HttpRequest, conn: str, key: bytes) -> HttpResponse:
         user=request.user, conn=conn, key=key, start=data["start"], end=data["end"], target=data["target"],
         match=data["match"], batch=data["batch"],
     )
-    messages.info(request, f"Replaying {data['start']} … {data['end']} in the background (job {job.pk}).")
+    bounds = range_text(job.parameters.get("start", data["start"]), job.parameters.get("end", data["end"]))
+    messages.info(request, f"Replaying {bounds} in the background (job {job.pk}).")
     return HttpResponseRedirect(links.job_url(job.pk))

@@ -9,6 +9,7 @@ from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
 from streams_app.audit.models import AuditEvent
+from streams_app.redis_ops.ids import bound_text
 from streams_app.views.action_forms import AuditFiltersForm
 from streams_app.views.common import render_screen
 from streams_app.views.forms import validated
@@ -52,12 +53,32 @@ def audit_json(event: AuditEvent) -> dict:
     }
 
 
+#: Parameters that are a range's bounds, shown as times (the exact IDs stay in the row and on hover):
+#: replay's and export's, as asked and as resolved, and a trim's MINID.
+BOUNDS = {"start": "start", "end": "end", "start_id": "start", "end_id": "end", "from": "start", "to": "end",
+          "minid": "start"}  # fmt: skip
+
+
+def parameters_text(parameters: object) -> str:
+    """An event's parameters as the page shows them: JSON, with a range's bounds read as times
+    ("to the end of 2026-11-29 12:30:00.000 UTC", :func:`streams_app.redis_ops.ids.bound_text`)."""
+    if isinstance(parameters, dict):
+        parameters = {
+            name: bound_text(value, side=BOUNDS[name]) if name in BOUNDS and isinstance(value, str) else value
+            for name, value in parameters.items()
+        }
+    return json.dumps(parameters, ensure_ascii=False, sort_keys=True)
+
+
 @require_GET
 def audit_list(request: HttpRequest) -> HttpResponse:
     params = validated(AuditFiltersForm, request.GET)
     events, older = audit_events(params)
     context = {
-        "rows": [(e, json.dumps(e.parameters, ensure_ascii=False, sort_keys=True)) for e in events],
+        "rows": [
+            (e, parameters_text(e.parameters), json.dumps(e.parameters, ensure_ascii=False, sort_keys=True))
+            for e in events
+        ],
         "outcomes": ["", *AuditEvent.Outcome.values],
         "older": older,
         "params": params,
