@@ -15,8 +15,10 @@ from django.utils.timezone import localtime
 
 from streams_app.alerts.models import Alert
 from streams_app.metrics.charts import format_duration_ms
+from streams_app.redis_ops import conventions
 from streams_app.redis_ops.decoding import display_text
 from streams_app.redis_ops.ids import U64_MAX, bound_text, id_ms, id_time
+from streams_app.redis_ops.types import Entry
 from streams_app.views import links, presenters
 
 register = template.Library()
@@ -195,6 +197,13 @@ def msdate(ms: int | None) -> datetime | None:
     if ms is None:
         return None
     return id_time(int(ms))
+
+
+@register.simple_tag
+def dlq_error(entry: Entry, key: bytes) -> str | None:
+    """The error a dead letter holds, parsed by its DLQ's convention (None: not a dead letter, or none):
+    ``{% dlq_error e.entry key as error_text %}``. ``entry`` is already masked for the reader."""
+    return conventions.parse_dlq_entry(key, entry.id, entry.fields).error
 
 
 @register.simple_tag
