@@ -6,7 +6,8 @@ export whose query costs a fraction of a millisecond an entry (an ``exists`` ove
 each payload) is cancelled as soon as the worker starts it; what the database and the export directory
 say afterwards decides the test, not a clock: the job stopped short of its one part (its count below the
 part's entries, no part file written), and the same worker went on to run the next task queued behind
-it.
+it. A replay driven by a search (steps of at most a second of search, saved between them) is held to
+the same: cancelled mid-range, it stops short of it and frees its worker.
 """
 
 from __future__ import annotations
@@ -81,3 +82,27 @@ def test_a_cancelled_export_stops_mid_part_and_frees_its_worker(
     assert not list((export_dir / f"job-{job.pk}").glob("part-*.ndjson"))
     row = AuditEvent.objects.get(action="export.finished", parameters__job=job.pk)
     assert row.parameters["state"] == "cancelled"
+
+
+def test_a_cancelled_search_driven_replay_stops_within_its_step(pool: Workers, r: redis.Redis, operator) -> None:
+    """A replay of the entries a query matches searches in steps of at most a second (the search's budget
+    holds per entry), saving between steps: a cancel stops it short of its range, its worker free again."""
+    payload = json.dumps({"items": [f"i{i:03d}" for i in range(100)]})
+    pipe = r.pipeline(transaction=False)
+    for n in range(5000):
+        pipe.xadd("slow", {"type": "order.created", "n": str(n), "data": payload})
+    ids = [x.decode() for x in pipe.execute()]
+    pool.shared()
+    # ~10,000 CEL iterations an entry, matching none: the job reads the stream for a minute or so.
+    query = 'data.items.exists(x, data.items.exists(y, x == y + "z"))'
+    job = services.stream_replay(user=operator, conn=CONN, key=b"slow", start=ids[0], end=ids[-1],
+                                 target=b"slow-copy", query=query)
+    wait_for(lambda: job_state(job.pk).progress.get("scanned", 0) > 0, timeout=60,
+             what="the replay to finish its first step", step=0.02)
+
+    services.job_cancel(user=operator, job=job)
+    later = services.stream_export_job(user=operator, conn=CONN, key=b"slow", start=ids[0], end=ids[0], fmt="ndjson")
+    wait_for(lambda: finished(later.pk), timeout=120, what="the worker to take the next task", step=0.05)
+    stopped = job_state(job.pk)
+    assert stopped.state == "cancelled"
+    assert stopped.progress["scanned"] < len(ids) and r.xlen("slow-copy") == 0
