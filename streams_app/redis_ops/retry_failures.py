@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from eventbus import keys as bus_keys
 
 from .client import get_client
+from .commands import pipelined
 from .errors import translated
 
 #: How far before a retry's ``_failed_at`` its failure's metric event may sit (written by a flush that
@@ -68,6 +69,13 @@ Found = dict[str, tuple[str | None, str | None]]
 def _fields(flat: Sequence[bytes] | None) -> dict[bytes, bytes]:
     flat = flat or []
     return {flat[i]: flat[i + 1] for i in range(0, len(flat) - 1, 2)}
+
+
+def _read(client, *command: object) -> list:
+    """One XRANGE/XREVRANGE; [] when Redis refuses it (the metrics key holds another type): the errors are
+    then unknown, and the retries are still listed."""
+    reply = pipelined(client, [command], raise_on_error=False)[0]
+    return [] if isinstance(reply, Exception) else reply
 
 
 def _ms(entry_id: bytes) -> int:
@@ -106,7 +114,7 @@ def _forward(client, metrics: bytes, wanted: list[Wanted], found: Found, budget:
         end = str((w.failed_at_ms or 0) + AFTER_MS)
         while w.ref not in found and budget > 0:
             start = b"(" + cursor if cursor is not None and _ms(cursor) >= start_ms else str(max(start_ms, 0))
-            batch = client.execute_command("XRANGE", metrics, start, end, "COUNT", min(PAGE, budget))
+            batch = _read(client, "XRANGE", metrics, start, end, "COUNT", min(PAGE, budget))
             budget -= len(batch)
             for _entry_id, flat in batch:
                 fields = _fields(flat)
@@ -131,7 +139,7 @@ def _backward(client, metrics: bytes, wanted: list[Wanted], found: Found, budget
         by_key.setdefault((w.group, w.event_id), []).append(w)  # type: ignore[arg-type]
     top: bytes = str(max(w.due_ms for w in wanted) + AFTER_MS).encode()
     while budget > 0 and any(w.ref not in found for w in wanted):
-        batch = client.execute_command("XREVRANGE", metrics, top, "-", "COUNT", min(PAGE, budget))
+        batch = _read(client, "XREVRANGE", metrics, top, "-", "COUNT", min(PAGE, budget))
         budget -= len(batch)
         for entry_id, flat in batch:
             fields = _fields(flat)

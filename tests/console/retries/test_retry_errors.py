@@ -152,3 +152,16 @@ def test_a_retry_scheduled_by_an_older_worker_matches_event_and_group(
     reply = viewer_client.get(stream_api(STREAM, "retries/")).json()
     [row] = reply["retries"]
     assert (row["error"], row["failed_entry_id"]) == ("mine", "1-2")
+
+
+def test_a_metrics_key_of_another_type_leaves_the_errors_unknown(r: redis.Redis, viewer_client: Client) -> None:
+    """Someone's string under ``{orders}:metrics``: the retries are listed, their errors unknown, no 500."""
+    member = msgpack.packb([b"type", b"t", b"id", b"ev1", b"_retries", b"1", b"_group", b"shipping",
+                            b"_failed_id", b"1-1", b"_failed_at", b"1700000000000"])  # fmt: skip
+    r.zadd(RETRY_SET, {member: 1_800_000_000_000})
+    r.set(METRICS, "not a stream")
+    reply = viewer_client.get(stream_api(STREAM, "retries/"))
+    assert reply.status_code == 200
+    [row] = reply.json()["retries"]
+    assert (row["error"], row["failed_entry_id"]) == (None, "1-1")
+    assert viewer_client.get(stream_url(STREAM, "retries/")).status_code == 200
