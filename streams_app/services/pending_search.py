@@ -7,11 +7,13 @@ the user sees it (:func:`~streams_app.masking.apply.search_mask`). A pending ent
 deleted has no payload and never matches. The preview counts, up to the highest pending ID now; the
 action scans again up to that ID and acks each page's matches at once (the ack action, batched), under
 one audit row (action ``ack``, the query in its parameters). Both stop after :data:`MAX_SCAN` pending
-entries and say so.
+entries, or :data:`BUDGET_MS` of scanning (checked after every entry, as the search does: one entry's
+evaluation is bounded by the query's cost bound, a run of them is not), and say so.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -27,6 +29,7 @@ if TYPE_CHECKING:
 
 PAGE = 500
 MAX_SCAN = 100_000
+BUDGET_MS = 2000
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,17 +50,27 @@ def _matching_pages(
 ) -> Iterator[tuple[int, list[str], bool]]:
     """Per page of the pending list up to ``up_to``: (entries scanned, the matching IDs, last page?)."""
     limit = parse_id(up_to)
+    deadline = time.monotonic() + BUDGET_MS / 1000
     after: str | None = None
     scanned = 0
     while True:
         page = reads.pending_page(conn, key, group, after=after, count=min(PAGE, MAX_SCAN - scanned))
         rows = [p for p in page.entries if parse_id(p.id) <= limit]
         messages = reads.entries_at(conn, key, [p.id for p in rows if p.exists], mask=mask)
-        ids = [entry.id for entry in messages.values() if entry is not None and query.matches(entry, key=key)]
-        scanned += len(rows)
-        last = page.next is None or len(rows) < len(page.entries)  # the list's end, or past ``up_to``
-        yield len(rows), ids, last
-        if last or scanned >= MAX_SCAN:
+        ids: list[str] = []
+        examined = 0
+        for row in rows:
+            examined += 1
+            entry = messages.get(row.id)
+            if entry is not None and query.matches(entry, key=key):
+                ids.append(entry.id)
+            if time.monotonic() >= deadline:
+                break
+        scanned += examined
+        # the list's end, or past ``up_to``, with every row of the page examined
+        last = (page.next is None or len(rows) < len(page.entries)) and examined == len(rows)
+        yield examined, ids, last
+        if last or scanned >= MAX_SCAN or time.monotonic() >= deadline:
             return
         after = page.next
 

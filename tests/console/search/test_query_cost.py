@@ -22,6 +22,7 @@ from eventbus.search.syntax import MAX_DEPTH
 from streams_app.redis_ops import search as redis_search
 from streams_app.redis_ops.types import Entry
 from streams_app.search import search_page
+from streams_app.services import pending_search
 from tests.console.helpers import CONN, stream_api
 
 L60 = "[" + ",".join(str(i % 10) for i in range(60)) + "]"  # 60 items, as the issue's L
@@ -162,3 +163,29 @@ def test_the_cli_search_gets_the_same_refusals(r: redis.Redis, url: str, capsys)
     for q, reason in ((ISSUE, "too costly"), (DEEP["bangs"], "nested too deep")):
         assert main(["inspect", "--url", url, "orders", "--search", q]) == 2
         assert reason in capsys.readouterr().err
+
+
+def test_ack_matching_holds_its_time_budget_per_entry(r: redis.Redis, operator, monkeypatch) -> None:
+    """The group page's "ack the pending entries matching this" had no time budget at all: it scanned
+    up to 100,000 pending entries whatever each cost. With entries that cost milliseconds each and a
+    1 ms budget, its count stops within the first page of 500 and says it is a lower bound; the action
+    acks what it found in that stretch and leaves the rest pending."""
+    data = json.dumps({"items": [{"n": i} for i in range(1000)], "hit": True})
+    for _ in range(510):
+        r.xadd("orders", {"data": data})
+    r.xgroup_create("orders", "billing", id="0")
+    r.xreadgroup("billing", "worker", {"orders": ">"}, count=1000)
+    monkeypatch.setattr(
+        pending_search, "BUDGET_MS", 1, raising=False
+    )  # no such budget before: nothing to set
+    q = "data.hit && !data.items.exists(i, i.n < 0)"
+    preview = pending_search.pending_ack_matching_preview(
+        user=operator, conn=CONN, key=b"orders", group=b"billing", query=q
+    )
+    assert 0 < preview.scanned < pending_search.PAGE and not preview.complete
+    assert preview.matched == preview.scanned  # every entry examined matches
+    done = pending_search.pending_ack_matching(
+        user=operator, conn=CONN, key=b"orders", group=b"billing", query=q, up_to=preview.up_to
+    )
+    assert 0 < done.acked == done.scanned < 510 and not done.complete
+    assert r.xpending("orders", "billing")["pending"] == 510 - done.acked
