@@ -66,3 +66,15 @@ def test_the_ack_matching_example_works_on_a_stream(r: redis.Redis, operator_cli
     [count] = re.findall(r'<strong id="ack-count">(\d+)</strong>', confirm.content.decode())
     assert 0 < int(count) < 20, f"the example {example!r} matches {count} of 20 pending events"
     assert r.xpending("orders", "billing")["pending"] == 20  # counting changed nothing
+
+
+def test_the_pending_card_says_it_is_read_live(viewer_client, r) -> None:
+    """The card and the chart beside it count different things at different times (issue 28, C19): the
+    card says it is Redis's figure now, which is XPENDING's."""
+    for n in range(7):
+        r.xadd("cards", {"n": str(n)})
+    r.xgroup_create("cards", "g", id="0")
+    r.xreadgroup("g", "c", {"cards": ">"}, count=5)
+    page = viewer_client.get("/c/default/streams/cards/groups/g/").content.decode()
+    expected = r.xpending("cards", "g")["pending"]
+    assert f'Pending, live now</span><span class="value">{expected}</span>' in page
