@@ -164,6 +164,47 @@ def test_customer_4_is_not_customer_42_and_the_old_syntax_is_read_as_cel(asgi_se
     assert (status["kind"], status["query"], status["read_as"]) == ("text", "type:order", None) and got == []
 
 
+DLQ = b"shipments:dlq"
+DEAD_QUERIES: dict[str, Callable[[Fields], bool]] = {
+    'error.contains("timeout")': lambda f: "timeout" in f["dlq_error"],
+    "retries > 2": lambda f: int(f["dlq_retries"]) > 2,
+    'group == "billing"': lambda f: f["dlq_group"] == "billing",
+    "declined": text_in("declined"),
+}
+
+
+def dead_letter(i: int) -> Fields:
+    """An event bus dead letter (SPEC section 5): the original fields and the ``dlq_*`` ones."""
+    return {
+        "type": "shipment.created",
+        "data": json.dumps({"n": i}),
+        "dlq_original_stream": "shipments",
+        "dlq_original_id": f"1700000000000-{i}",
+        "dlq_group": ["billing", "fulfillment"][i % 2],
+        "dlq_error": ["timeout after 30 s", "card declined", "KeyError: 'sku'"][i % 3],
+        "dlq_traceback": "Traceback (most recent call last): ...",
+        "dlq_retries": str(i % 5),
+        "dlq_failed_at": str(1700000000000 + i),
+    }
+
+
+def test_on_a_dead_letter_queue_the_filter_has_search_s_dead_letter_variables(asgi_server, cookies, r) -> None:
+    letters = {r.xadd(DLQ, dead_letter(i)).decode(): dead_letter(i) for i in range(15)}
+
+    async def scenario(q: str) -> list[str]:
+        async with open_tail(asgi_server, cookies, DLQ, after="0-0", filter=q) as ws:
+            assert (await frame(ws))["state"] == "filter"
+            return [e["id"] for e in entries_of(await until_live(ws))]
+
+    for q, predicate in DEAD_QUERIES.items():
+        expected = [i for i, fields in letters.items() if predicate(fields)]
+        assert 0 < len(expected) < len(letters), q
+        assert run(scenario(q)) == expected, q
+        with httpx.Client(base_url=asgi_server.url, cookies=cookies) as http:
+            reply = http.get(f"/api/v1/c/default/streams/{seg(DLQ)}/search/", params={"q": q, "limit": 1000})
+        assert [m["id"] for m in reply.json()["matches"]] == expected, q
+
+
 async def expect_error(ws) -> dict[str, Any]:
     status = await frame(ws)
     assert (status["type"], status["state"]) == ("status", "filter_error"), status
