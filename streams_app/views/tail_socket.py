@@ -176,6 +176,8 @@ class TailConsumer(SessionBoundConsumer):
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None, **kwargs: object) -> None:
         """``{"type": "filter", "filter": text}`` changes the filter (module docstring); pausing is closing,
         resuming is reconnecting with ``after``."""
+        if not self.admitted or self.finished or self.ended:
+            return
         try:
             content = json.loads(text_data) if text_data is not None else None
         except ValueError:
@@ -184,8 +186,6 @@ class TailConsumer(SessionBoundConsumer):
         if not isinstance(text, str):
             await self.send_json({"type": "status", "state": "filter_error", "filter": None,
                                   "message": 'The tail takes one message: {"type": "filter", "filter": "<text>"}.'})
-            return
-        if not self.admitted or self.finished or self.ended:
             return
         loop = asyncio.get_running_loop()
         wait = self.changed_at + FILTER_CHANGE_S - loop.time()
@@ -198,7 +198,8 @@ class TailConsumer(SessionBoundConsumer):
         sub, task = self.sub, self.pump_task
         if sub is not None and task is not None:
             sub.restart()  # the pump stops once what it has queued is sent, and not mid-frame
-            if await task != RESTART:
+            await asyncio.wait({task})  # (the session's re-check may cancel it meanwhile: not an error here)
+            if task.cancelled() or task.result() != RESTART or self.ended:
                 return  # it ended for another reason meanwhile: the socket is closing
             self.position = sub.position
             tail_hub().unsubscribe(sub)
