@@ -11,7 +11,7 @@ from pathlib import Path
 import dj_database_url
 from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
-from kombu import Queue
+from kombu import Exchange, Queue
 
 from busconsole.env import (
     envbool,
@@ -262,7 +262,10 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # Anything not routed (CELERY_TASK_ROUTES, at the end of this file) goes with the jobs.
 BUSCONSOLE_BEAT_QUEUE = "busconsole-beat"
 BUSCONSOLE_JOBS_QUEUE = "busconsole-jobs"
-CELERY_TASK_QUEUES = (Queue(BUSCONSOLE_BEAT_QUEUE), Queue(BUSCONSOLE_JOBS_QUEUE))
+# Each queue on an exchange and routing key of its own. Celery sends a routed task straight to its queue
+# either way; a Queue given only its name would be bound under the default queue's key, so a message sent
+# to that exchange (by another client, a tool) would reach both queues.
+CELERY_TASK_QUEUES = tuple(Queue(q, Exchange(q), routing_key=q) for q in (BUSCONSOLE_BEAT_QUEUE, BUSCONSOLE_JOBS_QUEUE))
 CELERY_TASK_DEFAULT_QUEUE = BUSCONSOLE_JOBS_QUEUE
 # Background jobs (streams_app.jobs.runner): a running job beats every few seconds (even inside a long
 # batch), so one silent for STALLED_S is presumed dead (worker killed) and re-enqueued by the beat task,

@@ -58,6 +58,27 @@ def test_beat_work_and_jobs_travel_on_queues_of_their_own() -> None:
     assert _queue_of("a.task.added.later") == JOBS  # unrouted work never lands on the upkeep's workers
 
 
+def _waiting(broker: redis.Redis, queue: str) -> int:
+    """Messages waiting on ``queue`` in the broker: kombu's Redis lists, one per priority step."""
+    return sum(broker.llen(queue + ("" if step == 0 else f"\x06\x16{step}")) for step in (0, 3, 6, 9))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_each_message_reaches_its_own_queue_only(r: redis.Redis, viewer) -> None:
+    """Read from the broker itself: a beat task waits on the upkeep's queue alone, a job on the jobs' alone
+    (a queue bound under another's routing key would get a copy of its every message)."""
+    broker = redis.Redis.from_url(settings.CELERY_BROKER_URL)
+    celery_app.control.purge()
+    try:
+        celery_app.send_task("streams_app.tasks.snapshot_tick")
+        assert (_waiting(broker, BEAT), _waiting(broker, JOBS)) == (1, 0)
+        r.xadd("orders", {"n": "1"})
+        services.stream_export_job(user=viewer, conn=CONN, key=b"orders", fmt="ndjson")
+        assert (_waiting(broker, BEAT), _waiting(broker, JOBS)) == (1, 1)
+    finally:
+        celery_app.control.purge()  # no worker here: a later test's worker must not run these
+
+
 def _load_run_script():
     spec = importlib.util.spec_from_file_location("busconsole_run_script", REPO / "scripts" / "run.py")
     module = importlib.util.module_from_spec(spec)
