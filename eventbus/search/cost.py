@@ -497,9 +497,16 @@ class _Estimator:
 class Estimate:
     """An expression's cost bound: ``steps`` with one-item data (what compile time can know), whether
     it depends on the data (``dynamic``), the biggest part of it in words (``why``), and
-    :meth:`steps_for` one entry's activation."""
+    :meth:`steps_for` one entry's activation.
 
-    __slots__ = ("dynamic", "regex_names", "steps", "tree", "why")
+    ``safe_size``: the largest probe (every list, map and string of that size, at every level) under
+    :data:`MAX_STEPS`. No value decoded from an entry is larger, in items or bytes, than the entry's
+    own bytes (a JSON or msgpack item takes at least a byte, a decoded string is no longer than its
+    encoding), so an entry no bigger than this needs no measuring: the caller skips :meth:`steps_for`,
+    whose walk would cost more than most evaluations (measured: 4-13 us an entry on the orders of
+    ``bench/search.py``)."""
+
+    __slots__ = ("dynamic", "regex_names", "safe_size", "steps", "tree", "why")
 
     def __init__(self, tree: Node, roots: tuple[str, ...], regex_names: frozenset[str] = frozenset()) -> None:
         self.tree = tree
@@ -507,8 +514,25 @@ class Estimate:
         small = _Estimator(dict.fromkeys(roots, Probe(1.0)), explain=True, regex_names=regex_names)
         found = small.run(tree, {})
         self.steps, self.why = found.cost, found.why
-        big = _Estimator(dict.fromkeys(roots, Probe(1e9)), explain=False, regex_names=regex_names)
-        self.dynamic = big.run(tree, {}).cost > self.steps
+        self.dynamic = self._probe(roots, 1e9) > self.steps
+        self.safe_size = 1e9 if not self.dynamic else self._largest_safe(roots)
+
+    def _probe(self, roots: tuple[str, ...], n: float) -> float:
+        estimator = _Estimator(dict.fromkeys(roots, Probe(n)), explain=False, regex_names=self.regex_names)
+        return estimator.run(self.tree, {}).cost
+
+    def _largest_safe(self, roots: tuple[str, ...]) -> float:
+        """The largest probe size under the bound (the cost grows with it: bisection)."""
+        low, high = 0.0, 1e9
+        if self._probe(roots, high) <= MAX_STEPS:
+            return high
+        while high - low > 1:
+            middle = (low + high) // 2
+            if self._probe(roots, middle) <= MAX_STEPS:
+                low = middle
+            else:
+                high = middle
+        return low
 
     def steps_for(self, activation: Mapping[str, object]) -> float:
         """The bound for one entry: its activation's actual sizes (only when ``dynamic``)."""

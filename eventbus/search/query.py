@@ -320,7 +320,12 @@ class Query:
         try:
             activation = self.activation(entry, dlq=dlq, key=key)
             estimate = self.estimate
-            if estimate is not None and estimate.dynamic and estimate.steps_for(activation) > cost.MAX_STEPS:
+            if (
+                estimate is not None
+                and estimate.dynamic
+                and _size(entry, key) > estimate.safe_size
+                and estimate.steps_for(activation) > cost.MAX_STEPS
+            ):
                 self.too_costly += 1  # not handed to CEL, which could not be stopped (module docstring)
                 return False
             return self.execute(activation) is True
@@ -423,6 +428,14 @@ def _holds_any(value: bytes, needles: frozenset[bytes | re.Pattern[bytes]]) -> b
         else:
             numeric = True
     return not value.isascii() or b"\\" in value or (numeric and analysis.has_long_number(value))
+
+
+def _size(entry: SearchEntry, key: bytes) -> int:
+    """More than any value an expression can read of ``entry`` holds, in items or bytes: its values,
+    its names and the key (a DLQ's ``origin`` may come from it) as displayed (a byte shown as ``\\xNN``
+    at worst), the ID and a margin for the time."""
+    names = sum(len(name) for name, _ in entry.fields) + len(key)
+    return sum(len(value) for _, value in entry.fields) + 4 * names + len(entry.id) + 64
 
 
 def _raw(fields: Fields, name: bytes) -> bytes | None:
