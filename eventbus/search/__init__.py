@@ -3,7 +3,9 @@
 :func:`compile_query` turns what was typed into a :class:`Query` (the rule that tells an expression from
 plain text, the variables an expression sees and the choice of CEL library are in :mod:`.query`);
 :mod:`.analysis` reads what it can of an expression's text (paths, required literals) and :mod:`.fast`
-evaluates the commonest expressions without CEL's conversions. The console's search
+evaluates the commonest expressions without CEL's conversions. Before anything runs, :mod:`.syntax`
+parses the expression (a depth limit) and :mod:`.cost` bounds what one entry's evaluation may cost;
+:mod:`.regex` runs ``matches`` on RE2, each pattern compiled once per query. The console's search
 (:mod:`streams_app.search`) and ``python -m eventbus inspect --search`` both build on this one copy.
 """
 

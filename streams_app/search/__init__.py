@@ -3,8 +3,8 @@
 :func:`compile_query` turns what was typed into a :class:`Query` (the language itself, Django-free and
 shared with ``python -m eventbus inspect --search``, is :mod:`eventbus.search`: the rule that tells an
 expression from plain text, the variables an expression sees, the choice of CEL library and the
-plain-Python evaluator of the commonest expressions); :func:`search_page` scans one budget's worth of
-a range (:mod:`.scan`); :mod:`.requeue` is the job
+plain-Python evaluator of the commonest expressions, and the bound on what an expression may cost,
+checked before it runs); :func:`search_page` scans one budget's worth of a range (:mod:`.scan`); :mod:`.requeue` is the job
 that requeues the dead letters a search matches. Only :mod:`streams_app.redis_ops` talks to Redis; the
 pages, the API and the services call these functions.
 """
