@@ -175,9 +175,8 @@ def test_ack_matching_holds_its_time_budget_per_entry(r: redis.Redis, operator, 
         r.xadd("orders", {"data": data})
     r.xgroup_create("orders", "billing", id="0")
     r.xreadgroup("billing", "worker", {"orders": ">"}, count=1000)
-    monkeypatch.setattr(
-        pending_search, "BUDGET_MS", 1, raising=False
-    )  # no such budget before: nothing to set
+    # raising=False: the code before this fix had no such budget, and its test must fail on the count
+    monkeypatch.setattr(pending_search, "BUDGET_MS", 1, raising=False)
     q = "data.hit && !data.items.exists(i, i.n < 0)"
     preview = pending_search.pending_ack_matching_preview(
         user=operator, conn=CONN, key=b"orders", group=b"billing", query=q
