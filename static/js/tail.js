@@ -358,6 +358,8 @@
           notice(String(frame.message || "The tail stopped."));
         } else if (frame.state === "filter") {
           filterRead(frame);
+        } else if (frame.state === "filter_costly") {
+          notice(String(frame.message || "Some entries were too costly for the filter to evaluate."));
         } else if (frame.state === "filter_error") {
           // Refused (the socket stays open and tails nothing): say why, until the filter changes.
           filterNote("Filter refused: " + String(frame.message || "it cannot be evaluated."), null, true);

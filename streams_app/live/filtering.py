@@ -26,6 +26,11 @@ Saying how far it read. A filter that keeps nothing sends nothing, so a client w
 of its last match and a reconnect after it would replay (and perhaps cut at the replay limit) entries
 already tested. A group therefore tells its clients where it has read, at most once every
 :data:`TELL_S` (``{"type": "tested", "last_id"}``, sent after the client's queued entries).
+
+Saying what it left out. Search's evaluator does not run an expression on an entry whose own data
+(a long list a comprehension runs over) would make it too costly: that entry is no match, and counted.
+As search's answer says how many, the tail says so, ``{"type": "status", "state": "filter_costly",
+"count", "message"}``, after each batch or replay that left some out.
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from streams_app.live.frames import Batch, LiveEntry, Sid
 from streams_app.redis_ops.ids import id_order
@@ -50,13 +55,26 @@ SLICE_S = 0.002
 TELL_S = 1.0
 
 
+def _nothing_left_out() -> int:
+    return 0
+
+
 @dataclass(frozen=True, slots=True)
 class TailFilter:
     """A client's filter: ``text`` is the query as read (clients with the same text share a group);
-    ``matches`` answers for one masked entry and does not raise."""
+    ``matches`` answers for one masked entry and does not raise; ``left_out`` counts the entries it has
+    not evaluated so far because their own data made it too costly (search's ``Query.too_costly``)."""
 
     text: str
     matches: Callable[[Entry], bool]
+    left_out: Callable[[], int] = _nothing_left_out
+
+
+def costly_frame(count: int) -> dict[str, object]:
+    """What a client is told when ``count`` entries were left out, as search's answer tells it."""
+    return {"type": "status", "state": "filter_costly", "count": count,
+            "message": f"{count} {'entry was' if count == 1 else 'entries were'} not evaluated: their own data "
+                       "(a long list the filter runs over) made the filter too costly. They are not shown."}
 
 
 class Counts:
@@ -76,6 +94,8 @@ class Member(Protocol):
     def advance(self, entry_id: str) -> None: ...
 
     def jump(self, head: str) -> None: ...
+
+    def post(self, frame: dict[str, Any]) -> None: ...
 
 
 def _matches(tail_filter: TailFilter, item: LiveEntry) -> bool:
@@ -150,6 +170,7 @@ class FilterGroup:
 
     async def _evaluate(self, entries: Sequence[LiveEntry]) -> None:
         kept: list[LiveEntry] = []
+        left_out = self.filter.left_out()
         began = time.perf_counter()
         for item in entries:
             if _matches(self.filter, item):
@@ -162,6 +183,10 @@ class FilterGroup:
                 began = time.perf_counter()
         self._hand(kept, entries[-1].id)
         self._tell()
+        left_out = self.filter.left_out() - left_out
+        if left_out > 0:
+            for member in list(self.members):
+                member.post(costly_frame(left_out))
 
     def _hand(self, kept: list[LiveEntry], read: str) -> None:
         self._read = read

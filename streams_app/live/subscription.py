@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from django.conf import settings
 
-from streams_app.live.filtering import Counts, TailFilter, select
+from streams_app.live.filtering import Counts, TailFilter, costly_frame, select
 from streams_app.live.frames import FRAME_MAX, Batch, LiveEntry, Sid, chunks, dumps, entries_frame
 from streams_app.live.wire import DirectSocket
 from streams_app.redis_ops.ids import id_order
@@ -225,6 +225,10 @@ class Subscription:
             await send(dumps({"type": "skipped", "count": None, "resume_after": self.after,
                               "last_skipped": overflow, "reason": "replay_limit"}))
         if self.filter is not None:
+            left_out = self.filter.left_out()
             entries = await select(self.filter, entries, self.tail.counts)
+            left_out = self.filter.left_out() - left_out
+            if left_out > 0:
+                await send(dumps(costly_frame(left_out)))
         for chunk in chunks(entries, FRAME_MAX):
             await send(entries_frame(chunk))

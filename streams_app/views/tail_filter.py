@@ -128,7 +128,11 @@ def tail_filter_compile(text: str, *, key: bytes, dlq: bool) -> ChosenFilter:
     effective = read_as or given
     query = search.compile_query(effective)
     return ChosenFilter(
-        tail_filter=TailFilter(text=effective, matches=lambda entry: query.matches(entry, dlq=dlq, key=key)),
+        tail_filter=TailFilter(
+            text=effective,
+            matches=lambda entry: query.matches(entry, dlq=dlq, key=key),
+            left_out=lambda: query.too_costly,
+        ),
         frame={
             "type": "status",
             "state": "filter",

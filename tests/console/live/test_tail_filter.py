@@ -205,6 +205,46 @@ def test_on_a_dead_letter_queue_the_filter_has_search_s_dead_letter_variables(as
         assert [m["id"] for m in reply.json()["matches"]] == expected, q
 
 
+NESTED = "data.items.exists(a, data.items.exists(b, data.items.exists(c, a + b + c == 6)))"
+
+
+def listing(n: int) -> Fields:
+    return {"type": "t", "data": json.dumps({"items": list(range(1, n + 1))})}
+
+
+def left_out(frames: list[dict[str, Any]]) -> int:
+    return sum(f["count"] for f in frames if f.get("state") == "filter_costly")
+
+
+def test_entries_too_costly_for_the_filter_are_counted_as_search_counts_them(asgi_server, cookies, r) -> None:
+    """A filter whose cost grows with the entry's own list: entries with 60 items are not evaluated (search
+    leaves them out and counts them), and the tail says how many it left out, replayed and live."""
+    sizes = [3, 60, 1, 60, 60, 3]
+    backlog = {r.xadd(KEY, listing(n)).decode(): n for n in sizes}
+
+    async def scenario() -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, int]]:
+        async with open_tail(asgi_server, cookies, KEY, after="0-0", filter=NESTED) as ws:
+            assert (await frame(ws))["state"] == "filter"
+            replayed = await until_live(ws)
+            live = {r.xadd(KEY, listing(n)).decode(): n for n in (60, 3, 60)}
+            frames: list[dict[str, Any]] = []
+            await filtered_through(ws, list(live)[-1], frames=frames)
+            while left_out(frames) < list(live.values()).count(60):  # control frames may come after
+                frames.append(await frame(ws))
+            return replayed, frames, live
+
+    replayed, frames, live = run(scenario())
+    # 1+2+3 == 6: a list of 3 matches, a list of 1 cannot (1+1+1); a list of 60 is left out
+    assert [e["id"] for e in entries_of(replayed)] == [i for i, n in backlog.items() if n == 3]
+    assert [e["id"] for e in entries_of(frames)] == [i for i, n in live.items() if n == 3]
+    assert left_out(replayed) == sizes.count(60)  # one frame for the replay
+    assert left_out(frames) == 2  # in as many frames as batches
+    with httpx.Client(base_url=asgi_server.url, cookies=cookies) as http:
+        reply = http.get(f"/api/v1/c/default/streams/{seg(KEY)}/search/", params={"q": NESTED}).json()
+    assert reply["too_costly"] == sizes.count(60) + 2
+    assert [m["id"] for m in reply["matches"]] == [i for i, n in {**backlog, **live}.items() if n == 3]
+
+
 async def expect_error(ws) -> dict[str, Any]:
     status = await frame(ws)
     assert (status["type"], status["state"]) == ("status", "filter_error"), status
