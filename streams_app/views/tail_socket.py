@@ -24,7 +24,9 @@ says how the filter was read, ``{"type": "status", "state": "filter", "filter", 
 "expression" | "text", "read_as"}`` (``read_as``: the CEL an old ``path=value`` filter was read as), or
 why it was refused, ``{"type": "status", "state": "filter_error", "filter", "message"}``: the socket stays
 open and tails nothing until it is sent a filter it can take. A filtered tail also sends ``{"type":
-"tested", "last_id"}`` now and then: its filter has read up to there (a reconnect goes on after it).
+"tested", "last_id"}`` now and then: its filter has read up to there (a reconnect goes on after it);
+and ``{"type": "status", "state": "filter_costly", "count", "message"}`` when entries were left out
+because their own data made the filter too costly (search counts them the same way).
 The client may change its filter on the open socket by sending ``{"type": "filter", "filter": text}``
 (empty: none): the tail goes on from the newest entry it was sent or told of, replaying anything newer
 through the new filter; a refused filter leaves the tail as it was.
