@@ -37,7 +37,7 @@ Regular expressions (``matches``) run on RE2 through a registered Python functio
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from .syntax import Node
 
@@ -121,6 +121,10 @@ class Fixed(Shape):
             return self._fields[name]
         return self._item or EMPTY
 
+    def is_plain(self) -> bool:
+        """Only a size (a string, bytes, a scalar): nothing inside to select or iterate."""
+        return self._item is None and self._keys is None and self._fields is None
+
 
 EMPTY = Fixed(0.0, 0.0)
 SCALAR = Fixed(0.0, 1.0)
@@ -131,58 +135,89 @@ def text_shape(length: float) -> Shape:
     return Fixed(length, 1.0 + length / BYTES_PER_STEP)
 
 
-class Joined(Shape):
-    """Either of two shapes (a ``?:``, the items of a literal list, a list's items and a map's keys)."""
+class Union(Shape):
+    """Any of several shapes (a ``?:``, the items of a literal list, a list's items and a map's keys),
+    kept flat: a literal of a thousand items, or a thousand ``+``, is one level deep, never a chain
+    that a recursive walk would follow a thousand frames down."""
 
-    __slots__ = ("a", "b")
+    __slots__ = ("members",)
 
-    def __init__(self, a: Shape, b: Shape) -> None:
-        self.a, self.b = a, b
+    def __init__(self, members: tuple[Shape, ...]) -> None:
+        self.members = members
 
     @property
     def size(self) -> float:
-        return max(self.a.size, self.b.size)
+        return max(m.size for m in self.members)
 
     @property
     def total(self) -> float:
-        return max(self.a.total, self.b.total)
+        return max(m.total for m in self.members)
 
     def item(self) -> Shape:
-        return join(self.a.item(), self.b.item())
+        return join_all(m.item() for m in self.members)
 
     def keys(self) -> Shape:
-        return join(self.a.keys(), self.b.keys())
+        return join_all(m.keys() for m in self.members)
 
     def field(self, name: str) -> Shape:
-        return join(self.a.field(name), self.b.field(name))
+        return join_all(m.field(name) for m in self.members)
+
+
+def join_all(shapes: Iterable[Shape]) -> Shape:
+    """One shape for any of ``shapes``: unions flattened, duplicates dropped, plain ones (strings,
+    scalars) merged into one."""
+    members: list[Shape] = []
+    seen: set[int] = set()
+    plain: Fixed | None = None
+    for shape in shapes:
+        for member in shape.members if isinstance(shape, Union) else (shape,):
+            if member is EMPTY or id(member) in seen:
+                continue
+            if type(member) is Fixed and member.is_plain():
+                if plain is None or (member.size, member.total) != (plain.size, plain.total):
+                    plain = (
+                        member
+                        if plain is None
+                        else Fixed(max(plain.size, member.size), max(plain.total, member.total))
+                    )
+                continue
+            seen.add(id(member))
+            members.append(member)
+    if plain is not None:
+        members.append(plain)
+    if not members:
+        return EMPTY
+    return members[0] if len(members) == 1 else Union(tuple(members))
 
 
 def join(a: Shape, b: Shape) -> Shape:
-    if a is EMPTY or a is b:
-        return b
-    if b is EMPTY:
-        return a
-    return Joined(a, b)
+    return join_all((a, b))
 
 
 class Concat(Shape):
-    """``a + b``: a string, bytes or list as long as both (a number when they are numbers)."""
+    """``a + b + ...``: a string, bytes or list as long as all its parts (a number when they are
+    numbers), kept flat like :class:`Union`."""
 
-    __slots__ = ("a", "b")
+    __slots__ = ("_size", "_total", "parts")
 
-    def __init__(self, a: Shape, b: Shape) -> None:
-        self.a, self.b = a, b
+    def __init__(self, parts: tuple[Shape, ...], size: float, total: float) -> None:
+        self.parts, self._size, self._total = parts, _cap(size), _cap(total)
 
     @property
     def size(self) -> float:
-        return _cap(self.a.size + self.b.size)
+        return self._size
 
     @property
     def total(self) -> float:
-        return _cap(self.a.total + self.b.total)
+        return self._total
 
     def item(self) -> Shape:
-        return join(self.a.item(), self.b.item())
+        return join_all(p.item() for p in self.parts)
+
+
+def concat(a: Shape, b: Shape) -> Concat:
+    parts = (a.parts if isinstance(a, Concat) else (a,)) + (b.parts if isinstance(b, Concat) else (b,))
+    return Concat(parts, a.size + b.size, a.total + b.total)
 
 
 class Repeated(Shape):
@@ -379,9 +414,7 @@ class _Estimator:
 
     def _list(self, node: Node, scope: Mapping[str, Shape]) -> Result:
         items = [self.run(c, scope) for c in node.children]
-        each: Shape = EMPTY
-        for item in items:
-            each = join(each, item.shape)
+        each = join_all(item.shape for item in items)
         n = len(items)
         cost = 1.0 + n + sum(i.cost for i in items)
         why = self._dearest(items) or (f"a literal list of {n} items" if self.explain else "")
@@ -390,11 +423,10 @@ class _Estimator:
     def _map(self, node: Node, scope: Mapping[str, Shape]) -> Result:
         parts = [self.run(c, scope) for c in node.children]
         keys, values = parts[0::2], parts[1::2]
-        key_shape: Shape = EMPTY
-        value_shape: Shape = EMPTY
+        key_shape = join_all(k.shape for k in keys)
+        value_shape = join_all(v.shape for v in values)
         fields: dict[str, Shape] = {}
-        for key_node, key, value in zip(node.children[0::2], keys, values, strict=True):
-            key_shape, value_shape = join(key_shape, key.shape), join(value_shape, value.shape)
+        for key_node, value in zip(node.children[0::2], values, strict=True):
             if key_node.kind == "literal" and key_node.text[:1] in "\"'" and "\\" not in key_node.text:
                 fields[key_node.text[1:-1]] = join(fields.get(key_node.text[1:-1], EMPTY), value.shape)
         n = len(values)
@@ -426,7 +458,7 @@ class _Estimator:
             cost += part.cost + 1.0
             if op == "+":
                 copied += shape.total + part.shape.total
-                shape = Concat(shape, part.shape)
+                shape = concat(shape, part.shape)
             elif op == "in":
                 right = part.shape
                 cost += right.size * (1.0 + min(shape.total, right.item().total))
@@ -461,9 +493,7 @@ class _Estimator:
             size = max((p.shape.size for p in parts), default=0.0)
             converted = sum(p.shape.total for p in parts)
             return Result(cost + converted, text_shape(max(size, converted * BYTES_PER_STEP, 64.0)), why)
-        shape: Shape = EMPTY  # dyn, optional.of(x).value(), orValue: one of the operands, at most
-        for part in parts:
-            shape = join(shape, part.shape)
+        shape = join_all(p.shape for p in parts)  # dyn, optional.of(x).value(), orValue: an operand
         return Result(cost, shape if shape is not EMPTY else SCALAR, why)
 
     def _comprehension(self, node: Node, scope: Mapping[str, Shape]) -> Result:

@@ -78,6 +78,27 @@ def test_long_flat_chains_are_not_deep(r: redis.Redis, viewer_client: Client) ->
     assert len(body["matches"]) == 1
 
 
+@pytest.mark.parametrize(
+    "q",
+    [
+        "+".join(["a"] * 998) + "==1",
+        "data.s in [" + ",".join(['"a"'] * 490) + "]",
+        "[" + ",".join(["[a]"] * 490) + "][0][0] == 1",
+        "{" + ",".join(f'"k{i}": a' for i in range(200)) + "}.k1 == 1",
+    ],
+    ids=["998 additions", "490-string literal", "490 nested lists", "200-key map"],
+)
+def test_long_literals_and_chains_are_measured_flat(r: redis.Redis, viewer_client: Client, q: str) -> None:
+    """A literal of hundreds of items or a chain of hundreds of ``+`` is wide, not deep: measuring it
+    must not recurse once per item (it did: a RecursionError, a 500). Each runs or is refused for its
+    cost, saying so."""
+    r.xadd("orders", {"a": "1", "data": '{"s": "a"}'})
+    response = viewer_client.get(stream_api("orders", "search/"), {"q": q})
+    assert response.status_code in (200, 400), response.content[:300]
+    if response.status_code == 400:
+        assert "too costly" in response.json()["error"]["message"]
+
+
 def _entries(values: list[str]) -> list[Entry]:
     return [Entry(id=f"1700000000000-{i}", fields=((b"s", v.encode()),)) for i, v in enumerate(values)]
 
