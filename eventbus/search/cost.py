@@ -3,11 +3,17 @@
 Why: the CEL library holds the GIL for the whole of one ``execute`` (measured: a 30^4-iteration
 nested ``exists`` took 150 ms, ~185 ns an iteration, and stalled every other thread of the web process
 that long), and nothing in it stops a program half-way. So a program must be known to be short before
-it starts: :func:`estimate` reads the syntax tree (:mod:`.syntax`) and gives an upper bound, in
+it starts: :class:`Estimate` reads the syntax tree (:mod:`.syntax`) and gives an upper bound, in
 *steps*, of the work one evaluation does. A step is what CEL spends on one node of the tree (a
 comparison, a selection, one item of a literal, one iteration of a comprehension's body), or on
-:data:`BYTES_PER_STEP` bytes of a string it copies, compares or converts. :data:`MAX_STEPS` steps take
-about 10 ms on this project's machine (``bench/cost.py`` prints the measured time per step).
+:data:`BYTES_PER_STEP` bytes of a string it copies, compares or converts. Measured on this project's
+2-core machine: 20-25 ns a step for expressions at the bound (``bench/cost.py`` prints it: 5-6.5 ms
+for the dearest allowed), up to ~50 ns for the dearest shapes (deep equality of maps, lists built in a
+loop) on a loaded machine, so :data:`MAX_STEPS` is about 10 ms at worst.
+
+Why written here: cel-go has a cost estimator, but the Rust ``cel`` crate behind the Python binding
+has none and hands out no tree, and no other package bounds a CEL expression for it; the model below
+follows the library's measured behaviour (the quadratic ``map``/``filter`` included), not cel-go's.
 
 How the bound is built (an abstract evaluation, one pass over the tree):
 
@@ -16,7 +22,8 @@ How the bound is built (an abstract evaluation, one pass over the tree):
   its fields by name, and on its whole size (``total``: nodes and bytes, for deep copies and compares);
 * a comprehension (``exists``, ``all``, ``exists_one``, ``map``, ``filter``) costs its range, then its
   body once per item of the range's size, with its variable bound to the range's items' shape: nested
-  comprehensions multiply; ``map`` and ``filter`` give lists of that many items;
+  comprehensions multiply; ``map`` and ``filter`` give lists of that many items, and pay n^2/2 item
+  copies besides (the library appends to its result by copying it);
 * ``+`` copies both operands (a chain ``s + s + s`` copies its growing prefix each time), ``==``,
   ``in``, ``contains`` and their kin compare up to the smaller side, literals cost their items;
 * ``?:`` costs its condition and its dearer branch; ``&&`` and ``||`` both sides (no short cut is
@@ -28,7 +35,9 @@ caller's 400). When the cost depends on the data at all (the same tree measured 
 billion items costs more), :class:`Estimate` is ``dynamic``: before an entry is handed to CEL, its cost
 is measured again on that entry's activation, whose sizes are known (it is built in Python), and an
 entry over the limit is not evaluated (:class:`eventbus.search.query.Query` counts it as too costly).
-Sizes are read lazily: only the values a comprehension's range or a copy actually reaches are walked.
+Sizes are read lazily: only the values a comprehension's range or a copy actually reaches are walked,
+and an entry no bigger than :attr:`Estimate.safe_size` is not measured at all. Shapes stay flat (a
+literal of a thousand items is one union, not a chain), so no walk recurses deeper than the tree.
 
 Regular expressions (``matches``) run on RE2 through a registered Python function
 (:mod:`.regex`), which releases the GIL while it matches: a call costs a fixed
