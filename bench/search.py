@@ -111,7 +111,7 @@ def _search_rate(conn: str, text: str, n: int) -> tuple[float, int]:
     began = time.perf_counter()
     while True:
         page = search_page(
-            conn, KEY, query, cursor=cursor, limit=1000, budget_entries=100_000, budget_ms=10**9
+            conn, KEY, query, cursor=cursor, limit=1000, budget_entries=100_000, budget_ms=10**9, mask=None
         )
         scanned += page.scanned
         found += len(page.matches)

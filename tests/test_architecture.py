@@ -11,6 +11,7 @@ import ast
 import itertools
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterable, Mapping
@@ -176,3 +177,81 @@ def test_loading_the_site_does_not_load_spark(module: str) -> None:
     assert done.returncode == 0, f"importing {module} failed:\n{done.stderr[-3000:]}"
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     assert not seen["pyspark"], f"importing {module} loads pyspark via:\n" + "\n".join(seen["chain"])
+
+
+# ------------------------------------------------------------------------- the one masked reader
+
+#: What a read that hands out entry bytes returns (an annotation naming one of these).
+_ENTRY_TYPES = ("Entry", "EntryPage", "RawEntry", "ProgressEvent", "RetryPage", "DlqEntry")
+#: redis_ops modules that only parse bytes they are given (no Redis read): their functions take no mask.
+_PARSERS = ("streams_app.redis_ops.parsers", "streams_app.redis_ops.conventions", "streams_app.redis_ops.types")
+#: Calls that read entry bytes with ``mask=None`` on purpose, and why (nowhere else may pass None itself).
+_UNMASKED_CALLS = {
+    # a search-driven replay reads back the stored bytes it copies inside Redis: no reader sees them, and
+    # the copy's target was checked to mask them as the source does (streams_app.masking.copies)
+    "streams_app.search.replay",
+}
+
+
+def _entry_reads() -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef]:
+    """Every public function of redis_ops that reads entries and is called from outside redis_ops."""
+    found: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
+    for name, path in MODULES.items():
+        if not name.startswith("streams_app.redis_ops") or name in _PARSERS:
+            continue
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and not node.name.startswith("_"):
+                returns = ast.unparse(node.returns) if node.returns else ""
+                if set(re.findall(r"\w+", returns)) & set(_ENTRY_TYPES):
+                    found[f"{name}.{node.name}"] = node
+    outside = _calls_outside_redis_ops()
+    return {qualified: node for qualified, node in found.items() if node.name in {c.name for c in outside}}
+
+
+class _Call:
+    def __init__(self, module: str, name: str, node: ast.Call) -> None:
+        self.module, self.name, self.node = module, name, node
+
+
+def _calls_outside_redis_ops() -> list[_Call]:
+    calls = []
+    for module, path in MODULES.items():
+        if module.startswith(("streams_app.redis_ops", "eventbus", "pipeline")):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call):
+                func = node.func
+                name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+                calls.append(_Call(module, name, node))
+    return calls
+
+
+def test_every_entry_read_takes_the_readers_mask() -> None:
+    """Issue 28: an entry read of redis_ops cannot be called without saying how its entries are masked:
+    ``mask`` is keyword-only and has no default (None only says "no rule applies", as search_mask does)."""
+    reads = _entry_reads()
+    assert {"streams_app.redis_ops.reads.entries_page", "streams_app.redis_ops.progress.progress_follow",
+            "streams_app.redis_ops.ranges.range_pages", "streams_app.redis_ops.retries.retry_page"} <= set(reads)
+    missing = []
+    for qualified, node in reads.items():
+        kwonly = {a.arg: d for a, d in zip(node.args.kwonlyargs, node.args.kw_defaults, strict=True)}
+        if "mask" not in kwonly or kwonly["mask"] is not None:
+            missing.append(qualified)
+    assert missing == [], "entry reads without a required keyword-only mask"
+
+
+def test_every_call_of_an_entry_read_passes_a_mask() -> None:
+    """Every call from above redis_ops names ``mask=`` itself (no ``**kwargs`` hiding it), and passes the
+    literal None only where :data:`_UNMASKED_CALLS` says why."""
+    names = {node.name for node in _entry_reads().values()}
+    wrong = []
+    for call in _calls_outside_redis_ops():
+        if call.name not in names:
+            continue
+        given = {k.arg: k.value for k in call.node.keywords}
+        where = f"{call.module}:{call.node.lineno} {call.name}"
+        if "mask" not in given:
+            wrong.append(f"{where}: no mask=")
+        elif isinstance(given["mask"], ast.Constant) and given["mask"].value is None and call.module not in _UNMASKED_CALLS:
+            wrong.append(f"{where}: mask=None")
+    assert wrong == []

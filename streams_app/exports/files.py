@@ -36,7 +36,7 @@ import pyarrow.parquet as pq
 from django.conf import settings
 
 from streams_app.exports.formats import PARQUET_SCHEMA, CsvEncoder, columns_of, encoder_for
-from streams_app.exports.reader import PAGE, Matches, Tally, encoded_pages, export_matcher, masked_pages
+from streams_app.exports.reader import PAGE, Matches, Tally, encoded_pages, export_matcher
 from streams_app.heap import gc_paused
 from streams_app.jobs.models import Job
 from streams_app.jobs.runner import KIND_EXPORT, Progress
@@ -143,9 +143,11 @@ def _export_job_run(job: Job, progress: Progress) -> None:
     tally = Tally(scanned=int(state.get("scanned", 0)), written=int(state.get("written", 0)))
     cursor = state.get("cursor")
     start = params["start"] if cursor is None else "(" + cursor
-    pages = range_entry_pages(conn, key, start=start, end=params["end"], page=int(params.get("page", PAGE)))
     # masked as its creator sees the stream, before the search and the columns see it: a job never reveals
-    pages = masked_pages(pages, search_mask(job.created_by, conn, key))
+    pages = range_entry_pages(
+        conn, key, start=start, end=params["end"], page=int(params.get("page", PAGE)),
+        mask=search_mask(job.created_by, conn, key),
+    )
     columns = [bytes.fromhex(c) for c in state["columns"]] if "columns" in state else None
     if columns is None:
         first = next(pages, [])

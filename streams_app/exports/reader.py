@@ -23,16 +23,6 @@ Matches = Callable[[Entry], bool]
 Mask = Callable[[Entry], Entry]
 
 
-def masked_pages(pages: Iterator[list[Entry]], mask: Mask | None) -> Iterator[list[Entry]]:
-    """``pages`` as the exporting user may see them. Applied before the search predicate and the
-    encoder, so a masked value is neither written nor found by searching for it."""
-    if mask is None:
-        yield from pages
-        return
-    for page in pages:
-        yield [mask(entry) for entry in page]
-
-
 def export_matcher(q: str | None, *, dlq: bool = False) -> Matches | None:
     """The predicate of the search query ``q`` (None keeps every entry).
 
@@ -105,10 +95,11 @@ def export_bytes(
     fmt: str,
     matches: Matches | None,
     tally: Tally,
-    mask: Mask | None = None,
+    mask: Mask | None,
     page: int = PAGE,
 ) -> Iterator[bytes]:
     """The whole export of the exact range ``[start, end]`` as a stream of chunks, one per page read,
-    each entry masked as ``mask`` says (:func:`masked_pages`)."""
-    pages = masked_pages(range_entry_pages(conn, key, start=start, end=end, page=page), mask)
+    each entry masked as ``mask`` says (before the search predicate and the encoder: a masked value is
+    neither written nor found by searching for it)."""
+    pages = range_entry_pages(conn, key, start=start, end=end, page=page, mask=mask)
     yield from encoded_pages(pages, fmt=fmt, matches=matches, tally=tally)

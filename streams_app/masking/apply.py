@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -255,15 +255,6 @@ class Masker:
         if origin:
             fields.append((b"dlq_original_stream", origin))
         return self.dlq_parse(Entry(id="0-1", fields=tuple(fields))).error
-
-    def fields(self, ref: str, fields: Pairs) -> tuple[tuple[bytes, bytes], ...]:
-        """Fields of something that is not (yet) an entry of the stream, such as a delayed retry."""
-        if not self._rules:
-            return tuple(fields)
-        return tuple(self._masked(ref, fields, self._rules))
-
-    def entries(self, entries: Iterable[Entry]) -> list[Entry]:
-        return [self.entry(e) for e in entries]
 
     def reveal_record(self) -> None:
         """One ``payload.reveal`` audit row when this response showed values a rule would have hidden."""

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from .client import get_client, key_client
 from .errors import translated
 from .parsers import parse_entry
-from .types import Entry, EntryMask, RawEntry
+from .types import Entry, EntryMask, RawEntry, masked
 
 
 def range_pages(
@@ -66,8 +66,11 @@ def _masked_raw(raw: RawEntry, mask: EntryMask) -> RawEntry:
     return [raw[0], [part for pair in shown.fields for part in pair]]
 
 
-def range_entry_pages(conn: str, key: bytes, *, start: str, end: str, page: int) -> Iterator[list[Entry]]:
-    """The entries of ``key`` from ``start`` to ``end`` (XRANGE bounds, both included), ``page`` at a time.
+def range_entry_pages(
+    conn: str, key: bytes, *, start: str, end: str, page: int, mask: EntryMask | None
+) -> Iterator[list[Entry]]:
+    """The entries of ``key`` from ``start`` to ``end`` (XRANGE bounds, both included), ``page`` at a time,
+    each as ``mask`` shows it (applied before the caller's search and encoder see it).
 
     The exports' reader (:mod:`streams_app.exports`): each page is one ``XRANGE key <start> <end> COUNT
     page``, the next one starting just after the last ID read, so a generator that yields per page
@@ -81,7 +84,7 @@ def range_entry_pages(conn: str, key: bytes, *, start: str, end: str, page: int)
         with translated(conn):
             reply = client.execute_command("XRANGE", key, start, end, "COUNT", page)
         if reply:
-            yield [parse_entry(raw) for raw in reply]
+            yield masked(mask, [parse_entry(raw) for raw in reply])
         if len(reply) < page:
             return
         start = "(" + parse_entry(reply[-1]).id

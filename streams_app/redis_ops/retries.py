@@ -34,6 +34,7 @@ from .commands import keyed_pipeline, pipelined, scan_streams, server_ms
 from .decoding import display_text
 from .errors import InvalidArgument, NotFound, translated
 from .retry_failures import Wanted, failures_find
+from .types import Entry, EntryMask
 
 RETRY_SUFFIX = bus_keys.RETRY_SUFFIX.encode()
 MAX_PAGE = 500
@@ -232,10 +233,12 @@ def _pairs(reply: Sequence) -> list[tuple[bytes, int]]:
 
 
 def retry_page(
-    conn: str, rset: RetrySet, *, after: str | None = None, count: int = DEFAULT_PAGE
+    conn: str, rset: RetrySet, *, after: str | None = None, count: int = DEFAULT_PAGE, mask: EntryMask | None
 ) -> RetryPage:
     """One page of ``rset`` by due time (``ZRANGE ... BYSCORE LIMIT``: never the whole set), with its
-    size, how many are overdue, and each retry's last error found in the stream's metric events.
+    size, how many are overdue, and each retry's last error found in the stream's metric events. Each
+    retry's fields are shown as ``mask`` shows an entry of the stream (the type, group and event id
+    shown beside them are read from the masked fields too); the error is the caller's to mask.
 
     ``after`` is the previous page's ``next``: the due time of its last member and how many members
     due that millisecond it showed, so members sharing a due time are not skipped between pages.
@@ -267,6 +270,8 @@ def retry_page(
     members = _pairs(page)
     shown = members[:count]
     entries = with_failures(conn, rset, [retry_entry(score, member) for member, score in shown])
+    if mask is not None:
+        entries = tuple(_shown(entry, mask) for entry in entries)
     following = None
     if len(members) > count:
         last_due = shown[-1][1]
@@ -299,6 +304,14 @@ def retry_count(conn: str, rset: RetrySet, *, up_to_ms: int) -> int:
     """Members due at or before ``up_to_ms`` (ZCOUNT): what "all" would take."""
     with translated(conn):
         return int(get_client(conn).zcount(rset.key, "-inf", up_to_ms))
+
+
+def _shown(entry: RetryEntry, mask: EntryMask) -> RetryEntry:
+    fields = mask(Entry(id=entry.ref, fields=entry.fields)).fields
+    found = dict(fields)
+    return replace(
+        entry, fields=fields, group=found.get(_B_GROUP), event_type=found.get(_B_TYPE), event_id=found.get(_B_ID)
+    )
 
 
 def retry_entries_by_ref(conn: str, rset: RetrySet, refs: Sequence[str]) -> list[RetryEntry | None]:

@@ -22,15 +22,13 @@ pages and the API say how many there were.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
 from streams_app.redis_ops import search as redis_search
 from streams_app.redis_ops.errors import InvalidArgument
 from streams_app.redis_ops.ids import parse_id, parse_position
-from streams_app.redis_ops.parsers import parse_entry
-from streams_app.redis_ops.types import Entry
+from streams_app.redis_ops.types import Entry, EntryMask
 
 from .query import Query
 
@@ -78,16 +76,17 @@ def search_page(
     budget_entries: int = BUDGET_ENTRIES,
     budget_ms: int = BUDGET_MS,
     dlq: bool = False,
-    mask: Callable[[Entry], Entry] | None = None,
+    mask: EntryMask | None,
     until: str | None = None,
     total: int | None = None,
 ) -> SearchPage:
     """Scan ``key`` between ``start`` and ``end`` (the range's lower and upper ends, inclusive, whatever
     the direction), oldest first for ``asc`` and newest first for ``desc``, resuming after ``cursor``.
 
-    ``mask`` is what the searching user may see of an entry (:meth:`streams_app.masking.apply.Masker.entry`):
-    the query is evaluated on, and the matches are, the masked entries, so a value a user sees masked
-    cannot be found by searching for it (kafka-ui #4115).
+    ``mask`` is what the searching user may see of an entry (:func:`streams_app.masking.apply.search_mask`,
+    None when no rule applies; required, as for every read of entry bytes): the query is evaluated on,
+    and the matches are, the masked entries, so a value a user sees masked cannot be found by searching
+    for it (kafka-ui #4115).
 
     ``until`` and ``total``: the newest entry and the length the run's first step found (module
     docstring); read here, in one MULTI, when not given."""
@@ -124,11 +123,12 @@ def search_page(
         asked = min(redis_search.SEARCH_PAGE, budget_entries - scanned)
         # One entry more than is tested: it tells whether the range goes on, so a step that ends with
         # its budget at the range's very end says "complete" rather than offering an empty Continue.
-        page = redis_search.search_range_page(conn, key, low=low, high=high, forward=forward, count=asked + 1)
+        page = redis_search.search_range_page(
+            conn, key, low=low, high=high, forward=forward, count=asked + 1, mask=mask
+        )
         tested = page[:asked]
         stopped = out_of_time = False
-        for index, raw in enumerate(tested):
-            entry = parse_entry(raw) if mask is None else mask(parse_entry(raw))
+        for index, entry in enumerate(tested):
             scanned += 1
             first_id = first_id or entry.id
             last_id = entry.id

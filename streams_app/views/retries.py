@@ -152,7 +152,7 @@ def retries_page(request: HttpRequest, conn: str, key: bytes) -> HttpResponse:
     rset = retry_reads.retry_set(key, legacy=params["legacy"])
     masker = request_masker(request, conn, key)
     error = errors_masker(conn, key, rset.dlq)
-    page = retry_reads.retry_page(conn, rset, after=params["after"], count=params["count"])
+    page = retry_reads.retry_page(conn, rset, after=params["after"], count=params["count"], mask=masker.entry)
     here = retries_url(conn, key)
     context.update(
         key=key,
@@ -163,7 +163,7 @@ def retries_page(request: HttpRequest, conn: str, key: bytes) -> HttpResponse:
         page=page,
         params=params,
         rows=[
-            _row(replace(e, fields=masker.fields(e.ref, e.fields), error=error(e.error)), page.now_ms)
+            _row(replace(e, error=error(e.error)), page.now_ms)
             for e in page.entries
         ],
         retries_page=here,

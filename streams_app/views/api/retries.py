@@ -171,8 +171,7 @@ def retries_page(request: HttpRequest, conn: str, key: bytes) -> JsonResponse:
     rset = retry_reads.retry_set(key, legacy=params.legacy)
     masker = request_masker(request, conn, key)
     error = errors_masker(conn, key, rset.dlq)
-    page = retry_reads.retry_page(conn, rset, after=params.after, count=params.count)
-    masked = {e.ref: masker.fields(e.ref, e.fields) for e in page.entries}
+    page = retry_reads.retry_page(conn, rset, after=params.after, count=params.count, mask=masker.entry)
     masker.reveal_record()
     return JsonResponse(
         {
@@ -201,7 +200,7 @@ def retries_page(request: HttpRequest, conn: str, key: bytes) -> JsonResponse:
                             "value": f.decoded.value,
                             "truncated": f.decoded.truncated,
                         }
-                        for f in decode_fields(masked[e.ref])
+                        for f in decode_fields(e.fields)
                     ],
                 }
                 for e in page.entries

@@ -186,7 +186,7 @@ def test_the_generator_reads_one_page_per_chunk(r) -> None:
     _fill(r)
     first, last = reader.range_bounds("default", KEY, "-", "+")
     chunks = reader.export_bytes(
-        "default", KEY, start=first, end=last, fmt="ndjson", matches=None, tally=reader.Tally()
+        "default", KEY, start=first, end=last, fmt="ndjson", matches=None, tally=reader.Tally(), mask=None
     )
     before = _xrange_calls(r)
     seen = []

@@ -189,7 +189,7 @@ def _walk(key: str, query: str, *, budget: int, direction: str = "asc", **kw: An
     pages, cursor = [], None
     while True:
         page = search_page(
-            CONN, key.encode(), compiled, direction=direction, cursor=cursor, budget_entries=budget, **kw
+            CONN, key.encode(), compiled, direction=direction, cursor=cursor, budget_entries=budget, mask=None, **kw
         )
         pages.append(page)
         if page.complete:
