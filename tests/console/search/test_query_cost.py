@@ -151,10 +151,10 @@ def test_time_budget_holds_per_entry_not_per_page(r: redis.Redis) -> None:
         r.xadd("orders", {"data": data})
     ids = [i.decode() for i, _ in r.xrange("orders")]
     query = compile_query("data.items.exists(i, i.n < 0)")
-    page = search_page(CONN, b"orders", query, budget_ms=1)
+    page = search_page(CONN, b"orders", query, budget_ms=1, mask=None)
     assert page.scanned < redis_search.SEARCH_PAGE and not page.complete
     assert page.next == page.last_id == ids[page.scanned - 1]
-    rest = search_page(CONN, b"orders", query, cursor=page.next, budget_ms=10**6)
+    rest = search_page(CONN, b"orders", query, cursor=page.next, budget_ms=10**6, mask=None)
     assert page.scanned + rest.scanned == 510 and rest.complete
 
 
