@@ -348,8 +348,13 @@ if BUSCONSOLE_EXPORT_ROLE not in ("viewer", "operator", "admin", "none"):
 BUSCONSOLE_EXPORT_DIR = envstr("BUSCONSOLE_EXPORT_DIR", str(VAR_DIR / "exports"))
 BUSCONSOLE_EXPORT_RETENTION_H = envint("BUSCONSOLE_EXPORT_RETENTION_H", 24)
 BUSCONSOLE_EXPORT_STREAM_MAX = envint("BUSCONSOLE_EXPORT_STREAM_MAX", 100_000)
-if BUSCONSOLE_EXPORT_RETENTION_H < 1 or BUSCONSOLE_EXPORT_STREAM_MAX < 1:
-    raise ImproperlyConfigured("BUSCONSOLE_EXPORT_RETENTION_H and BUSCONSOLE_EXPORT_STREAM_MAX must be >= 1")
+# The longest a direct download's query may take at its cost bound (eventbus/search/cost.py); beyond it,
+# a background export (cancellable, one per user).
+BUSCONSOLE_EXPORT_STREAM_BUDGET_S = envint("BUSCONSOLE_EXPORT_STREAM_BUDGET_S", 30)
+if BUSCONSOLE_EXPORT_RETENTION_H < 1 or BUSCONSOLE_EXPORT_STREAM_MAX < 1 or BUSCONSOLE_EXPORT_STREAM_BUDGET_S < 1:
+    raise ImproperlyConfigured(
+        "BUSCONSOLE_EXPORT_RETENTION_H, BUSCONSOLE_EXPORT_STREAM_MAX and BUSCONSOLE_EXPORT_STREAM_BUDGET_S must be >= 1"
+    )
 
 
 def _pipeline_schedule() -> object:

@@ -53,6 +53,10 @@ from .syntax import Node
 MAX_STEPS = 200_000
 """Steps one entry's evaluation may take (module docstring): about 10 ms of CEL holding the GIL."""
 
+WORST_NS_PER_STEP = 50
+"""A step at its dearest (deep equality of maps, lists built in a loop, on a loaded machine): what a caller
+bounding a whole scan's time multiplies steps by (:func:`seconds_per_entry`)."""
+
 BYTES_PER_STEP = 32
 """Bytes of a string a step copies, compares or converts (measured: about 1 ns a byte copied by ``+``)."""
 
@@ -579,3 +583,12 @@ class Estimate:
             return self.steps
         estimator = _Estimator(runtime_shapes(activation), explain=False, regex_names=self.regex_names)
         return estimator.run(self.tree, {}).cost
+
+
+def seconds_per_entry(estimate: Estimate | None) -> float:
+    """What one entry's evaluation costs by the expression alone, at :data:`WORST_NS_PER_STEP`: its
+    steps on one-item data (the data may add more, up to :data:`MAX_STEPS`, which the per-entry check
+    caps). None (plain text, which reads at most a value's first 64 KiB once) costs nothing here."""
+    if estimate is None:
+        return 0.0
+    return min(estimate.steps, MAX_STEPS) * WORST_NS_PER_STEP / 1e9

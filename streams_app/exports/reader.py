@@ -6,14 +6,16 @@ The one place a search query becomes an export's predicate is :func:`export_matc
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from eventbus.search.cost import seconds_per_entry
 from streams_app.exports.formats import Encoder, encoder_for
 from streams_app.redis_ops import actions
 from streams_app.redis_ops.ranges import range_entry_pages
 from streams_app.redis_ops.types import Entry
-from streams_app.search import compile_query
+from streams_app.search import Query, compile_query
 
 #: Entries per XRANGE page: what an export holds in memory at once, and one Parquet row group.
 PAGE = 1000
@@ -29,10 +31,53 @@ def export_matcher(q: str | None, *, dlq: bool = False) -> Matches | None:
     The search's own ``compile_query(q).matches``, with ``dlq`` so a dead letter's parsed fields can be
     searched. A bad query is the search's InvalidArgument (400).
     """
-    if not q:
+    query = export_query(q)
+    if query is None:
         return None
-    query = compile_query(q)
     return lambda entry: query.matches(entry, dlq=dlq)
+
+
+def export_query(q: str | None) -> Query | None:
+    """``q`` compiled (None: no query); a bad or too costly one is the search's InvalidArgument (400)."""
+    return compile_query(q) if q else None
+
+
+def evaluation_bound(query: Query | None, entries: int) -> float:
+    """What ``query`` costs over ``entries`` entries by the expression alone (:mod:`eventbus.search.cost`):
+    a lower bound of its time, known before it runs (the data's own sizes come on top)."""
+    return entries * seconds_per_entry(query.estimate if query is not None else None)
+
+
+class QueryOverBudget(Exception):
+    """A direct download's query spent its time budget: the download stops, incomplete (and says so)."""
+
+
+def budgeted(matches: Matches, budget_s: float) -> Matches:
+    """``matches`` that raises :class:`QueryOverBudget` once its evaluations have taken ``budget_s`` in
+    all: the entries' own data made the query dearer than its bound said (time spent sending is not
+    counted, so a slow client is not cut off)."""
+    spent = 0.0
+
+    def check(entry: Entry) -> bool:
+        nonlocal spent
+        began = time.perf_counter()
+        try:
+            return matches(entry)
+        finally:
+            spent += time.perf_counter() - began
+            if spent > budget_s:
+                raise QueryOverBudget(
+                    f"The query took more than the {budget_s:g} s a direct download may spend on it: the "
+                    "download stopped incomplete; start a background export instead."
+                )
+
+    return check
+
+
+def range_size(conn: str, key: bytes, *, start: str, end: str, limit: int) -> int:
+    """How many entries ``[start, end]`` holds, counted inside Redis (no transfer), reading at most
+    ``limit + 1``: a figure over ``limit`` means "more than ``limit``"."""
+    return actions.replay_count_detail(conn, key, start=start, end=end, limit=limit + 1).scanned
 
 
 @dataclass
@@ -53,8 +98,7 @@ def range_bounds(conn: str, key: bytes, start: str, end: str) -> tuple[str, str]
 def range_over(conn: str, key: bytes, *, start: str, end: str, limit: int) -> bool:
     """Whether ``[start, end]`` holds more than ``limit`` entries, counted inside Redis (no transfer),
     reading at most ``limit + 1``."""
-    count = actions.replay_count_detail(conn, key, start=start, end=end, limit=limit + 1)
-    return count.scanned > limit
+    return range_size(conn, key, start=start, end=end, limit=limit) > limit
 
 
 def encoded_pages(

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from streams_app.accounts.roles import UserLike
 
 T = TypeVar("T")
+_BACKGROUND = 'start a background export instead (the page\'s "Export in background", or POST to the API).'
 EXPORT_OFF = "Exports are switched off on this console (BUSCONSOLE_EXPORT_ROLE=none)."
 
 
@@ -136,19 +137,33 @@ def stream_export_download(
 ) -> ExportDownload:
     """A streamed export of ``[start, end]`` (both included) of ``key``; the audit row comes at its end.
 
-    A range over ``BUSCONSOLE_EXPORT_STREAM_MAX`` entries is refused (400) before anything is sent:
-    that is a background export's work (:func:`stream_export_job`).
+    Refused (400) before anything is sent, as a background export's work (:func:`stream_export_job`,
+    cancellable, one per user, on the jobs' own workers): a range over ``BUSCONSOLE_EXPORT_STREAM_MAX``
+    entries, and a query whose evaluation over the range costs more than
+    ``BUSCONSOLE_EXPORT_STREAM_BUDGET_S`` by the expression alone (:func:`reader.evaluation_bound`:
+    bounded before it runs, as every query is). Entries whose own data makes it dearer are caught as it
+    runs: once its evaluations have spent the budget, the download stops incomplete (the connection is
+    cut before its end, so no client takes it for the whole file) and its audit row says why.
     """
     record, started, first, last, matches, _ = _prepare(
         user=user, conn=conn, key=key, action="export", start=start, end=end, fmt=fmt, q=q
     )
     limit = settings.BUSCONSOLE_EXPORT_STREAM_MAX
     with _errors_audited(user, record, started):
-        if reader.range_over(conn, key, start=first, end=last, limit=limit):
+        size = reader.range_size(conn, key, start=first, end=last, limit=limit)
+        if size > limit:
             raise InvalidArgument(
-                f"This range holds more than {limit} entries, too many for a direct download: "
-                'start a background export instead (the page\'s "Export in background", or POST to the API).'
+                f"This range holds more than {limit} entries, too many for a direct download: {_BACKGROUND}"
             )
+        worst = reader.evaluation_bound(reader.export_query(q), size)
+        budget = settings.BUSCONSOLE_EXPORT_STREAM_BUDGET_S
+        if worst > budget:
+            raise InvalidArgument(
+                f"Evaluating this query over the range's {size} entries could take up to {worst:.0f} s, "
+                f"more than a direct download may ({budget} s): {_BACKGROUND}"
+            )
+    if matches is not None:
+        matches = reader.budgeted(matches, budget)
     chunks = _audited(
         user, record, started, conn=conn, key=key, first=first, last=last, fmt=fmt, matches=matches
     )
