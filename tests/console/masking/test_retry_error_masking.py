@@ -21,14 +21,19 @@ SECRET = "ann.secret@example.com"
 ERROR = f"ValueError: no card for {SECRET}"
 
 
-@pytest.mark.parametrize("dlq", ["{orders}:dlq", "orders:dlq"])
-def test_the_retries_api_and_page_mask_the_last_error(dlq, settings, viewer_client: Client, r: redis.Redis) -> None:
-    settings.BUSCONSOLE_MASK_RULES = parse_mask_rules(json.dumps([{"stream": dlq, "field": "dlq_error"}]))
+def a_failed_retry(r: redis.Redis) -> None:
+    """A retry waiting in ``{orders}:retry`` and its failure in the metric events, as the worker writes them."""
     entry_id = r.xadd("orders", {"type": "t", "data": "{}"}).decode()
     member = msgpack.packb([b"type", b"t", b"data", b"{}", b"id", b"ev-1", b"_retries", b"1", b"_group", b"g"])
     r.zadd("{orders}:retry", {member: 4_102_444_800_000})
     r.xadd("{orders}:metrics", {"event": "failed", "stream": "orders", "group": "g", "type": "t",
                                 "event_id": "ev-1", "entry_id": entry_id, "error": ERROR, "count": "1"})  # fmt: skip
+
+
+@pytest.mark.parametrize("dlq", ["{orders}:dlq", "orders:dlq"])
+def test_the_retries_api_and_page_mask_the_last_error(dlq, settings, viewer_client: Client, r: redis.Redis) -> None:
+    settings.BUSCONSOLE_MASK_RULES = parse_mask_rules(json.dumps([{"stream": dlq, "field": "dlq_error"}]))
+    a_failed_retry(r)
     api = viewer_client.get(f"/api/v1/c/default/streams/{seg('orders')}/retries/")
     assert api.status_code == 200
     assert [row["error"] for row in api.json()["retries"]] == ["••••"]
@@ -39,11 +44,7 @@ def test_the_retries_api_and_page_mask_the_last_error(dlq, settings, viewer_clie
 
 def test_without_a_rule_the_error_shows(settings, viewer_client: Client, r: redis.Redis) -> None:
     settings.BUSCONSOLE_MASK_RULES = []
-    entry_id = r.xadd("orders", {"type": "t", "data": "{}"}).decode()
-    member = msgpack.packb([b"type", b"t", b"data", b"{}", b"id", b"ev-1", b"_retries", b"1", b"_group", b"g"])
-    r.zadd("{orders}:retry", {member: 4_102_444_800_000})
-    r.xadd("{orders}:metrics", {"event": "failed", "stream": "orders", "group": "g", "type": "t",
-                                "event_id": "ev-1", "entry_id": entry_id, "error": ERROR, "count": "1"})  # fmt: skip
+    a_failed_retry(r)
     api = viewer_client.get(f"/api/v1/c/default/streams/{seg('orders')}/retries/")
     assert [row["error"] for row in api.json()["retries"]] == [ERROR]
 
