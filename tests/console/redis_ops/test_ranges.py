@@ -23,7 +23,7 @@ def test_pages_cover_the_stream_once_in_order_with_the_asked_sizes(r: redis.Redi
         asked.append(next(sizes))
         return asked[-1]
 
-    pages = list(range_pages(CONN, b"s", "-", count=count))
+    pages = list(range_pages(CONN, b"s", "-", count=count, mask=None))
     assert [len(page) for page in pages] == [5, 1, 7, 10]
     assert asked == [5, 1, 7, 100]
     flat = [item for page in pages for item in page]
@@ -32,15 +32,15 @@ def test_pages_cover_the_stream_once_in_order_with_the_asked_sizes(r: redis.Redi
 
 def test_an_exclusive_start_and_an_exact_last_page(r: redis.Redis) -> None:
     ids = [r.xadd(b"s", {b"n": str(n).encode()}) for n in range(6)]
-    pages = list(range_pages(CONN, b"s", "(" + ids[1].decode(), count=lambda: 2))
+    pages = list(range_pages(CONN, b"s", "(" + ids[1].decode(), count=lambda: 2, mask=None))
     assert [[item[0] for item in page] for page in pages] == [ids[2:4], ids[4:6]]  # then an empty page
-    assert list(range_pages(CONN, b"missing", "-", count=lambda: 10)) == []
+    assert list(range_pages(CONN, b"missing", "-", count=lambda: 10, mask=None)) == []
 
 
 def test_an_unreachable_server_raises_unreachable(settings) -> None:
     settings.BUS_REDIS_URLS = {"down": f"redis://127.0.0.1:{free_port()}/0"}
     with pytest.raises(Unreachable):
-        list(range_pages("down", b"s", "-", count=lambda: 10))
+        list(range_pages("down", b"s", "-", count=lambda: 10, mask=None))
 
 
 def test_a_reader_stopped_with_a_page_in_flight_leaves_the_pool_clean(r: redis.Redis) -> None:
@@ -58,7 +58,7 @@ def test_a_reader_stopped_with_a_page_in_flight_leaves_the_pool_clean(r: redis.R
             r.client_pause(300, all=True)
         return 3
 
-    pages = range_pages(CONN, b"s", "-", count=count)
+    pages = range_pages(CONN, b"s", "-", count=count, mask=None)
     assert [item[0] for item in next(pages)] == ids[:3]  # the second page is in flight now, unanswered
     pages.close()
     pool = get_client(CONN).connection_pool
@@ -73,7 +73,7 @@ def test_a_key_that_changes_type_mid_read_raises_and_leaves_the_pool_clean(r: re
 
     for n in range(6):
         r.xadd(b"s", {b"n": str(n).encode()})
-    pages = range_pages(CONN, b"s", "-", count=lambda: 2)
+    pages = range_pages(CONN, b"s", "-", count=lambda: 2, mask=None)
     next(pages)  # the second page is in flight: it will find the stream
     r.delete(b"s")
     r.set(b"s", b"a string now")
