@@ -17,6 +17,11 @@ run leaves its unfinished part as a ``.tmp`` file, which a resume deletes.
 page size from the same first ID), as the streamed download; CSV takes its columns from the first page
 read, saved in the job's progress before the first part, so a resumed job keeps them.
 
+**Entries too costly to evaluate.** An entry whose own data makes the query too costly is not handed
+to CEL and not written (:attr:`eventbus.search.query.Query.too_costly`); the job counts them in its
+progress (``too_costly``) with the other counts, so a part a resumed run writes again is counted once,
+and its note (the page, the API's ``error``, the finishing audit row) says how many were left out.
+
 **Expiry.** Files and part directories older than ``BUSCONSOLE_EXPORT_RETENTION_H`` hours are deleted
 when any export job runs (:func:`exports_expire`); a download of an expired file is a 404 that says so.
 """
@@ -129,7 +134,7 @@ def _export_job_run(job: Job, progress: Progress) -> None:
     final = _final_path(job)
     if state.get("file") and final.is_file():
         return
-    matches = export_matcher(params.get("q") or None, dlq=bool(params.get("dlq")))
+    predicate = export_matcher(params.get("q") or None, dlq=bool(params.get("dlq")))
     # The bar counts entries read of the range (a lower bound past a million entries).
     total = (
         job.total
@@ -141,6 +146,10 @@ def _export_job_run(job: Job, progress: Progress) -> None:
     parts = int(state.get("parts", 0))
     _drop_unsaved(workdir, parts)
     tally = Tally(scanned=int(state.get("scanned", 0)), written=int(state.get("written", 0)))
+    costly_before = int(state.get("too_costly", 0))  # what the saved parts left out; this run counts on
+
+    def costly() -> int:
+        return costly_before + (predicate.too_costly if predicate is not None else 0)
     cursor = state.get("cursor")
     start = params["start"] if cursor is None else "(" + cursor
     # masked as its creator sees the stream, before the search and the columns see it: a job never reveals
@@ -156,7 +165,7 @@ def _export_job_run(job: Job, progress: Progress) -> None:
 
     # What the parts on disk hold: the cursor and counts a resumed run starts from. ``done`` moves on
     # inside a part (the page's bar); the saved state moves only when a part is in place.
-    on_disk = {"scanned": tally.scanned, "written": tally.written}
+    on_disk = {"scanned": tally.scanned, "written": tally.written, "too_costly": costly()}
 
     def save(*, force: bool = False) -> None:
         progress.save(
@@ -178,7 +187,7 @@ def _export_job_run(job: Job, progress: Progress) -> None:
             yield page
 
     save(force=True)
-    checked = _checked(matches, progress)
+    checked = _checked(predicate, progress)
     while True:
         chunk = list(itertools.islice(pages, PART_PAGES))
         if not chunk:
@@ -193,7 +202,7 @@ def _export_job_run(job: Job, progress: Progress) -> None:
         os.replace(tmp, _part(workdir, parts, ext))
         parts += 1
         cursor = chunk[-1][-1].id
-        on_disk = {"scanned": tally.scanned, "written": tally.written}
+        on_disk = {"scanned": tally.scanned, "written": tally.written, "too_costly": costly()}
         save(force=True)
         gc.collect(0)
     _join(workdir, parts, ext, fmt, columns, final, check=progress.check)
@@ -206,6 +215,7 @@ def _export_job_run(job: Job, progress: Progress) -> None:
             "parts": parts,
             "scanned": tally.scanned,
             "written": tally.written,
+            "too_costly": costly(),
             "columns": [c.hex() for c in columns],
             "format": fmt,
             "file": final.name,
@@ -213,6 +223,11 @@ def _export_job_run(job: Job, progress: Progress) -> None:
         },
     )
     shutil.rmtree(workdir, ignore_errors=True)
+    if left_out := costly():
+        progress.note(
+            f"{left_out} entr{'y' if left_out == 1 else 'ies'} too costly to evaluate (their data makes the "
+            "expression too costly) were not exported."
+        )
 
 
 def _checked(matches: Matches | None, progress: Progress) -> Matches | None:

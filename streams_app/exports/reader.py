@@ -25,7 +25,25 @@ Matches = Callable[[Entry], bool]
 Mask = Callable[[Entry], Entry]
 
 
-def export_matcher(q: str | None, *, dlq: bool = False) -> Matches | None:
+class Predicate:
+    """A search query as an export's predicate: ``query.matches`` with ``dlq`` (a dead letter's parsed
+    fields can be searched), and :attr:`too_costly`, the entries it left out so far because their own
+    data made the query too costly to evaluate (:attr:`eventbus.search.query.Query.too_costly`): not
+    written, and counted so the audit row and the job say how many (never a silent non-match)."""
+
+    def __init__(self, query: Query, *, dlq: bool) -> None:
+        self.query = query
+        self.dlq = dlq
+
+    def __call__(self, entry: Entry) -> bool:
+        return self.query.matches(entry, dlq=self.dlq)
+
+    @property
+    def too_costly(self) -> int:
+        return self.query.too_costly
+
+
+def export_matcher(q: str | None, *, dlq: bool = False) -> Predicate | None:
     """The predicate of the search query ``q`` (None keeps every entry).
 
     The search's own ``compile_query(q).matches``, with ``dlq`` so a dead letter's parsed fields can be
@@ -34,7 +52,7 @@ def export_matcher(q: str | None, *, dlq: bool = False) -> Matches | None:
     query = export_query(q)
     if query is None:
         return None
-    return lambda entry: query.matches(entry, dlq=dlq)
+    return Predicate(query, dlq=dlq)
 
 
 def export_query(q: str | None) -> Query | None:

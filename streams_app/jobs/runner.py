@@ -493,8 +493,13 @@ def _finish(job: Job, state: str, *, error: str = "", started: float) -> None:
 
 
 def _finished_audit(job: Job, started: float, *, outcome: str | None = None) -> None:
-    """One audit row saying what the job changed in the end (its start was audited when requested)."""
+    """One audit row saying what the job changed in the end (its start was audited when requested);
+    a search job's entries left out as too costly to evaluate (its progress's ``too_costly``) too, a
+    cancelled or failed one's included (only a done job's note says so in ``error``)."""
     key = bytes.fromhex(job.parameters.get("key", ""))
+    params: dict[str, Any] = {"job": job.pk, "state": job.state, "total": job.total}
+    if costly := (job.progress or {}).get("too_costly"):
+        params["too_costly"] = costly
     if outcome is None:
         outcome = AuditEvent.Outcome.ERROR if job.state == Job.State.FAILED else AuditEvent.Outcome.OK
     try:
@@ -504,7 +509,7 @@ def _finished_audit(job: Job, started: float, *, outcome: str | None = None) -> 
                 conn=job.connection,
                 action=f"{job.kind}.finished",
                 stream=key or None,
-                params={"job": job.pk, "state": job.state, "total": job.total},
+                params=params,
                 outcome=outcome,
                 error=job.error,
                 affected=job.done,

@@ -5,10 +5,12 @@ Who may export is ``ACTION_ROLES["export"]`` (a viewer's floor: it is a read) ra
 included), checked here for the page and the API alike. Read-only mode does not stop an export.
 
 Every export leaves one audit row (action ``export``): who, the stream, the range asked and the exact
-IDs it became, the format, the query, and in ``affected`` the entries written. A streamed download
+IDs it became, the format, the query (with ``too_costly``: how many entries it left out because their
+own data made it too costly to evaluate), and in ``affected`` the entries written. A streamed download
 writes it when its last byte has been produced (``error`` if it stopped early, with the count so far);
 a background export writes ``export.job`` when it is asked for (with the job's id), and the job adds
-its ``export.finished`` row with the count, as every job does.
+its ``export.finished`` row with the count, as every job does (its note, and the row, say how many
+entries were too costly to evaluate).
 """
 
 from __future__ import annotations
@@ -108,7 +110,7 @@ def _errors_audited(user: UserLike | None, record: ActionRecord, started: float)
 
 def _prepare(
     *, user: UserLike | None, conn: str, key: bytes, action: str, start: str, end: str, fmt: str, q: str
-) -> tuple[ActionRecord, float, str, str, reader.Matches | None, bool]:
+) -> tuple[ActionRecord, float, str, str, reader.Predicate | None, bool]:
     """Authorize, check the input and resolve the range; an error after the role check is audited."""
     record = ActionRecord(
         action=action, conn=conn, stream=key, params={"from": start, "to": end, "format": fmt, "q": q}
@@ -145,7 +147,7 @@ def stream_export_download(
     runs: once its evaluations have spent the budget, the download stops incomplete (the connection is
     cut before its end, so no client takes it for the whole file) and its audit row says why.
     """
-    record, started, first, last, matches, _ = _prepare(
+    record, started, first, last, predicate, _ = _prepare(
         user=user, conn=conn, key=key, action="export", start=start, end=end, fmt=fmt, q=q
     )
     limit = settings.BUSCONSOLE_EXPORT_STREAM_MAX
@@ -155,18 +157,18 @@ def stream_export_download(
             raise InvalidArgument(
                 f"This range holds more than {limit} entries, too many for a direct download: {_BACKGROUND}"
             )
-        worst = reader.evaluation_bound(reader.export_query(q), size)
+        worst = reader.evaluation_bound(predicate.query if predicate is not None else None, size)
         budget = settings.BUSCONSOLE_EXPORT_STREAM_BUDGET_S
         if worst > budget:
             raise InvalidArgument(
                 f"Evaluating this query over the range's {size} entries could take up to {worst:.0f} s, "
                 f"more than a direct download may ({budget} s): {_BACKGROUND}"
             )
-    if matches is not None:
-        matches = reader.budgeted(matches, budget)
+    matches = reader.budgeted(predicate, budget) if predicate is not None else None
     chunks = _audited(
-        user, record, started, conn=conn, key=key, first=first, last=last, fmt=fmt, matches=matches
-    )
+        user, record, started, conn=conn, key=key, first=first, last=last, fmt=fmt, matches=matches,
+        predicate=predicate,
+    )  # fmt: skip
     return ExportDownload(
         chunks=chunks, filename=files.download_name(key, fmt), content_type=formats.CONTENT_TYPES[fmt]
     )
@@ -183,9 +185,12 @@ def _audited(
     last: str,
     fmt: str,
     matches: reader.Matches | None,
+    predicate: reader.Predicate | None,
 ) -> Iterator[bytes]:
     """The export's chunks, then its one audit row (``error`` when it stopped early: a client that
-    went away, Redis gone mid-way), with the entries written in ``affected``."""
+    went away, Redis gone mid-way), with the entries written in ``affected`` and, with a query, in
+    ``too_costly`` the entries it left out because their own data made it too costly to evaluate
+    (``predicate``'s count: so a left-out entry is never taken for a plain non-match)."""
     tally = reader.Tally()
     outcome, error = AuditEvent.Outcome.ERROR, "The download stopped before its end."
     try:
@@ -200,6 +205,8 @@ def _audited(
     finally:
         record.affected = tally.written
         record.params["scanned"] = tally.scanned
+        if predicate is not None:
+            record.params["too_costly"] = predicate.too_costly
         audit_write(user=user, record=record, outcome=outcome, error=error, started=started)
 
 
