@@ -26,7 +26,9 @@ if TYPE_CHECKING:
 @dataclass(frozen=True, slots=True)
 class RequeueMatchingPreview:
     """``count`` dead letters up to ``up_to`` match (at least, when ``complete`` is False: the count
-    stopped after ``scanned`` of the DLQ's ``depth`` entries or at :data:`~streams_app.search.MAX_LIMIT`)."""
+    stopped after ``scanned`` of the DLQ's ``depth`` entries or at :data:`~streams_app.search.MAX_LIMIT`).
+    ``too_costly`` of those scanned were left out because their own data made the query too costly to
+    evaluate: not counted, and the job leaves them in the DLQ."""
 
     query: str
     up_to: str | None
@@ -34,6 +36,7 @@ class RequeueMatchingPreview:
     scanned: int
     depth: int
     complete: bool
+    too_costly: int = 0
 
 
 def dlq_requeue_matching_preview(*, user: UserLike | None, conn: str, key: bytes, query: str) -> RequeueMatchingPreview:
@@ -49,7 +52,7 @@ def dlq_requeue_matching_preview(*, user: UserLike | None, conn: str, key: bytes
     )
     return RequeueMatchingPreview(
         query=query, up_to=up_to, count=len(page.matches), scanned=page.scanned, depth=page.total,
-        complete=page.complete,
+        complete=page.complete, too_costly=page.too_costly,
     )  # fmt: skip
 
 

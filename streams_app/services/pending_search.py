@@ -8,7 +8,9 @@ deleted has no payload and never matches. The preview counts, up to the highest 
 action scans again up to that ID and acks each page's matches at once (the ack action, batched), under
 one audit row (action ``ack``, the query in its parameters). Both stop after :data:`MAX_SCAN` pending
 entries, or :data:`BUDGET_MS` of scanning (checked after every entry, as the search does: one entry's
-evaluation is bounded by the query's cost bound, a run of them is not), and say so.
+evaluation is bounded by the query's cost bound, a run of them is not), and say so. Both say how many
+entries they left out because their own data made the query too costly to evaluate
+(:attr:`eventbus.search.query.Query.too_costly`): those are not acknowledged.
 """
 
 from __future__ import annotations
@@ -35,7 +37,9 @@ BUDGET_MS = 2000
 @dataclass(frozen=True, slots=True)
 class AckMatchingResult:
     """``matched`` of the ``scanned`` pending entries up to ``up_to`` match (``acked`` of them were
-    acknowledged, by the action); ``complete`` is False when the scan stopped at :data:`MAX_SCAN`."""
+    acknowledged, by the action); ``complete`` is False when the scan stopped at :data:`MAX_SCAN`.
+    ``too_costly`` of the scanned entries were left out because their own data made the query too
+    costly to evaluate: not matched, so never acknowledged (they stay pending)."""
 
     query: str
     up_to: str | None
@@ -43,6 +47,7 @@ class AckMatchingResult:
     matched: int
     acked: int
     complete: bool
+    too_costly: int = 0
 
 
 def _matching_pages(
@@ -104,8 +109,9 @@ def pending_ack_matching_preview(
         conn, key, group, compiled, up_to=up_to, mask=search_mask(user, conn, key)
     )
     return AckMatchingResult(
-        query=query, up_to=up_to, scanned=scanned, matched=matched, acked=0, complete=complete
-    )
+        query=query, up_to=up_to, scanned=scanned, matched=matched, acked=0, complete=complete,
+        too_costly=compiled.too_costly,
+    )  # fmt: skip
 
 
 def pending_ack_matching(
@@ -122,7 +128,10 @@ def pending_ack_matching(
             each=lambda ids: actions.ack(conn, key, group, ids=ids),
         )  # fmt: skip
         record.affected = acked
-        record.params.update(scanned=scanned, matched=matched, complete=complete)
+        record.params.update(
+            scanned=scanned, matched=matched, complete=complete, too_costly=compiled.too_costly
+        )
     return AckMatchingResult(
-        query=query, up_to=up_to, scanned=scanned, matched=matched, acked=acked, complete=complete
-    )
+        query=query, up_to=up_to, scanned=scanned, matched=matched, acked=acked, complete=complete,
+        too_costly=compiled.too_costly,
+    )  # fmt: skip

@@ -116,7 +116,9 @@ def _policy(
 class ReplayMatchingPreview:
     """How many entries of the exact range ``start``..``end`` match ``query`` (at least, when
     ``complete`` is False: the count stopped after ``scanned`` entries or at
-    :data:`~streams_app.search.MAX_LIMIT` matches; the job searches the whole range)."""
+    :data:`~streams_app.search.MAX_LIMIT` matches; the job searches the whole range). ``too_costly``
+    entries of those scanned were left out because their own data made the query too costly to
+    evaluate: not counted, and the job leaves them out too."""
 
     query: str
     start: str
@@ -124,6 +126,7 @@ class ReplayMatchingPreview:
     count: int
     scanned: int
     complete: bool
+    too_costly: int = 0
 
 
 def stream_replay_matching_count(
@@ -138,7 +141,7 @@ def stream_replay_matching_count(
     page = search.search_page(
         conn, key, compiled, start=first, end=last, limit=search.MAX_LIMIT, mask=search_mask(user, conn, key)
     )
-    count, scanned, complete = len(page.matches), page.scanned, page.complete
     return ReplayMatchingPreview(
-        query=query, start=first, end=last, count=count, scanned=scanned, complete=complete
-    )
+        query=query, start=first, end=last, count=len(page.matches), scanned=page.scanned,
+        complete=page.complete, too_costly=page.too_costly,
+    )  # fmt: skip

@@ -168,6 +168,11 @@ def group_ack_matching_start(request: HttpRequest, conn: str, key: bytes, group:
     )
     if result.matched > result.acked:
         text += f" {result.matched - result.acked} were no longer pending."
+    if result.too_costly:
+        text += (
+            f" {result.too_costly} entr{'y' if result.too_costly == 1 else 'ies'} too costly to evaluate (their"
+            " data makes the expression too costly) were left pending."
+        )
     if not result.complete:
         text += f" The scan stopped after {result.scanned} pending entries: run it again for the rest."
     return text

@@ -39,13 +39,16 @@ class RequeueMatchingBody(Body):
 
 class RequeueMatchingCountReply(Reply):
     """``count`` dead letters up to ``up_to`` (null: the DLQ is empty) match; when ``complete`` is
-    false the count stopped after ``scanned`` of ``depth`` entries and is a lower bound."""
+    false the count stopped after ``scanned`` of ``depth`` entries and is a lower bound. ``too_costly``
+    of the scanned dead letters were left out because their own data made the query too costly to
+    evaluate (as the search API's ``too_costly``): not counted, and the job leaves them in the DLQ."""
 
     count: int
     up_to: EntryIdText | None
     scanned: int
     depth: int
     complete: bool
+    too_costly: int
 
 
 @api_endpoint(method="POST", summary="Requeue the dead letters a search matches, as a job, or count them",
@@ -58,7 +61,7 @@ def dlq_requeue_matching_route(request: HttpRequest, conn: str, key: bytes) -> J
         preview = dlq_requeue_matching_preview(user=request.user, conn=conn, key=key, query=data.q)
         return JsonResponse(
             {"count": preview.count, "up_to": preview.up_to, "scanned": preview.scanned, "depth": preview.depth,
-             "complete": preview.complete}
+             "complete": preview.complete, "too_costly": preview.too_costly}
         )  # fmt: skip
     if not data.up_to:
         raise InvalidArgument(
