@@ -81,9 +81,17 @@ def _inspect(client: Any, args: argparse.Namespace) -> Output:
         lines += [f"  {field['name']} = {field['text']}" for field in row["fields"]]
     if after:
         lines.append(f"(more: --from '{after}')")
+    doc: dict[str, Any] = {"entries": rows, "scanned": scanned, "next": after}
     if search is not None:
         lines.append(f"({len(rows)} matched in {scanned} entries read)")
-    return {"entries": rows, "scanned": scanned, "next": after}, "\n".join(lines), 0 if rows else 1
+        # Entries whose own data made the query too costly are no match: say so, as the console does.
+        doc["too_costly"] = costly = search.too_costly
+        if costly:
+            lines.append(
+                f"({costly} entr{'y' if costly == 1 else 'ies'} too costly for the query "
+                f"{'was' if costly == 1 else 'were'} not evaluated)"
+            )
+    return doc, "\n".join(lines), 0 if rows else 1
 
 
 def _groups(client: Any, args: argparse.Namespace) -> Output:
@@ -245,7 +253,9 @@ def add_commands(
         "card declined) matches an entry when a field name or value contains it, ignoring case.\n"
         "A CEL expression sees every field by name, decoded (JSON and msgpack as maps and lists),\n"
         "fields, id and time; on a DLQ also error, traceback, retries, origin, original_id,\n"
-        "failed_at and group. An expression that does not parse is exit 2 with the reason.\n",
+        "failed_at and group. An expression that does not parse, or is too costly to run, is\n"
+        "exit 2 with the reason. An entry whose own data (a long list under nested .exists())\n"
+        "makes it too costly is not evaluated: no match, and counted (too_costly in --json).\n",
         _inspect, dlq=True,
     )  # fmt: skip
     inspect.add_argument("stream")

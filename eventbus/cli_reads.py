@@ -212,7 +212,8 @@ def read_entries(
     With ``search``, only the entries it matches, as the console's search finds them (on a DLQ by
     ``patterns``' conventions, with the dead-letter variables), reading at most ``scan_limit`` entries.
     Returns the rows, the entries read, and the ``--from`` that continues after them (``(ID``,
-    exclusive), or None when the stream has nothing more.
+    exclusive), or None when the stream has nothing more. Entries the search left out because their
+    own data made it too costly to evaluate are counted in ``search.too_costly`` (the caller says so).
     """
     require_stream(client, key)
     dlq = search is not None and detect_dlq(key, patterns) is not None
