@@ -56,7 +56,9 @@ def run_job(self, job_id: int) -> None:
         raise self.retry(exc=exc, countdown=min(300, 5 * 2 ** min(self.request.retries, 6))) from exc
     except SoftTimeLimitExceeded:
         log.info("job %s reached the task time limit: continuing in a new task", job_id)
-        run_job.apply_async((job_id,), countdown=1)
+        # Sent as every job is (the same queue, its kind's priority): a bare apply_async would send
+        # an export's continuation at the top priority, ahead of the fixes its priority lets go first.
+        jobs.job_send(job_id=job_id, countdown=1)
 
 
 @shared_task(ignore_result=True, time_limit=50)

@@ -223,10 +223,22 @@ def job_enqueue(*, job_id: int, kind: str) -> None:
     ``robust``: a broker that is down at that moment is logged, not raised into the request; the
     job stays queued and :func:`jobs_resume_stalled` enqueues it later.
     """
+    transaction.on_commit(lambda: job_send(job_id=job_id, kind=kind), robust=True)
+
+
+def job_send(*, job_id: int, kind: str | None = None, countdown: float | None = None) -> None:
+    """Send the task that runs job ``job_id`` now: the one send of every job's task, the first
+    (:func:`job_enqueue`, after commit) and a continuation after Celery's soft time limit
+    (``streams_app.tasks.run_job``, ``countdown`` 1), so each goes on the jobs' queue at its kind's
+    priority. ``kind`` is read from the job's row when not given (nothing is sent for a deleted job).
+    """
+    if kind is None:
+        kind = Job.objects.filter(pk=job_id).values_list("kind", flat=True).first()
+        if kind is None:
+            log.warning("job %s does not exist (deleted?): not sent", job_id)
+            return
     priority = READ_PRIORITY if kind in READ_ONLY_KINDS else FIX_PRIORITY
-    transaction.on_commit(
-        lambda: celery_app.signature(RUN_JOB_TASK, args=(job_id,)).apply_async(priority=priority), robust=True
-    )
+    celery_app.signature(RUN_JOB_TASK, args=(job_id,)).apply_async(priority=priority, countdown=countdown)
 
 
 def job_cancel(*, job_id: int) -> bool:
