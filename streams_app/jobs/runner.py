@@ -339,16 +339,19 @@ class Progress:
         """Whether a ``save`` without ``force`` would write now (a body may gather extra figures first)."""
         return time.monotonic() - self._saved_at >= SAVE_EVERY_S
 
-    def check(self) -> None:
+    def check(self, *, force: bool = False) -> None:
         """Raise :class:`JobCancelled` once the job was cancelled, :class:`JobBusy` once its lock was lost.
 
         For the middle of a long batch, where nothing can be saved yet: cheap enough to call for every
         entry (it reads the job's state at most every :data:`CHECK_EVERY_S`), and it leaves the saved
         progress as it was, so a resumed run starts from the last save (a kind whose batch changed Redis
         meanwhile reconciles, as after a crash: the progress is not marked settled).
+
+        ``force`` reads it now, however recent the last look: for a body that calls this only at the
+        boundaries of long steps (the pipeline's chunks), where a look skipped waits a whole step.
         """
         now = time.monotonic()
-        if now - self._checked_at < CHECK_EVERY_S:
+        if not force and now - self._checked_at < CHECK_EVERY_S:
             return
         self._checked_at = now
         if self.lock_lost.is_set():

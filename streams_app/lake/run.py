@@ -21,6 +21,12 @@ unless ``SPARK_MASTER`` names a cluster, with ``BUSCONSOLE_SPARK_CONF`` and the 
 a failure, and a cancel or a lost lock ends the jobs (a child and its JVM die; the resident driver
 cancels the run's jobs and stays up). A process that already has a session (the tests', a notebook's)
 or a caller that passes ``spark`` runs the jobs in that session instead: the JVM is there already.
+
+**A cancel stops a run as it stops every job** (:mod:`streams_app.jobs.runner`): the job's
+:class:`~streams_app.jobs.runner.Progress` looks at its state at each boundary of the run (after every
+chunk of the export, after every Spark job, before the load) and, while the Spark jobs run, at least
+every :data:`CHECK_EVERY_S`; it raises, and the run stops there (see :func:`pipeline_run` for what is
+cut mid-way and what is not).
 """
 
 from __future__ import annotations
@@ -314,15 +320,26 @@ def pipeline_run(
     spark_conf: Mapping[str, str] | None = None,
     job: Job | None = None,
     on_phase: PhaseFn | None = None,
-    beats: Sequence[Callable[[], None]] = (),
     check: Callable[[], None] | None = None,
 ) -> PipelineRun:
     """Export, run every Spark job, load the rollups; the run's record (state ``done``), or raise.
 
     The Spark jobs run in the resident driver or a child process (:func:`spark_jobs`) with
     ``BUSCONSOLE_SPARK_CONF`` and ``spark_conf`` over it, unless ``spark`` is given or this process has
-    an active session (then in that session, whose options are its own). ``check`` is called while
-    they work and stops the run by raising.
+    an active session (then in that session, whose options are its own).
+
+    **Where a run may be stopped.** ``on_phase`` hears of every boundary: ``export`` after each chunk
+    of the export (a stream's new entries, up to :data:`~streams_app.lake.export.CHUNK_ROWS`; in the
+    export's parallel mode, each stream a worker process finished), ``exported``, ``spark`` after each
+    Spark job, ``loading`` before the load and ``loaded``; an exception it raises stops the run there.
+    ``check`` is called while the Spark jobs run (every :data:`CHECK_EVERY_S` in a child or the
+    resident driver, every ``pipeline.main._Lanes.POLL_S`` in this process's session) and stops them
+    by raising: the child is terminated (its JVM dies with it), the resident driver or the session
+    cancels the run's Spark jobs by their tag, which Spark honours between tasks and by interrupting
+    running ones, not at once; a rollup a job was writing may be left half written until the next run,
+    which recomputes every rollup from the whole lake. Never cut mid-way, so a stop waits for the one
+    in hand: a chunk of the export (it lands whole; in parallel mode, the streams the worker processes
+    have begun), and the load, which once begun runs to its end.
     """
     # Imported here, not at the top: it loads pyspark, which only a pipeline run in this process
     # needs (the web process, which imports this module for the button and the job kind, never does).
@@ -341,7 +358,7 @@ def pipeline_run(
         run = PipelineRun.objects.create(started_at=timezone.now(), as_of=as_of, job=job)
         started = time.monotonic()
         try:
-            with _heartbeat([lock.renew, *beats]):
+            with _heartbeat([lock.renew]):
                 exported = export.export_run(
                     conns=conns, match=match, since=since, lake_uri=lake_uri, now=as_of,
                     on_progress=lambda s: phase("export", s.as_dict()),
@@ -363,9 +380,11 @@ def pipeline_run(
 
                     results = [asdict(r) for r in main.run_all(
                         spark, lake_uri, as_of=as_of,
-                        on_step=lambda result: (lock.renew(), phase("spark", asdict(result))),
+                        on_step=lambda result: (lock.renew(), phase("spark", asdict(result))), check=check,
                     )]
                 stats["jobs"] = {r["job"]: {"rows": r["rows"], "seconds": r["seconds"]} for r in results}
+                lock.renew()
+                phase("loading", {})  # the last look before the rollups replace the reports' tables
                 loading = time.monotonic()
                 stats["loaded"] = rollup_load.rollups_load(lake_uri=lake_uri)
                 stats["load_s"] = round(time.monotonic() - loading, 3)
@@ -415,10 +434,13 @@ def pipeline_scheduled_start() -> int | None:
 def pipeline_job_run(job: Job, progress: jobs.Progress) -> None:
     """The ``pipeline`` job kind's runner (see :mod:`streams_app.jobs.runner`): progress in steps of :data:`STEPS`.
 
-    ``progress`` is the jobs machinery's saver: its ``save`` renews the job's lock and raises when the
-    job was cancelled, so a cancel stops the run at its next step; its ``lock`` is renewed by the
-    heartbeat while a Spark job runs. While the Spark child works, a cancel or a lost lock is noticed
-    within :data:`CHECK_EVERY_S` and ends the child.
+    A cancel or a lost lock is noticed through ``progress``, the runner's one mechanism, as in every
+    job: at each boundary of :func:`pipeline_run` (every chunk of the export, every Spark job, before
+    the load) the job's state is read (a step saves, which reads it; a chunk between two throttled
+    saves is looked at with ``Progress.check(force=True)``, since a skipped look would wait a whole
+    chunk), and while the Spark jobs run ``Progress.check`` is their ``check``. So a cancelled run
+    stops at the end of the chunk, Spark job or load in hand, and inside a Spark job within about a
+    second. The runner's heartbeat renews the job's lock and touches it meanwhile.
 
     A read-only worker runs this kind (it is in :data:`~streams_app.jobs.runner.READ_ONLY_KINDS`): the
     export only reads the monitored Redis (SCAN, XINFO, XRANGE pages), and what a run writes, the lake
@@ -431,20 +453,13 @@ def pipeline_job_run(job: Job, progress: jobs.Progress) -> None:
         if name in ("exported", "spark", "loaded"):
             done += 1
         state = {"phase": name, **{k: v for k, v in info.items() if isinstance(v, int | float | str)}}
-        # export reports every chunk: the saver throttles those; a step boundary is always saved
+        # export reports every chunk: the saver throttles those, and a chunk it does not save is looked
+        # at all the same; a step boundary is always saved (and the save looks)
+        if name == "export" and not progress.due():
+            progress.check(force=True)
         progress.save(done=done, total=STEPS, progress=state, force=name != "export")
 
-    def touch() -> None:
-        Job.objects.filter(pk=job.pk, state=Job.State.RUNNING).update(updated_at=timezone.now())
-
-    def check() -> None:
-        if progress.lock_lost.is_set():
-            raise jobs.JobBusy(f"job {job.pk} lost its lock")
-        if not Job.objects.filter(pk=job.pk, state=Job.State.RUNNING).exists():
-            raise jobs.JobCancelled
-
-    run = pipeline_run(job=job, on_phase=on_phase, beats=[progress.lock.reacquire, touch], check=check,
-                       spark_conf=job.parameters.get("spark_conf"))
+    run = pipeline_run(job=job, on_phase=on_phase, check=progress.check, spark_conf=job.parameters.get("spark_conf"))
     exported = run.stats.get("export", {})
     progress.note(
         f"Exported {exported.get('entries', 0)} entries; loaded "
