@@ -39,13 +39,13 @@ def section(body: str, table_id: str) -> str:
 
 def group_rows(body: str) -> list[tuple[str, str]]:
     """(name, lag cell) of each row of the groups table."""
-    rows = re.findall(r'<tr>\s*<td><a class="mono" href="[^"]*">([^<]*)</a></td>(.*?)</tr>',
+    rows = re.findall(r'<tr[^>]*>\s*<td[^>]*><a class="mono" href="[^"]*">([^<]*)</a></td>(.*?)</tr>',
                       section(body, "groups-table"), re.S)
-    return [(html.unescape(name), re.findall(r'<td class="num">(.*?)</td>', cells, re.S)[-1]) for name, cells in rows]
+    return [(html.unescape(name), re.findall(r'<td class="num"[^>]*>(.*?)</td>', cells, re.S)[-1]) for name, cells in rows]
 
 
 def consumer_names(body: str) -> list[str]:
-    return [html.unescape(n) for n in re.findall(r'<tr>\s*<td class="mono">([^<]*)</td>', section(body, "consumers-table"))]
+    return [html.unescape(n) for n in re.findall(r'<tr[^>]*>\s*<td class="mono[^"]*">([^<]*)</td>', section(body, "consumers-table"))]
 
 
 def link(body: str, pager_id: str, rel: str) -> str | None:
@@ -183,7 +183,8 @@ def test_consumers_by_name_and_pending_figures(viewer_client: Client, many_consu
     pages = walk(viewer_client, GROUP_PAGE, f"?sort=name&order={order}", "consumers-pager", consumer_names)
     assert pages == chunks([text(c["name"]) for c in rows])
     body = viewer_client.get(f"{GROUP_PAGE}?sort=name&order={order}").content.decode()
-    cells = re.findall(r'<tr>\s*<td class="mono">[^<]*</td>\s*<td class="num">(\d+)</td>', section(body, "consumers-table"))
+    cells = re.findall(r'<tr[^>]*>\s*<td class="mono[^"]*">[^<]*</td>\s*<td class="num[^"]*"[^>]*>(\d+)</td>',
+                       section(body, "consumers-table"))
     assert [int(c) for c in cells] == [c["pending"] for c in rows[:PAGE]]
 
 
