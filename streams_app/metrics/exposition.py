@@ -5,7 +5,10 @@ the web process: more than any Prometheus wants per target, and a memory spike p
 exposition is, per connection:
 
 - **aggregates** over everything the snapshot sampled (streams, entries, entries per second, groups,
-  pending, lag, the longest pending idle time, DLQs and their depth), from a few ``GROUP BY`` queries;
+  pending, lag, the longest pending idle time, DLQs and their depth), from a few ``GROUP BY`` queries,
+  and over the mirror's consumers (how many, the longest idle time of any, and of any holding pending
+  entries: a consumer that holds entries and does nothing is stuck). Consumers are aggregated, never a
+  series each: a bus has more of them than of groups, and the console's group page names them;
 - **per-object series** for the streams matching a BUSCONSOLE_METRICS_INCLUDE glob (with their groups),
   then the BUSCONSOLE_METRICS_TOP_N largest streams, the TOP_N groups with the most lag, the TOP_N with
   the most pending entries and the TOP_N deepest DLQs, never a stream matching a
@@ -31,6 +34,7 @@ from django.db.models import Count, F, Max, Q, QuerySet, Sum
 from streams_app.metrics.bulk import chunks
 from streams_app.metrics.mirror import prefix_filter
 from streams_app.metrics.models import (
+    ConsumerMirror,
     DlqSample,
     GroupMirror,
     GroupSample,
@@ -98,6 +102,11 @@ class Aggregate:
     oldest_pending_age_ms_max: int | None = None  # the longest pending idle time of any group
     dlqs: int = 0
     dlq_depth: int = 0
+    consumers: int = 0
+    #: the longest idle time of any consumer (None: no consumer), as of the mirror's last read of its group
+    consumer_idle_ms_max: int | None = None
+    #: the same among the consumers holding pending entries (0: none holds any)
+    consumer_pending_idle_ms_max: int = 0
 
 
 @dataclass(slots=True)
@@ -184,7 +193,28 @@ def _aggregates(at: dict[str, Any], into: dict[str, Aggregate]) -> int:
         agg = into.setdefault(row["stream__connection"], Aggregate())
         agg.dlqs, agg.dlq_depth = row["n"], row["depth_sum"] or 0
         total += row["n"]
+    _consumer_aggregates(into)
     return total
+
+
+def _consumer_aggregates(into: dict[str, Aggregate]) -> None:
+    """The consumers of the connections in ``into``, from the mirror: how many (each snapshot refreshes a
+    group's count) and their longest idle times (as of the mirror sync that last read the group's consumers:
+    a full sync reads every group, so an idle time is never overstated, at worst BUSCONSOLE_MIRROR_FULL_EVERY_S
+    old)."""
+    live = {"deleted_at__isnull": True, "stream__deleted_at__isnull": True}
+    for row in GroupMirror.objects.filter(**live).values("stream__connection").annotate(
+        n=Sum("consumers")
+    ).order_by():
+        if (agg := into.get(row["stream__connection"])) is not None:
+            agg.consumers = row["n"] or 0
+    for row in ConsumerMirror.objects.filter(
+        deleted_at__isnull=True, **{f"group__{k}": v for k, v in live.items()}
+    ).values("group__stream__connection").annotate(
+        idle=Max("idle_ms"), holding=Max("idle_ms", filter=Q(pending__gt=0))
+    ).order_by():
+        if (agg := into.get(row["group__stream__connection"])) is not None:
+            agg.consumer_idle_ms_max, agg.consumer_pending_idle_ms_max = row["idle"], row["holding"] or 0
 
 
 def _excluded(key: bytes, exclude: Sequence[Glob]) -> bool:

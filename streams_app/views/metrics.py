@@ -111,6 +111,14 @@ class SnapshotCollector(Collector):
              lambda a: None if a.oldest_pending_age_ms_max is None else a.oldest_pending_age_ms_max / 1000),
             ("dlqs", "Dead-letter queues.", lambda a: a.dlqs),
             ("dlq_depth", "Entries in all the dead-letter queues.", lambda a: a.dlq_depth),
+            ("consumers", "Consumers in all the groups.", lambda a: a.consumers),
+            ("consumer_idle_seconds_max",
+             "Longest idle time of any consumer, as of the mirror's last read of its group (a full mirror sync "
+             "reads every group).", lambda a: None if a.consumer_idle_ms_max is None else a.consumer_idle_ms_max / 1000),
+            ("consumer_pending_idle_seconds_max",
+             "Longest idle time of a consumer holding pending entries (0 when none holds any), as of the mirror's "
+             "last read of its group: a consumer that holds entries and does nothing is stuck.",
+             lambda a: a.consumer_pending_idle_ms_max / 1000),
         ]
         for name, text, value in specs:
             family = GaugeMetricFamily(f"busconsole_connection_{name}", text, labels=["connection"])
