@@ -1,4 +1,4 @@
-"""Root URLs: login, admin, health, and the console (streams_app.urls)."""
+"""Root URLs: login, admin, liveness and readiness, and the console (streams_app.urls)."""
 
 from __future__ import annotations
 
@@ -8,12 +8,14 @@ from django.contrib.auth.decorators import login_not_required
 from django.urls import include, path
 
 from streams_app.views import auth as auth_views
+from streams_app.views.health import readyz
 from streams_app.views.overview import healthz
 
 urlpatterns = [
     path("login/", auth_views.login_view, name="login"),
     path("logout/", django_auth_views.LogoutView.as_view(), name="logout"),
     path("healthz", login_not_required(healthz), name="healthz"),
+    path("readyz", login_not_required(readyz), name="readyz"),  # views/health.py says what it checks
     # Before admin.site.urls: the admin's login is the console's throttled one (views/auth.py says why).
     path("admin/login/", auth_views.admin_login, name="admin-login"),
     path("admin/", admin.site.urls),

@@ -76,6 +76,7 @@ ROUTES: dict[str, Route] = {
     "login/": Route("login", "login", public=True),
     "logout/": Route("post", "any"),
     "healthz": Route("public", "public", public=True),
+    "readyz": Route("public", "none", public=True),  # GET and HEAD only
     "admin/login/": Route("admin-login", "admin-login", public=True),
     "": READ,
     "charts/overview/": READ,
