@@ -38,7 +38,17 @@ if not SECRET_KEY:
     SECRET_KEY = "dev-only-insecure-key-do-not-use-in-production"
 
 ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"] if DEBUG else [])
+# Needed only when the browser's origin differs from the Host the console sees (a proxy that does not pass
+# Host on, or another port); each entry is an origin with its scheme. uvicorn runs no system checks, so one
+# without a scheme would be accepted silently and match nothing (every login refused by CSRF): refused here.
 CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS", [])
+if _unschemed := [o for o in CSRF_TRUSTED_ORIGINS if not o.startswith(("http://", "https://"))]:
+    raise ImproperlyConfigured(
+        f"CSRF_TRUSTED_ORIGINS entries need a scheme (https://console.example.com), not {', '.join(map(repr, _unschemed))}"
+    )
+# A proxy that sends its upstream's name as Host and the public name as X-Forwarded-Host; off by default, as
+# without such a proxy the client would choose the host (deploy/nginx/busconsole.conf passes Host on instead).
+USE_X_FORWARDED_HOST = envbool("USE_X_FORWARDED_HOST", False)
 CSRF_FAILURE_VIEW = "streams_app.views.errors.csrf_failure"  # JSON for the API (SPEC section 4)
 
 # The private Redis that `make run` and the test suite start listen on this port by default.
@@ -197,7 +207,7 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = BASE_DIR / "staticfiles"
+STATIC_ROOT = Path(envstr("STATIC_ROOT", str(BASE_DIR / "staticfiles")))  # collectstatic writes here
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {
@@ -242,6 +252,8 @@ if not DEBUG:
     SECURE_HSTS_INCLUDE_SUBDOMAINS = True
     SECURE_HSTS_PRELOAD = envbool("SECURE_HSTS_PRELOAD", True)
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    # Probes ask the web process itself over plain HTTP, without the proxy's header: answer them there.
+    SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
 
 CELERY_BROKER_URL = REDIS_URL
 CELERY_RESULT_BACKEND = None
