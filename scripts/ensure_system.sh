@@ -5,6 +5,8 @@
 #   redis-server >= 7.0         required for `make run` and `make test` (Debian: redis-server)
 #   /usr/bin/chromium           browser tests (Debian: chromium)
 #   java >= 17                  PySpark, for the pipeline and its tests (Debian: openjdk-17-jre-headless)
+#   nginx, openssl              the reverse-proxy tests: deploy/nginx/busconsole.conf over TLS (Debian: nginx, openssl)
+#   PostgreSQL server           the least-privilege and upgrade tests, `make test-postgres` (Debian: postgresql)
 #
 # A missing package is installed with apt-get only when running as root; otherwise this prints what to
 # install and fails for the required ones, warns for the others. When nothing is missing it installs
@@ -39,6 +41,9 @@ venv_ok() { "$PYTHON" -c 'import ensurepip, venv' 2>/dev/null; }
 redis_ok() { command -v redis-server >/dev/null && version_at_least "$(redis_version)" 7.0; }
 chromium_ok() { [ -x /usr/bin/chromium ]; }
 java_ok() { command -v java >/dev/null && [ "$(java_major)" -ge 17 ] 2>/dev/null; }
+nginx_ok() { command -v nginx >/dev/null || [ -x /usr/sbin/nginx ]; }
+openssl_ok() { command -v openssl >/dev/null; }
+postgres_ok() { ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || command -v pg_ctl >/dev/null; }
 
 java_package() {  # Debian 13 has no openjdk-17; fall back to its default JRE (21)
     if apt-cache show openjdk-17-jre-headless >/dev/null 2>&1; then
@@ -59,6 +64,9 @@ check_all() {
     redis_ok || missing+=(redis-server)
     chromium_ok || missing+=(chromium)
     java_ok || missing+=(java)
+    nginx_ok || missing+=(nginx)
+    openssl_ok || missing+=(openssl)
+    postgres_ok || missing+=(postgresql)
 }
 
 check_all
@@ -97,6 +105,10 @@ for name in "${missing[@]}"; do
             say "WARNING: /usr/bin/chromium is missing: browser tests will fail (apt-get install chromium)." ;;
         java)
             say "WARNING: no Java 17+ runtime: the Spark pipeline and its tests will fail (apt-get install openjdk-17-jre-headless)." ;;
+        nginx|openssl)
+            say "WARNING: $name is missing: the reverse-proxy tests will fail (apt-get install $name)." ;;
+        postgresql)
+            say "WARNING: no PostgreSQL server: its privilege and upgrade tests will fail (apt-get install postgresql)." ;;
     esac
 done
 exit "$failed"
