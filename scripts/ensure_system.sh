@@ -7,6 +7,7 @@
 #   java >= 17                  PySpark, for the pipeline and its tests (Debian: openjdk-17-jre-headless)
 #   nginx, openssl              the reverse-proxy tests: deploy/nginx/busconsole.conf over TLS (Debian: nginx, openssl)
 #   PostgreSQL server           the least-privilege and upgrade tests, `make test-postgres` (Debian: postgresql)
+#   prometheus, promtool        the Prometheus tests: a real scrape, the alert rules' unit tests (Debian: prometheus)
 #
 # A missing package is installed with apt-get only when running as root; otherwise this prints what to
 # install and fails for the required ones, warns for the others. When nothing is missing it installs
@@ -44,6 +45,7 @@ java_ok() { command -v java >/dev/null && [ "$(java_major)" -ge 17 ] 2>/dev/null
 nginx_ok() { command -v nginx >/dev/null || [ -x /usr/sbin/nginx ]; }
 openssl_ok() { command -v openssl >/dev/null; }
 postgres_ok() { ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || command -v pg_ctl >/dev/null; }
+prometheus_ok() { command -v prometheus >/dev/null && command -v promtool >/dev/null; }
 
 java_package() {  # Debian 13 has no openjdk-17; fall back to its default JRE (21)
     if apt-cache show openjdk-17-jre-headless >/dev/null 2>&1; then
@@ -67,6 +69,7 @@ check_all() {
     nginx_ok || missing+=(nginx)
     openssl_ok || missing+=(openssl)
     postgres_ok || missing+=(postgresql)
+    prometheus_ok || missing+=(prometheus)
 }
 
 check_all
@@ -109,6 +112,8 @@ for name in "${missing[@]}"; do
             say "WARNING: $name is missing: the reverse-proxy tests will fail (apt-get install $name)." ;;
         postgresql)
             say "WARNING: no PostgreSQL server: its privilege and upgrade tests will fail (apt-get install postgresql)." ;;
+        prometheus)
+            say "WARNING: prometheus/promtool missing: the Prometheus tests will fail (apt-get install prometheus)." ;;
     esac
 done
 exit "$failed"
