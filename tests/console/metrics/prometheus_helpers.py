@@ -191,16 +191,19 @@ class PrometheusServer:
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
-def scrape_config(*, target: str, token: str, interval: str = "1s") -> dict[str, Any]:
-    """A Prometheus config scraping busconsole's ``/metrics`` at ``target`` with a bearer token, every
-    ``interval``, and evaluating the shipped alert rules: the README's config with a short interval."""
+def scrape_config(*, target: str, token: str | None = None, token_file: Path | None = None,
+                  interval: str = "1s") -> dict[str, Any]:
+    """A Prometheus config scraping busconsole's ``/metrics`` at ``target`` with a bearer token (inline, or
+    read from ``token_file`` as the README's config does), every ``interval``, and evaluating the shipped
+    alert rules: the README's config over plain HTTP with a short interval."""
+    credentials = {"credentials": token} if token_file is None else {"credentials_file": str(token_file)}
     return {
         "global": {"scrape_interval": interval, "evaluation_interval": interval},
         "rule_files": [str(RULES)],
         "scrape_configs": [{
             "job_name": "busconsole",
             "metrics_path": "/metrics",
-            "authorization": {"type": "Bearer", "credentials": token},
+            "authorization": {"type": "Bearer", **credentials},
             "static_configs": [{"targets": [target]}],
         }],
     }

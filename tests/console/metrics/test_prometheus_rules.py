@@ -7,6 +7,7 @@ makes itself, such as ``up``).
 
 from __future__ import annotations
 
+import re
 import subprocess
 from typing import Any
 
@@ -62,3 +63,18 @@ def test_the_rules_read_metrics_that_metrics_exposes(r: redis.Redis, client: Cli
     used = {name: rule["alert"] for rule in _alerts() for name in metric_names(rule["expr"])}
     assert {name: alert for name, alert in used.items() if name not in exposed | PROMETHEUS_MADE} == {}
     assert "busconsole_group_lag" in used and "busconsole_snapshot_skipped_total" in used
+
+
+def test_the_readmes_scrape_config_passes_promtool(tmp_path) -> None:
+    """The README's prometheus.yml, with its two paths pointed at the repository's rules and a token file."""
+    readme = (RULES.parents[2] / "README.md").read_text()
+    block = re.search(r"```yaml\n(# prometheus\.yml\n.*?)```", readme, re.DOTALL)
+    assert block, "the README's 'Prometheus and Grafana' section lost its prometheus.yml"
+    token = tmp_path / "busconsole.token"
+    token.write_text("not-checked-by-promtool")
+    config = tmp_path / "prometheus.yml"
+    config.write_text(block.group(1).replace("/etc/prometheus/busconsole-rules.yml", str(RULES))
+                      .replace("/etc/prometheus/busconsole.token", str(token)))
+    done = _promtool("check", "config", str(config))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"SUCCESS: {len(_alerts())} rules found" in done.stdout

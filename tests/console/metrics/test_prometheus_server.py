@@ -106,10 +106,12 @@ def test_prometheus_scrapes_with_a_bearer_token_and_queries_give_redis_figures(
 
 
 def test_prometheus_loads_the_rules_and_every_dashboard_query_returns_data(
-    r: redis.Redis, asgi_server, viewer, api_token, prometheus
+    r: redis.Redis, asgi_server, viewer, api_token, prometheus, tmp_path
 ) -> None:
     demo_bus(r)
-    prom = prometheus(scrape_config(target=f"127.0.0.1:{asgi_server.port}", token=api_token(viewer)))
+    token_file = tmp_path / "busconsole.token"  # as the README's config reads it
+    token_file.write_text(api_token(viewer))
+    prom = prometheus(scrape_config(target=f"127.0.0.1:{asgi_server.port}", token_file=token_file))
     targets = wait_for(lambda: _targets_scraped(prom), what="the target scraped", timeout=30)
     assert targets["busconsole"]["health"] == "up", targets["busconsole"]["lastError"]
 
