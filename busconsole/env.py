@@ -13,6 +13,8 @@ from urllib.parse import parse_qsl, urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
 
+from eventbus.tls import tls_problem
+
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
 
@@ -85,12 +87,27 @@ def parse_connections(raw: str) -> dict[str, str]:
         for key, value in parse_qsl(urlsplit(url).query, keep_blank_values=True):
             if key == "cluster" and value.lower() not in ("yes", "no", "true", "false", "1", "0", "auto"):
                 raise ImproperlyConfigured(f"BUS_REDIS_URLS: {name} has cluster={value!r}; expected yes, no or auto")
+        problem = tls_problem(url)
+        if problem:
+            raise ImproperlyConfigured(f"BUS_REDIS_URLS: {name} {problem}")
         if name in connections:
             raise ImproperlyConfigured(f"BUS_REDIS_URLS: connection {name!r} is named twice")
         connections[name] = url
     if not connections:
         raise ImproperlyConfigured("BUS_REDIS_URLS names no connection")
     return connections
+
+
+def checked_redis_url(name: str, url: str) -> str:
+    """``url`` (the value of variable ``name``) when its TLS parameters can work, else ImproperlyConfigured.
+
+    TLS is set on the URL for every client (eventbus/tls.py); a misspelt parameter or a missing file
+    would otherwise surface only at the first connection, naming neither.
+    """
+    problem = tls_problem(url)
+    if problem:
+        raise ImproperlyConfigured(f"{name} {problem}")
+    return url
 
 
 #: What a masking rule may do to the value it selects (streams_app/masking).

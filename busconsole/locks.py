@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 import redis
 from django.conf import settings
 
+from eventbus.tls import tls_options
+
 log = logging.getLogger(__name__)
 
 _clients: dict[str, redis.Redis] = {}
@@ -44,7 +46,7 @@ def console_redis() -> redis.Redis:
         with _clients_lock:
             client = _clients.get(url)
             if client is None:
-                client = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=2)
+                client = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=2, **tls_options(url))
                 _clients[url] = client
     return client
 

@@ -14,6 +14,7 @@ from django.core.exceptions import ImproperlyConfigured
 from kombu import Exchange, Queue
 
 from busconsole.env import (
+    checked_redis_url,
     envbool,
     envint,
     envlist,
@@ -24,6 +25,7 @@ from busconsole.env import (
     parse_unmasked_roles,
 )
 from eventbus.connection import PRIVATE_PORT, PRIVATE_PORT_VARIABLE
+from eventbus.tls import tls_options, without_tls
 from pipeline import conf as _spark_conf  # no pyspark: parses BUSCONSOLE_SPARK_CONF
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -57,7 +59,12 @@ _private_redis = f"redis://127.0.0.1:{PRIVATE_REDIS_PORT}"
 
 BUS_REDIS_URL = envstr("BUS_REDIS_URL", f"{_private_redis}/0")
 BUS_REDIS_URLS = parse_connections(envstr("BUS_REDIS_URLS", f"default={BUS_REDIS_URL}"))
-REDIS_URL = envstr("REDIS_URL", f"{_private_redis}/1")
+REDIS_URL = checked_redis_url("REDIS_URL", envstr("REDIS_URL", f"{_private_redis}/1"))
+# TLS to the console's own Redis is set on REDIS_URL (rediss://, ssl_* parameters; eventbus/tls.py) and handed
+# to each of its clients as the same options: redis-py 5 checks no host name unless told (nor does kombu,
+# which connects unverified to a bare rediss:// URL), and the cache and the channel layer take options beside
+# the URL. The broker gets the URL without them, so that only these options count.
+REDIS_TLS = tls_options(REDIS_URL)
 
 BUSCONSOLE_READ_ONLY = envbool("BUSCONSOLE_READ_ONLY", False)
 BUSCONSOLE_DLQ_PATTERNS = envstr("BUSCONSOLE_DLQ_PATTERNS", "")
@@ -171,14 +178,14 @@ CACHES = {
         "BACKEND": "django.core.cache.backends.redis.RedisCache",
         "LOCATION": REDIS_URL,
         "KEY_PREFIX": "busconsole",
-        "OPTIONS": {"socket_connect_timeout": 2, "socket_timeout": 2},
+        "OPTIONS": {"socket_connect_timeout": 2, "socket_timeout": 2, **REDIS_TLS},
     }
 }
 
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "streams_app.live.layer.RedisChannelLayer",
-        "CONFIG": {"hosts": [REDIS_URL], "prefix": "busconsole:asgi"},
+        "CONFIG": {"hosts": [{"address": REDIS_URL, **REDIS_TLS}], "prefix": "busconsole:asgi"},
     }
 }
 
@@ -255,7 +262,9 @@ if not DEBUG:
     # Probes ask the web process itself over plain HTTP, without the proxy's header: answer them there.
     SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
 
-CELERY_BROKER_URL = REDIS_URL
+CELERY_BROKER_URL = without_tls(REDIS_URL)
+CELERY_BROKER_USE_SSL = REDIS_TLS or None
+CELERY_REDIS_BACKEND_USE_SSL = REDIS_TLS or None  # for a Redis result backend, should one be configured
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True

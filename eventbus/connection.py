@@ -30,6 +30,8 @@ import redis.asyncio
 import redis.asyncio.cluster
 import redis.cluster
 
+from .tls import tls_options, tls_problem
+
 CLUSTER = "cluster"
 STANDALONE = "standalone"
 AUTO = "auto"
@@ -101,7 +103,7 @@ def url_problem(url: str) -> str | None:
         redis.connection.parse_url(url)
     except ValueError as exc:
         return str(exc).rstrip(".")
-    return None
+    return tls_problem(url)
 
 
 def database_missing(exc: BaseException) -> bool:
@@ -112,7 +114,9 @@ def database_missing(exc: BaseException) -> bool:
 def databases_of(url: str) -> int | None:
     """How many databases the server at ``url`` has (``CONFIG GET databases`` on db 0); None if it will not say."""
     try:
-        options = {**redis.connection.parse_url(split_mode(url)[0]), "db": 0, "socket_timeout": 5, "socket_connect_timeout": 5}
+        plain = split_mode(url)[0]
+        options = {**tls_options(plain), **redis.connection.parse_url(plain), "db": 0, "socket_timeout": 5,
+                   "socket_connect_timeout": 5}
         probe = redis.Redis(connection_pool=redis.ConnectionPool(**options))
         try:
             return int(probe.config_get("databases").get("databases"))
@@ -147,7 +151,8 @@ class Connector:
 
     def __init__(self, url: str, options: dict[str, Any]) -> None:
         self.url, self.declared = split_mode(url)
-        self.options = options
+        # TLS from the URL with the project's defaults (eventbus/tls.py); options given here win.
+        self.options = {**tls_options(self.url), **options}
         self._mode: str | None = None if self.declared == AUTO else self.declared
         self._lock = threading.Lock()
 

@@ -15,6 +15,8 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import redis
 from redis.exceptions import RedisClusterException
 
+from .tls import tls_reason
+
 #: Exit status of a command that could not reach its Redis (sysexits' EX_UNAVAILABLE).
 EXIT_UNAVAILABLE = 69
 
@@ -75,6 +77,9 @@ def explain(exc: BaseException, *, url: str, variable: str, fix: str | None = No
         return (
             f"cannot log in to Redis at {where}: {_reason(cause)} — check the user and password in {variable}"
         )
+    tls = tls_reason(cause, url) if isinstance(cause, redis.ConnectionError | RedisClusterException) else None
+    if tls:
+        return f"TLS with Redis at {where} failed: {tls}"
     fix = fix or f"start Redis or set {variable}"
     if isinstance(cause, redis.TimeoutError):
         return f"Redis at {where} did not answer in time: {_reason(cause)} — {fix}"

@@ -100,6 +100,32 @@ class RedisServer:
 
 
 @dataclass
+class TlsRedisServer(RedisServer):
+    """A RedisServer that also takes TLS on ``tls_port`` (``--tls-port``), with certificates of the test.
+
+    Its plain port stays open for the test's own arranging and checking (and for plain-against-TLS
+    comparisons on one server); what is under test connects to :meth:`tls_url`. ``client_auth``:
+    ``tls-auth-clients yes`` (a client certificate signed by ``ca`` is required) or ``no``.
+    """
+
+    tls_port: int = field(default_factory=free_port)
+    cert: str = ""
+    key: str = ""
+    ca: str = ""
+    client_auth: bool = True
+
+    def __post_init__(self) -> None:
+        self.extra = (*self.extra, "--tls-port", str(self.tls_port), "--tls-cert-file", self.cert,
+                      "--tls-key-file", self.key, "--tls-ca-cert-file", self.ca,
+                      "--tls-auth-clients", "yes" if self.client_auth else "no")
+
+    def tls_url(self, db: int = 0, *, host: str = "127.0.0.1", **params: str) -> str:
+        """``rediss://host:tls_port/db`` with ``params`` (``ssl_ca_certs=...``) as its query."""
+        query = "&".join(f"{k}={v}" for k, v in params.items())
+        return f"rediss://{host}:{self.tls_port}/{db}" + (f"?{query}" if query else "")
+
+
+@dataclass
 class RedisClusterServers:
     """A real Redis Cluster: three ``redis-server --cluster-enabled yes`` primaries, no replicas.
 

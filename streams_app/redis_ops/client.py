@@ -31,6 +31,8 @@ from django.conf import settings
 from redis.cluster import RedisCluster
 from redis.crc import key_slot
 
+from eventbus.tls import tls_options
+
 from .errors import NotFound, translated
 
 _clients: dict[tuple[str, str], redis.Redis | RedisCluster] = {}
@@ -172,9 +174,12 @@ def connection_url(name: str) -> str:
     return url
 
 
-def _client_options() -> dict[str, object]:
+def _client_options(url: str) -> dict[str, object]:
+    """Bytes out, bounded timeouts (connecting, and the TLS handshake, which runs under socket_timeout),
+    and for a ``rediss://`` URL the project's TLS defaults (:func:`eventbus.tls.tls_options`)."""
     timeout = settings.BUSCONSOLE_REDIS_TIMEOUT
     return {
+        **tls_options(url),
         "decode_responses": False,
         "socket_timeout": timeout,
         "socket_connect_timeout": min(timeout, 2.0),
@@ -209,7 +214,7 @@ def _cluster_client(url: str) -> RedisCluster:
     redis-py parses a reply first with the node's own callbacks and only then with the cluster's, so
     the raw callbacks are set on each node's :class:`redis.Redis` as the nodes manager creates it.
     """
-    options = _client_options()
+    options = _client_options(url)
     options.pop("health_check_interval")  # the nodes manager refreshes the topology itself
     cluster = RedisCluster.from_url(url, redis_connect_func=_setname("busconsole"), **options)
     manager = cluster.nodes_manager
@@ -230,7 +235,7 @@ def _cluster_client(url: str) -> RedisCluster:
 
 def _detect(url: str) -> str:
     """"cluster" when the server at ``url`` runs with ``cluster-enabled yes``, else "standalone"."""
-    probe = redis.Redis.from_url(url, **_client_options())
+    probe = redis.Redis.from_url(url, **_client_options(url))
     try:
         info = probe.info("cluster")
     except redis.ResponseError:  # INFO cluster refused (ACL): a cluster client would fail the same way
@@ -261,7 +266,8 @@ def get_client(name: str) -> redis.Redis | RedisCluster:
                     with translated(name):
                         client = _cluster_client(plain)
                 else:
-                    client = redis.Redis.from_url(plain, redis_connect_func=_named("busconsole"), **_client_options())
+                    client = redis.Redis.from_url(plain, redis_connect_func=_named("busconsole"),
+                                                  **_client_options(plain))
                     _raw_replies(client)
                 _clients[key] = client
     return client
@@ -334,6 +340,7 @@ def async_client(url: str, *, client_name: str, wait_s: float = 0.0) -> aioredis
     timeout = float(settings.BUSCONSOLE_REDIS_TIMEOUT)
     client = aioredis.Redis.from_url(
         split_mode(url)[0],
+        **tls_options(url),
         decode_responses=False,
         single_connection_client=True,
         socket_connect_timeout=min(timeout, 2.0),

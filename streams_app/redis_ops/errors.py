@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import redis
+from django.conf import settings
 from redis.exceptions import (
     AskError,
     ClusterCrossSlotError,
@@ -19,6 +20,8 @@ from redis.exceptions import (
     SlotNotCoveredError,
     TryAgainError,
 )
+
+from eventbus.tls import tls_reason
 
 
 class OpsError(Exception):
@@ -37,6 +40,17 @@ class OpsError(Exception):
 
 class Unreachable(OpsError):
     code = "unreachable"
+    status = 503
+
+
+class TlsFailure(Unreachable):
+    """The TLS connection failed: a certificate refused by either side, or no TLS on that port.
+
+    Its message says which (:func:`eventbus.tls.tls_reason`): a wrong CA, an expired certificate, one
+    that names another host, a missing or untrusted client certificate.
+    """
+
+    code = "tls_error"
     status = 503
 
 
@@ -79,6 +93,12 @@ def _refusal(conn: str, exc: redis.ResponseError) -> OpsError:
     return RedisRefused(f"Redis refused the command: {text}", conn=conn)
 
 
+def _tls_failure(conn: str, exc: BaseException) -> TlsFailure | None:
+    """:class:`TlsFailure` when ``exc`` is a failed TLS connection to ``conn``'s server, else None."""
+    reason = tls_reason(exc, settings.BUS_REDIS_URLS.get(conn, ""))
+    return TlsFailure(f"TLS with Redis server {conn!r} failed: {reason}.", conn=conn) if reason else None
+
+
 @contextmanager
 def translated(conn: str) -> Iterator[None]:
     """Turn redis-py's exceptions raised inside the block into :class:`OpsError`."""
@@ -97,10 +117,12 @@ def translated(conn: str) -> Iterator[None]:
     except redis.ResponseError as exc:
         raise _refusal(conn, exc) from exc
     except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
-        raise Unreachable(f"Redis server {conn!r} is unreachable: {exc}", conn=conn) from exc
+        message = f"Redis server {conn!r} is unreachable: {exc}"
+        raise (_tls_failure(conn, exc) or Unreachable(message, conn=conn)) from exc
     except redis.RedisError as exc:
         raise RedisRefused(f"Redis error on {conn!r}: {exc}", conn=conn) from exc
     except RedisClusterException as exc:  # not a RedisError: the client's own refusal (cross-slot keys...)
         if "cannot be connected" in str(exc):  # no startup node answered
-            raise Unreachable(f"Redis Cluster {conn!r} is unreachable: {exc}", conn=conn) from exc
+            message = f"Redis Cluster {conn!r} is unreachable: {exc}"
+            raise (_tls_failure(conn, exc) or Unreachable(message, conn=conn)) from exc
         raise RedisRefused(f"Redis Cluster {conn!r}: {exc}", conn=conn) from exc
