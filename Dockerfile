@@ -37,8 +37,9 @@ RUN DEBUG=0 SECRET_KEY=collectstatic-only-not-a-secret python manage.py collects
  && chown -R busconsole:busconsole /app/var
 USER busconsole
 EXPOSE 8000
-# GET /healthz answers "ok" without login. The Host header is the first ALLOWED_HOSTS entry and
-# X-Forwarded-Proto says https, so host validation and SECURE_SSL_REDIRECT let the probe through.
-HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 CMD ["python", "-c", "import os, urllib.request; host = (os.environ.get('ALLOWED_HOSTS') or 'localhost').split(',')[0].strip().lstrip('.').replace('*', '') or 'localhost'; urllib.request.urlopen(urllib.request.Request('http://127.0.0.1:8000/healthz', headers={'Host': host, 'X-Forwarded-Proto': 'https'}), timeout=4)"]
+# GET /readyz answers without login: 200 once the database and the console's Redis answer and every
+# migration is applied, else 503 (streams_app/views/health.py). It is exempt from SECURE_SSL_REDIRECT; the
+# Host header is the first ALLOWED_HOSTS entry, so host validation lets the probe through.
+HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 CMD ["python", "-c", "import os, urllib.request; host = (os.environ.get('ALLOWED_HOSTS') or 'localhost').split(',')[0].strip().lstrip('.').replace('*', '') or 'localhost'; urllib.request.urlopen(urllib.request.Request('http://127.0.0.1:8000/readyz', headers={'Host': host}), timeout=4)"]
 CMD ["uvicorn", "busconsole.asgi:application", "--host", "0.0.0.0", "--port", "8000", "--ws", "websockets", \
      "--ws-per-message-deflate", "false"]

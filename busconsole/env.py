@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from ipaddress import IPv4Network, IPv6Network, ip_network
 from urllib.parse import parse_qsl, urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
 
+from eventbus.sentinel import is_sentinel, sentinel_problem
 from eventbus.tls import tls_problem
 
 _TRUE = {"1", "true", "yes", "on"}
@@ -67,10 +69,28 @@ def envnetworks(name: str) -> tuple[IPv4Network | IPv6Network, ...]:
     return tuple(networks)
 
 
+_NAMED = re.compile(r"\s*[A-Za-z0-9._-]+=")
+
+
+def _connection_items(raw: str) -> list[str]:
+    """``BUS_REDIS_URLS`` cut at its commas, but for those between the hosts of a Sentinel URL.
+
+    ``a=redis+sentinel://h1:26379,h2:26379/svc/0,b=redis://h3/0`` is two items: a piece that does
+    not start with ``name=`` goes on with the Sentinel URL before it.
+    """
+    items: list[str] = []
+    for piece in raw.split(","):
+        if items and is_sentinel(items[-1].partition("=")[2].strip()) and not _NAMED.match(piece):
+            items[-1] += "," + piece
+        else:
+            items.append(piece)
+    return items
+
+
 def parse_connections(raw: str) -> dict[str, str]:
-    """Parse ``BUS_REDIS_URLS``: ``name=url`` pairs separated by commas."""
+    """Parse ``BUS_REDIS_URLS``: ``name=url`` pairs separated by commas (a Sentinel URL keeps its own)."""
     connections: dict[str, str] = {}
-    for item in raw.split(","):
+    for item in _connection_items(raw):
         item = item.strip()
         if not item:
             continue
@@ -82,12 +102,12 @@ def parse_connections(raw: str) -> dict[str, str]:
             raise ImproperlyConfigured(
                 f"BUS_REDIS_URLS: connection name {name!r} may hold only letters, digits, '-', '_', '.'"
             )
-        if not url.startswith(("redis://", "rediss://", "unix://")):
+        if not is_sentinel(url) and not url.startswith(("redis://", "rediss://", "unix://")):
             raise ImproperlyConfigured(f"BUS_REDIS_URLS: {name} has an unsupported URL scheme")
         for key, value in parse_qsl(urlsplit(url).query, keep_blank_values=True):
             if key == "cluster" and value.lower() not in ("yes", "no", "true", "false", "1", "0", "auto"):
                 raise ImproperlyConfigured(f"BUS_REDIS_URLS: {name} has cluster={value!r}; expected yes, no or auto")
-        problem = tls_problem(url)
+        problem = sentinel_problem(url) if is_sentinel(url) else tls_problem(url)
         if problem:
             raise ImproperlyConfigured(f"BUS_REDIS_URLS: {name} {problem}")
         if name in connections:
@@ -104,7 +124,7 @@ def checked_redis_url(name: str, url: str) -> str:
     TLS is set on the URL for every client (eventbus/tls.py); a misspelt parameter or a missing file
     would otherwise surface only at the first connection, naming neither.
     """
-    problem = tls_problem(url)
+    problem = sentinel_problem(url) if is_sentinel(url) else tls_problem(url)
     if problem:
         raise ImproperlyConfigured(f"{name} {problem}")
     return url

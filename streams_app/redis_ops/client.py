@@ -2,10 +2,13 @@
 
 Connection URLs come from ``settings.BUS_REDIS_URLS``; passwords never leave this module.
 
-A connection is **standalone** or **cluster**. The URL may declare it (``?cluster=yes`` or
-``?cluster=no``); otherwise the first use asks the server (``INFO cluster``: ``cluster_enabled:1``)
-and remembers the answer for the life of the process. One reachable node is enough for a cluster
-URL: redis-py's :class:`~redis.cluster.RedisCluster` discovers the others and follows MOVED/ASK.
+A connection is **standalone**, **sentinel** or **cluster**. A ``redis+sentinel://`` URL
+(:mod:`eventbus.sentinel`) is one primary that the sentinels name: its clients are redis-py's
+``master_for``, which ask them again at each new connection and so follow a failover. Otherwise the
+URL may declare the kind (``?cluster=yes`` or ``?cluster=no``); otherwise the first use asks the
+server (``INFO cluster``: ``cluster_enabled:1``) and remembers the answer for the life of the
+process. One reachable node is enough for a cluster URL: redis-py's
+:class:`~redis.cluster.RedisCluster` discovers the others and follows MOVED/ASK.
 
 What a caller may rely on, for either kind:
 
@@ -31,6 +34,8 @@ from django.conf import settings
 from redis.cluster import RedisCluster
 from redis.crc import key_slot
 
+from eventbus.sentinel import async_master_client, is_sentinel, master_client
+from eventbus.sentinel import parse as parse_sentinel
 from eventbus.tls import tls_options
 
 from .errors import NotFound, translated
@@ -149,6 +154,9 @@ def _describe(name: str, url: str) -> Connection:
     if parts.scheme == "unix":
         return Connection(name=name, host=parts.path, port=None, db=_db_of(url), declared=declared)
     return Connection(
+    if is_sentinel(url):  # shown as "<service> via <sentinels>": the primary changes with each failover
+        sentinel = parse_sentinel(url)
+        return Connection(name=name, host=sentinel.where, port=None, db=sentinel.db, declared="sentinel")
         name=name, host=parts.hostname or "localhost", port=parts.port or 6379, db=_db_of(url), declared=declared
     )
 
@@ -257,7 +265,11 @@ def get_client(name: str) -> redis.Redis | RedisCluster:
     if client is None:
         with _lock:
             client = _clients.get(key)
-            if client is None:
+            if client is None and is_sentinel(url):  # the primary the sentinels name, followed across failovers
+                client = master_client(url, redis_connect_func=_named("busconsole"), **_client_options(url))
+                _raw_replies(client)
+                _clients[key] = client
+            elif client is None:
                 plain, declared = split_mode(url)
                 if declared == "auto":
                     with translated(name):
@@ -285,6 +297,10 @@ def primaries(name: str) -> list[Node]:
         return [Node(name=f"{described.host}:{described.port}", host=described.host, port=described.port or 0,
                      client=client)]
     first_slot: dict[str, int] = {}
+    if is_sentinel(connection_url(name)):
+        with translated(name):  # where the sentinels said the primary was at the last connect, else ask them
+            host, port = client.connection_pool.master_address or client.connection_pool.get_master_address()
+        return [Node(name=f"{host}:{port}", host=host, port=port, client=client)]
     for slot, nodes in client.nodes_manager.slots_cache.items():
         if nodes and slot < first_slot.get(nodes[0].name, 1 << 14):
             first_slot[nodes[0].name] = slot
@@ -338,8 +354,9 @@ def async_client(url: str, *, client_name: str, wait_s: float = 0.0) -> aioredis
     ``wait_s`` is added to the read timeout of a connection that blocks on purpose (``XREAD BLOCK``).
     """
     timeout = float(settings.BUSCONSOLE_REDIS_TIMEOUT)
-    client = aioredis.Redis.from_url(
-        split_mode(url)[0],
+    make, plain = (async_master_client, url) if is_sentinel(url) else (aioredis.Redis.from_url, split_mode(url)[0])
+    client = make(
+        plain,
         **tls_options(url),
         decode_responses=False,
         single_connection_client=True,
