@@ -149,14 +149,14 @@ def split_mode(url: str) -> tuple[str, str]:
 
 
 def _describe(name: str, url: str) -> Connection:
+    if is_sentinel(url):  # shown as "<service> via <sentinels>": the primary changes with each failover
+        sentinel = parse_sentinel(url)
+        return Connection(name=name, host=sentinel.where, port=None, db=sentinel.db, declared="sentinel")
     url, declared = split_mode(url)
     parts = urlsplit(url)
     if parts.scheme == "unix":
         return Connection(name=name, host=parts.path, port=None, db=_db_of(url), declared=declared)
     return Connection(
-    if is_sentinel(url):  # shown as "<service> via <sentinels>": the primary changes with each failover
-        sentinel = parse_sentinel(url)
-        return Connection(name=name, host=sentinel.where, port=None, db=sentinel.db, declared="sentinel")
         name=name, host=parts.hostname or "localhost", port=parts.port or 6379, db=_db_of(url), declared=declared
     )
 
@@ -292,15 +292,15 @@ def is_cluster(name: str) -> bool:
 def primaries(name: str) -> list[Node]:
     """One plain client per primary, in slot order (the node serving slot 0 first); one for standalone."""
     client = get_client(name)
+    if is_sentinel(connection_url(name)):
+        with translated(name):  # where the sentinels said the primary was at the last connect, else ask them
+            host, port = client.connection_pool.master_address or client.connection_pool.get_master_address()
+        return [Node(name=f"{host}:{port}", host=host, port=port, client=client)]
     if not isinstance(client, RedisCluster):
         described = connection(name)
         return [Node(name=f"{described.host}:{described.port}", host=described.host, port=described.port or 0,
                      client=client)]
     first_slot: dict[str, int] = {}
-    if is_sentinel(connection_url(name)):
-        with translated(name):  # where the sentinels said the primary was at the last connect, else ask them
-            host, port = client.connection_pool.master_address or client.connection_pool.get_master_address()
-        return [Node(name=f"{host}:{port}", host=host, port=port, client=client)]
     for slot, nodes in client.nodes_manager.slots_cache.items():
         if nodes and slot < first_slot.get(nodes[0].name, 1 << 14):
             first_slot[nodes[0].name] = slot
