@@ -27,6 +27,7 @@ from busconsole.env import (
 from eventbus.connection import PRIVATE_PORT, PRIVATE_PORT_VARIABLE
 from eventbus.tls import tls_options, without_tls
 from pipeline import conf as _spark_conf  # no pyspark: parses BUSCONSOLE_SPARK_CONF
+from streams_app.accounts.oidc_config import oidc_settings_from_env  # Django-free: parses BUSCONSOLE_OIDC_*
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(envstr("BUSCONSOLE_VAR_DIR", str(BASE_DIR / "var")))
@@ -90,6 +91,15 @@ BUSCONSOLE_TAIL_POLL_MS = envint("BUSCONSOLE_TAIL_POLL_MS", 10)
 # Failed logins per username or client address within the window before logins are refused.
 BUSCONSOLE_LOGIN_MAX_FAILURES = envint("BUSCONSOLE_LOGIN_MAX_FAILURES", 5)
 BUSCONSOLE_LOGIN_WINDOW_S = envint("BUSCONSOLE_LOGIN_WINDOW_S", 900)
+# Single sign-on (streams_app/accounts/oidc.py): an OpenID provider from BUSCONSOLE_OIDC_ISSUER, _CLIENT_ID,
+# _CLIENT_SECRET, _SCOPES, _GROUPS_CLAIM, _ROLES ("admin=ops-admins,operator=ops;oncall,viewer=*") and _NAME, or
+# None; refused at start-up when malformed. BUSCONSOLE_LOCAL_LOGIN=0 switches passwords off but for the
+# BUSCONSOLE_BREAK_GLASS_USERS (usernames), for when the provider is down.
+BUSCONSOLE_OIDC = oidc_settings_from_env()
+BUSCONSOLE_LOCAL_LOGIN = envbool("BUSCONSOLE_LOCAL_LOGIN", True)
+BUSCONSOLE_BREAK_GLASS_USERS = tuple(envlist("BUSCONSOLE_BREAK_GLASS_USERS", []))
+if not BUSCONSOLE_LOCAL_LOGIN and BUSCONSOLE_OIDC is None:
+    raise ImproperlyConfigured("BUSCONSOLE_LOCAL_LOGIN=0 needs BUSCONSOLE_OIDC_ISSUER: nobody could log in")
 # Ranges alert webhooks may reach although loopback, private or link-local (on-premise receivers);
 # empty: public addresses only (streams_app/alerts/egress.py).
 BUSCONSOLE_WEBHOOK_ALLOW = envnetworks("BUSCONSOLE_WEBHOOK_ALLOW")
@@ -251,6 +261,10 @@ CONTENT_SECURITY_POLICY = {
         "form-action": [SELF],
     }
 }
+if BUSCONSOLE_OIDC is not None:
+    # The login button's and the logout button's posts redirect to the provider, and Chromium holds a form's
+    # redirects to form-action too.
+    CONTENT_SECURITY_POLICY["DIRECTIVES"]["form-action"].append(BUSCONSOLE_OIDC.origin)
 if not DEBUG:
     SECURE_SSL_REDIRECT = envbool("SECURE_SSL_REDIRECT", True)
     SESSION_COOKIE_SECURE = True

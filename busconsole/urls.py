@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 from django.contrib import admin
-from django.contrib.auth import views as django_auth_views
 from django.contrib.auth.decorators import login_not_required
 from django.urls import include, path
 
 from streams_app.views import auth as auth_views
+from streams_app.views import oidc as oidc_views
 from streams_app.views.health import readyz
 from streams_app.views.overview import healthz
 
 urlpatterns = [
     path("login/", auth_views.login_view, name="login"),
-    path("logout/", django_auth_views.LogoutView.as_view(), name="logout"),
+    # Ends the provider's session too when single sign-on opened this one (views/oidc.py).
+    path("logout/", oidc_views.logout, name="logout"),
+    path("oidc/login/", oidc_views.oidc_login, name="oidc-login"),
+    path("oidc/callback/", oidc_views.oidc_callback, name="oidc-callback"),
     path("healthz", login_not_required(healthz), name="healthz"),
     path("readyz", login_not_required(readyz), name="readyz"),  # views/health.py says what it checks
     # Before admin.site.urls: the admin's login is the console's throttled one (views/auth.py says why).

@@ -6,7 +6,7 @@ it (see ``streams_app/README.md``). Import a model from its package, not from he
 
 from __future__ import annotations
 
-from streams_app.accounts.models import ApiToken
+from streams_app.accounts.models import ApiToken, OidcIdentity
 from streams_app.alerts.models import Alert, AlertRule
 from streams_app.audit.models import AuditEvent
 from streams_app.jobs.models import Job
@@ -51,6 +51,7 @@ __all__ = [
     "LatencyRollup",
     "MaskRule",
     "MirrorState",
+    "OidcIdentity",
     "PipelineRun",
     "RetryRollup",
     "SavedView",

@@ -103,6 +103,19 @@ def login_failures_clear(*, username: str | None = None, ip: str | None = None) 
         log.exception("login throttle unavailable: cannot clear failure counters")
 
 
+def password_login_allowed(username: str | None) -> bool:
+    """Whether ``username`` may log in with a password: everyone unless BUSCONSOLE_LOCAL_LOGIN=0, then
+    only the break-glass accounts (BUSCONSOLE_BREAK_GLASS_USERS), for when the provider is down.
+
+    Asked by the login form, to say why, and by the authentication backend
+    (:class:`streams_app.accounts.role_backend.ConsoleModelBackend`), so that no other path that checks a
+    password gets around it.
+    """
+    if settings.BUSCONSOLE_LOCAL_LOGIN:
+        return True
+    return bool(username) and username in settings.BUSCONSOLE_BREAK_GLASS_USERS
+
+
 class ThrottledAuthenticationForm(AuthenticationForm):
     """Django's login form, refusing to even check a password once too many guesses failed.
 
@@ -115,12 +128,20 @@ class ThrottledAuthenticationForm(AuthenticationForm):
     error_messages = {
         **AuthenticationForm.error_messages,
         "throttled": "Too many failed logins for this account or address; try again in %(wait)s.",
+        "local_login_off": "Password logins are switched off here: use %(sso)s.",
     }
 
     def clean(self) -> dict[str, Any]:
         username = self.cleaned_data.get("username")
         if username is None or not self.cleaned_data.get("password"):
             return super().clean()  # a field is missing: no password is checked, nothing is counted
+        if not password_login_allowed(username):
+            # Refused before anything is counted or checked: no password of an SSO-only console is tried.
+            oidc = settings.BUSCONSOLE_OIDC
+            sso = f"Sign in with {oidc.display_name}" if oidc else "single sign-on"
+            raise forms.ValidationError(
+                self.error_messages["local_login_off"], code="local_login_off", params={"sso": sso}
+            )
         ip = client_ip(self.request)
         # Counted before the check: a wrong password leaves its count, a right one gives it back.
         wait = login_attempt_take(username=username, ip=ip)

@@ -48,3 +48,28 @@ class ApiToken(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.prefix}…)"
+
+
+class OidcIdentity(models.Model):
+    """The account an OpenID provider's user signs in to: the provider's ``(issuer, subject)`` pair.
+
+    The subject is the provider's stable id for a person (an email or a username can be reused or
+    changed), so it alone links a login to an account; the account is created at the first login and
+    never linked by name or email to an account made otherwise, which would let whoever the provider
+    calls "admin" take over the local break-glass admin. Audit rows copy the pair
+    (:mod:`streams_app.audit.records`).
+    """
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="oidc_identity")
+    issuer = models.CharField(max_length=255)
+    subject = models.CharField(max_length=255)
+    groups = models.JSONField(default=list, blank=True, help_text="The provider's groups at the last login.")
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+    last_login_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["issuer", "subject"], name="oidc_identity_issuer_subject")]
+        verbose_name = "single sign-on identity"
+
+    def __str__(self) -> str:
+        return f"{self.subject} at {self.issuer}"

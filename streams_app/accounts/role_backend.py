@@ -17,6 +17,7 @@ from django.core.exceptions import ValidationError
 from django.db import connections, router
 from django.db.models import Case, IntegerField, Max, Value, When
 
+from streams_app.accounts.login import password_login_allowed
 from streams_app.accounts.roles import GROUP_ROLE_ANNOTATION, ROLE_GROUPS, Role
 from streams_app.compiled import Compiled, compile_once
 
@@ -53,8 +54,19 @@ def _user_with_role(alias: str) -> Compiled:
 
 
 class ConsoleModelBackend(ModelBackend):
-    """Django's ModelBackend (logins, passwords and permissions unchanged), whose session user comes with
-    its role groups' rank annotated for :func:`streams_app.accounts.roles.role_of`."""
+    """Django's ModelBackend (passwords and permissions unchanged), whose session user comes with its role
+    groups' rank annotated for :func:`streams_app.accounts.roles.role_of`, and which checks no password
+    when BUSCONSOLE_LOCAL_LOGIN=0 unless the account is a break-glass one
+    (:func:`streams_app.accounts.login.password_login_allowed`)."""
+
+    def authenticate(
+        self, request: Any, username: str | None = None, password: str | None = None, **kwargs: Any
+    ) -> AbstractBaseUser | None:
+        if username is None:
+            username = kwargs.get(UserModel.USERNAME_FIELD)
+        if not password_login_allowed(username):
+            return None
+        return super().authenticate(request, username=username, password=password, **kwargs)
 
     def get_user(self, user_id: Any) -> AbstractBaseUser | None:
         pk, alias = UserModel._meta.pk, router.db_for_read(UserModel)

@@ -29,6 +29,10 @@ class AuditEvent(models.Model):
         related_name="audit_events",
     )
     username = models.CharField(max_length=150, blank=True, db_index=True)
+    # Who the user is at their OpenID provider, for users who signed in through it: the provider's own
+    # names for them, which its logs and the team's directory use (empty for local accounts).
+    oidc_issuer = models.CharField(max_length=255, blank=True, db_default="", help_text="The OpenID provider's issuer.")
+    oidc_subject = models.CharField(max_length=255, blank=True, db_default="", help_text="The user's subject at that provider.")
     at = models.DateTimeField(default=timezone.now, db_index=True)
     connection = models.CharField(max_length=100, blank=True)
     action = models.CharField(max_length=64, db_index=True, help_text="e.g. 'claim', 'dlq.requeue'.")

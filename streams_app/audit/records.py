@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from streams_app.accounts.models import OidcIdentity
 from streams_app.audit.models import AuditEvent
 from streams_app.redis_ops.decoding import display_text
 
@@ -47,8 +48,13 @@ def audit_write(
     error: str,
     started: float | None = None,
     duration_ms: int | None = None,
+    identity: tuple[str, str] | None = None,
 ) -> AuditEvent:
-    """One audit row for ``record``; its duration is ``duration_ms`` or the time since ``started``."""
+    """One audit row for ``record``; its duration is ``duration_ms`` or the time since ``started``.
+
+    A user who signs in through an OpenID provider is named by it too: the row carries the provider's
+    issuer and the user's subject there (``identity`` when the row is about someone without an account).
+    """
     if duration_ms is None:
         duration_ms = round((time.monotonic() - (started or time.monotonic())) * 1000)
     ids = [str(i) for i in record.ids]
@@ -57,9 +63,14 @@ def audit_write(
         params["ids_count"] = len(ids)
         ids = ids[:AUDIT_MAX_IDS]
     authenticated = user is not None and user.is_authenticated
+    if identity is None and authenticated:
+        identity = OidcIdentity.objects.filter(user_id=user.pk).values_list("issuer", "subject").first()
+    issuer, subject = identity or ("", "")
     return AuditEvent.objects.create(
         who=user if authenticated else None,
         username=user.get_username() if authenticated else "",
+        oidc_issuer=issuer,
+        oidc_subject=subject,
         connection=record.conn,
         action=record.action,
         target_stream=record.stream,
@@ -85,6 +96,7 @@ def audit_write_system(
     error: str = "",
     affected: int = 0,
     duration_ms: int = 0,
+    identity: tuple[str, str] | None = None,
 ) -> AuditEvent:
     """An audit row for something the console did on a user's behalf after the request ended.
 
@@ -92,7 +104,9 @@ def audit_write_system(
     ``affected=0`` (nothing had changed yet), this row says what the job changed in the end.
     """
     record = ActionRecord(action=action, conn=conn, stream=stream, params=dict(params or {}), affected=affected)
-    return audit_write(user=user, record=record, outcome=outcome, error=error, duration_ms=duration_ms)
+    return audit_write(
+        user=user, record=record, outcome=outcome, error=error, duration_ms=duration_ms, identity=identity
+    )
 
 
 def _jsonable(value: Any) -> Any:

@@ -8,6 +8,9 @@ let a guesser locked out of ``/login/`` carry on there.
 
 from __future__ import annotations
 
+from typing import Any
+
+from django.conf import settings
 from django.contrib import admin
 from django.contrib.auth.decorators import login_not_required
 from django.contrib.auth.views import LoginView
@@ -17,14 +20,29 @@ from django.http import HttpRequest, HttpResponse
 from streams_app.accounts.login import ThrottledAuthenticationForm
 from streams_app.accounts.roles import role_of
 
+
+def login_context() -> dict[str, Any]:
+    """What the login page offers: single sign-on's button (``sso_name``), and the password form unless
+    BUSCONSOLE_LOCAL_LOGIN=0, when it is folded away for the break-glass accounts, or gone without any."""
+    oidc = settings.BUSCONSOLE_OIDC
+    return {
+        "sso_name": oidc.display_name if oidc else "",
+        "password_login": settings.BUSCONSOLE_LOCAL_LOGIN,
+        "break_glass": bool(settings.BUSCONSOLE_BREAK_GLASS_USERS),
+    }
+
+
+class ConsoleLoginView(LoginView):
+    form_class = ThrottledAuthenticationForm
+    template_name = "registration/login.html"
+    redirect_authenticated_user = True
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        return {**super().get_context_data(**kwargs), **login_context()}
+
+
 # Exempt from the console's login-required middleware: this is where anonymous users are sent.
-login_view = login_not_required(
-    LoginView.as_view(
-        form_class=ThrottledAuthenticationForm,
-        template_name="registration/login.html",
-        redirect_authenticated_user=True,
-    )
-)
+login_view = login_not_required(ConsoleLoginView.as_view())
 
 
 @login_not_required

@@ -51,7 +51,8 @@ class Route:
     ``get``: ``read`` (200 to every role), ``admin`` (200 to admins, 403 to others), ``post`` (a POST-only
     address: 405), ``login`` (the login page: signed-in users are sent on), ``admin-login`` (the login
     the Django admin sends people to: admins are sent on, other roles refused), ``token`` (only a bearer
-    token opens it: 401 to a session), ``public`` (200 to everyone).
+    token opens it: 401 to a session), ``public`` (200 to everyone), ``refused`` (a 4xx to everyone: an
+    address that answers only what another party sends there, the OpenID callback).
     ``post``: ``none`` (405), ``any`` (any signed-in role may post), ``operator`` or ``admin`` (the least
     role that may; lower roles get 403), ``owner`` (a job's own user may, whatever their role; on anyone
     else's job an operator may: the matrix posts on a job of nobody's, where a viewer gets 403, and on a
@@ -75,6 +76,10 @@ OWNER = Route("post", "owner")  # one's own job; anyone's for operators and admi
 ROUTES: dict[str, Route] = {
     "login/": Route("login", "login", public=True),
     "logout/": Route("post", "any"),
+    # single sign-on: the login button's post (404 here: no provider is configured) and the provider's
+    # callback, which without the provider's answer is refused to everyone (tests/security/test_oidc.py)
+    "oidc/login/": Route("post", "public", public=True),
+    "oidc/callback/": Route("refused", "none", public=True),
     "healthz": Route("public", "public", public=True),
     "readyz": Route("public", "none", public=True),  # GET and HEAD only
     "admin/login/": Route("admin-login", "admin-login", public=True),
@@ -399,6 +404,8 @@ def _expected(route: Route, role: str, method: str) -> int | set[int]:
             return {"admin": 302, "viewer": 403, "operator": 403}.get(role, 200)
         if kind == "token":
             return 401
+        if kind == "refused":
+            return set(range(200, 400))
         raise AssertionError(f"unknown GET kind {kind}")
     kind = route.post
     if kind == "none":
