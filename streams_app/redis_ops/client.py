@@ -39,6 +39,7 @@ from eventbus.sentinel import parse as parse_sentinel
 from eventbus.tls import tls_options
 
 from .errors import NotFound, translated
+from .parsers import server_release
 
 _clients: dict[tuple[str, str], redis.Redis | RedisCluster] = {}
 _RAW_REPLIES = ("XRANGE", "XREVRANGE", "XREAD", "XREADGROUP", "XPENDING", "XCLAIM", "XAUTOCLAIM")
@@ -120,8 +121,12 @@ class Node:
 class Health:
     name: str
     ok: bool
+    #: INFO's ``redis_version``: the Redis release whose commands the server speaks (Valkey 8 says 7.2.4),
+    #: what the pages' feature checks read (``lag_figure``, ``inactive_figure``)
     redis_version: str | None
     error: str | None = None
+    #: what the server is, for people: "Redis 7.0.15", "Valkey 8.1.8" (:func:`.parsers.server_release`)
+    server: str | None = None
 
 
 _DECLARED = {"yes": "cluster", "true": "cluster", "1": "cluster", "no": "standalone", "false": "standalone",
@@ -383,7 +388,8 @@ def health(name: str, *, fresh: bool = False) -> Health:
         with translated(name):
             info = primaries(name)[0].client.info("server")
         version = info.get("redis_version")
-        result = Health(name=name, ok=True, redis_version=str(version) if version else None)
+        result = Health(name=name, ok=True, redis_version=str(version) if version else None,
+                        server=server_release(info))
     except NotFound:
         raise
     except Exception as exc:  # noqa: BLE001 - any failure means "not healthy", shown as such

@@ -2,12 +2,13 @@
 
 The console sends XINFO, XRANGE and XPENDING with ``execute_command``, so replies arrive as Redis
 wrote them: flat ``[name, value, ...]`` lists of bytes and integers. Fields a server version lacks
-(``entries-read`` and ``lag`` before 7.0, ``inactive`` before 7.2) become None, never a guess.
+(``entries-read`` and ``lag`` before 7.0, ``inactive`` before 7.2) become None, never a guess. INFO's
+fields come from redis-py's own INFO parser (a dict of text); :func:`server_release` reads its name.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from .ids import reply_id
 from .types import ConsumerInfo, Entry, GroupInfo, PendingEntry, PendingSummary, StreamInfo
@@ -33,6 +34,22 @@ def optional_int(value: object) -> int | None:
     if value is None:
         return None
     return int(value)
+
+
+def server_release(info: Mapping[str, object]) -> str | None:
+    """What the server is, for people, from INFO server: ``"Redis 7.0.15"``, ``"Valkey 8.1.8"``.
+
+    Valkey keeps ``redis_version`` at 7.2.4, the Redis release whose commands and replies it speaks (the
+    feature checks use that), and names itself in ``server_name`` with its own ``<name>_version``.
+    Redis 7.0 has no ``server_name``: a server without it is Redis ``redis_version`` (a Redis that names
+    itself ``redis`` reads the same, from its ``redis_version``).
+    """
+    name = str(info.get("server_name") or "")
+    own = info.get(f"{name}_version") if name else None
+    if own:
+        return f"{name[:1].upper()}{name[1:]} {own}"
+    version = info.get("redis_version")
+    return f"Redis {version}" if version else None
 
 
 def parse_entry(raw: Sequence) -> Entry:

@@ -40,7 +40,7 @@ def connections(request: HttpRequest) -> JsonResponse:
         health = client.health(c.name)
         out.append(
             {"name": c.name, "host": c.host, "port": c.port, "db": c.db, "ok": health.ok,
-             "redis_version": health.redis_version, "error": health.error}
+             "redis_version": health.redis_version, "server": health.server, "error": health.error}
         )
     return JsonResponse({"connections": out})
 

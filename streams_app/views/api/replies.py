@@ -53,7 +53,8 @@ class ConnectionRow(Reply):
     port: int | None  # None for a unix socket
     db: int
     ok: bool
-    redis_version: str | None
+    redis_version: str | None  # INFO's redis_version: the Redis release whose commands it speaks (Valkey 8: 7.2.4)
+    server: str | None  # what it is: "Redis 7.4.2", "Valkey 8.1.8"
     error: str | None
 
 
@@ -62,7 +63,7 @@ class ConnectionsReply(Reply):
 
     model_config = example(
         {"connections": [{"name": "default", "host": "127.0.0.1", "port": 6379, "db": 0, "ok": True,
-                          "redis_version": "7.4.2", "error": None}]}
+                          "redis_version": "7.4.2", "server": "Redis 7.4.2", "error": None}]}
     )
 
 

@@ -63,7 +63,7 @@ def test_connections_hide_passwords(settings, viewer_client: Client) -> None:
     by_name = {c["name"]: c for c in body.json()["connections"]}
     assert by_name["default"]["ok"] is True and by_name["default"]["redis_version"]
     assert by_name["secret"] == {"name": "secret", "host": "127.0.0.1", "port": 1, "db": 3, "ok": False,
-                                 "redis_version": None, "error": by_name["secret"]["error"]}
+                                 "redis_version": None, "server": None, "error": by_name["secret"]["error"]}
 
 
 def test_streams_shape(viewer_client: Client, r: redis.Redis, stream) -> None:
