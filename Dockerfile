@@ -33,7 +33,7 @@ COPY . .
 # The SECRET_KEY here exists only for this step (settings refuse DEBUG=0 without one); it is not kept
 # in the image's environment. Static files are served by WhiteNoise from /app/staticfiles.
 RUN DEBUG=0 SECRET_KEY=collectstatic-only-not-a-secret python manage.py collectstatic --noinput \
- && mkdir -p /app/var/pipeline \
+ && mkdir -p /app/var/pipeline /app/var/exports \
  && chown -R busconsole:busconsole /app/var
 USER busconsole
 EXPOSE 8000
