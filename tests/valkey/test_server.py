@@ -6,6 +6,8 @@ redis-server 7.0 (Debian's), both started by these tests.
   overview and the API must say "Valkey 8.1.8", not "7.2.4". Expected: the binary's own ``--version``.
 * XINFO CONSUMERS ``inactive`` (Redis 7.2+ and Valkey): the group page and the API show Valkey's figure;
   on Redis 7.0 the column says it is not available there, and the API gives null.
+* The script cache: Valkey 8 evicts scripts that EVAL loaded beyond its cache (INFO ``evicted_scripts``),
+  and every server empties it on SCRIPT FLUSH or a restart; a DLQ requeue then loads its script again.
 """
 
 from __future__ import annotations
@@ -19,8 +21,10 @@ import pytest
 import redis
 from django.test import Client
 
+from streams_app.redis_ops import actions
 from streams_app.redis_ops import client as redis_client
-from tests.console.helpers import group_url
+from tests.console.helpers import CONN, group_url
+from tests.console.redis_ops.helpers import EVENTBUS_FIELDS
 from tests.polling import wait_for
 from tests.servers import RedisServer, server_binaries
 
@@ -124,3 +128,14 @@ def test_inactive_says_not_available_on_redis_7_0(viewer_client: Client, own_red
     assert match and match.group(2) == f"n/a on Redis {major}.{minor}"
     assert "only from Redis 7.2" in html.unescape(match.group(1))
     assert api_consumer(viewer_client)["inactive_ms"] is None
+
+
+def test_a_requeue_after_the_script_cache_is_emptied_loads_its_script_again(r: redis.Redis) -> None:
+    first = r.xadd("orders:dlq", EVENTBUS_FIELDS).decode()
+    assert len(actions.requeue(CONN, b"orders:dlq", ids=[first]).requeued) == 1
+    assert "evicted_scripts" in r.info("stats")  # the premise: this server evicts scripts
+    r.script_flush()
+    second = r.xadd("orders:dlq", EVENTBUS_FIELDS).decode()
+    assert len(actions.requeue(CONN, b"orders:dlq", ids=[second]).requeued) == 1
+    assert [fields[b"_requeued_from"].decode() for _, fields in r.xrange("orders")] == [first, second]
+    assert r.xlen("orders:dlq") == 0
