@@ -9,7 +9,8 @@ read next and whether the node is receiving.
 
 Reading. Keys of one slot (every key, on standalone) are one ``XREAD BLOCK`` of
 ``BUSCONSOLE_TAIL_BLOCK_MS``, interrupted by ``CLIENT UNBLOCK`` when a key joins, as before the cluster
-existed. Keys of several slots on one cluster node cannot share an XREAD (CROSSSLOT), so a round is one
+existed; on a server that renames CLIENT away or refuses it (managed services) nothing can interrupt it,
+so it blocks for :data:`UNINTERRUPTIBLE_BLOCK_MS` at most and a joining key waits that long. Keys of several slots on one cluster node cannot share an XREAD (CROSSSLOT), so a round is one
 round trip with one XREAD per slot, none of them blocking (``TailReader.read_slots``); a round that
 brought entries is followed at once by the next, one that brought none by a wait of
 ``BUSCONSOLE_TAIL_POLL_MS`` (10 ms) that a joining key cuts short, four times that once the node has
@@ -71,6 +72,10 @@ log = logging.getLogger(__name__)
 READ_COUNT = 500
 #: Attempts of CLIENT UNBLOCK while the XREAD it targets is still on its way to the server.
 UNBLOCK_ATTEMPTS = 25
+#: The BLOCK of a reader nothing can interrupt (its server renames CLIENT away or refuses it, as managed
+#: services do): a key joining its read waits for the XREAD to end, so at most this long (its cursor is
+#: set when it joins: its entries come with the next read, none lost), for 4 idle XREADs a second.
+UNINTERRUPTIBLE_BLOCK_MS = 250
 #: A node whose multi-slot rounds brought nothing for this long waits QUIET_FACTOR x POLL_MS between them.
 QUIET_AFTER_S = 1.0
 QUIET_FACTOR = 4
@@ -225,12 +230,13 @@ class NodeReader:
         if not groups:
             return
         blocking = 0 if len(groups) == 1 else None
+        block = block_ms() if reader.interruptible else min(block_ms(), UNINTERRUPTIBLE_BLOCK_MS)
         # No more per key than a client's queue holds: a client that keeps up never skips.
         count = max(1, min(READ_COUNT, queue_capacity()))
         self.in_flight = frozenset(keys) if blocking is not None else None  # only a blocked XREAD is interrupted
         try:
             replies = await reader.read_slots([(g, [owner.cursors[k] for k in g]) for g in groups],
-                                              count=count, block_ms=block_ms(), blocking=blocking)
+                                              count=count, block_ms=block, blocking=blocking)
         except OpsError as exc:
             await self._failed(exc)
             return

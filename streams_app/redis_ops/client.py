@@ -374,6 +374,33 @@ def async_client(url: str, *, client_name: str, wait_s: float = 0.0) -> aioredis
     return client
 
 
+def server_facts(node: redis.Redis) -> dict[str, object]:
+    """INFO server of ``node``; where INFO is renamed away or refused (managed services), what HELLO says.
+
+    HELLO (Redis 6.2+, no arguments: the protocol is left as it is) names the server and its version;
+    for Redis that is INFO's ``redis_version``, for another server its own ``<name>_version`` (its
+    ``redis_version``, the Redis release it speaks, stays unknown). A server refusing both answered all
+    the same: its facts are empty, and it is healthy.
+    """
+    try:
+        return node.info("server")
+    except redis.ResponseError:
+        pass
+    try:
+        hello = node.execute_command("HELLO")
+    except redis.ResponseError:
+        return {}
+    said = {_text(key): _text(value) for key, value in zip(hello[::2], hello[1::2], strict=True)}
+    server, version = said.get("server") or "redis", said.get("version")
+    if not version:
+        return {}
+    return {"redis_version": version} if server == "redis" else {"server_name": server, f"{server}_version": version}
+
+
+def _text(value: object) -> object:
+    return value.decode(errors="replace") if isinstance(value, bytes) else value
+
+
 _health_cache: dict[str, tuple[float, Health]] = {}
 HEALTH_TTL_S = 5.0
 
@@ -386,7 +413,7 @@ def health(name: str, *, fresh: bool = False) -> Health:
         return cached[1]
     try:
         with translated(name):
-            info = primaries(name)[0].client.info("server")
+            info = server_facts(primaries(name)[0].client)
         version = info.get("redis_version")
         result = Health(name=name, ok=True, redis_version=str(version) if version else None,
                         server=server_release(info))

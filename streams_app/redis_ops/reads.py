@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from operator import attrgetter
 from typing import Generic, TypeVar
 
+import redis
 from django.conf import settings
 
 from .client import get_client, is_cluster, primaries
@@ -542,42 +543,69 @@ def entry_pending(conn: str, key: bytes, entry_id: str, groups: Sequence[bytes])
 
 
 def server_overview(conn: str) -> dict[str, object]:
-    """A few INFO facts for the overview page: one INFO and DBSIZE per primary.
+    """A few INFO facts for the overview page: INFO server, memory and clients, and DBSIZE, per primary.
 
     INFO and DBSIZE answer for one node, so on a cluster keys, memory and clients are summed over
     the primaries that answered; ``missed`` names the others (and the figures are then partial).
+    Managed services rename INFO away or refuse some of its sections to the console's user: each
+    section is its own command, and one refused leaves its figures None and is named in
+    ``unavailable`` (``("INFO memory", ...)``, with Redis's reason in ``unavailable_reason``).
     """
     with translated(conn):
         nodes = primaries(conn)
     cluster = is_cluster(conn)
-    answers: list[tuple[dict, int]] = []
+    answers: list[tuple[dict, int | None]] = []
     missed: list[str] = []
+    refused: dict[str, str] = {}
     for node in nodes:
         try:
             with translated(conn):
                 pipe = node.client.pipeline(transaction=False)
-                pipe.info()
+                for section in _OVERVIEW_SECTIONS:
+                    pipe.info(section)
                 pipe.dbsize()
-                info, dbsize = pipe.execute()
+                *sections, dbsize = pipe.execute(raise_on_error=False)
         except Unreachable:
             if not cluster:
                 raise
             missed.append(node.name)
             continue
-        answers.append((info, int(dbsize)))
+        info: dict = {}
+        for name, reply in zip((*_OVERVIEW_SECTIONS, "DBSIZE"), (*sections, dbsize), strict=True):
+            if isinstance(reply, redis.ResponseError):
+                refused.setdefault(name if name == "DBSIZE" else f"INFO {name}", str(reply))
+            elif isinstance(reply, Exception):
+                with translated(conn):
+                    raise reply
+            elif name != "DBSIZE":
+                info.update(reply)
+        answers.append((info, None if isinstance(dbsize, Exception) else int(dbsize)))
     if not answers:
         raise Unreachable(f"No primary of {conn!r} answers: {', '.join(missed)}.", conn=conn)
     first = answers[0][0]
-    memory = sum(int(info.get("used_memory", 0) or 0) for info, _ in answers)
+
+    def total(field: str) -> int | None:
+        values = [info[field] for info, _ in answers if field in info]
+        return sum(int(value or 0) for value in values) if values else None
+
+    memory = total("used_memory")
+    sizes = [size for _, size in answers if size is not None]
     return {
         "redis_version": first.get("redis_version"),
-        "used_memory_human": first.get("used_memory_human") if len(nodes) == 1 else _human_bytes(memory),
-        "connected_clients": sum(int(info.get("connected_clients", 0) or 0) for info, _ in answers),
+        "used_memory_human": first.get("used_memory_human") if len(nodes) == 1 or memory is None
+        else _human_bytes(memory),
+        "connected_clients": total("connected_clients"),
         "uptime_in_seconds": first.get("uptime_in_seconds"),
-        "dbsize": sum(dbsize for _, dbsize in answers),
+        "dbsize": sum(sizes) if sizes else None,
         "nodes": len(nodes),
         "missed": tuple(missed),
+        "unavailable": tuple(refused),
+        "unavailable_reason": next(iter(refused.values()), None),
     }
+
+
+#: The INFO sections the overview reads, each its own command so that one refused costs only its figures.
+_OVERVIEW_SECTIONS = ("server", "memory", "clients")
 
 
 def _human_bytes(size: int) -> str:

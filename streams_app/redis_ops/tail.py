@@ -12,7 +12,8 @@ to its node:
 * the **control** connection, for everything else: newest IDs, replay ranges, TYPE checks, and
   ``CLIENT UNBLOCK`` of the reader when its XREAD must restart with another set of keys (that is why
   it is a second connection: the reader's is busy blocking; and why it is per node: a client ID
-  means something only on its own server).
+  means something only on its own server). A server that renames CLIENT away or refuses it gives no
+  client ID: the reader is then not :attr:`~TailReader.interruptible`, and the caller blocks less.
 
 On a cluster one XREAD may name keys of one hash slot only, even when one node owns all the slots
 (CROSSSLOT is checked per command, not per node). A node whose tailed keys span several slots is read
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Coroutine, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -43,6 +45,8 @@ from .client import async_client, connection_url, get_client, is_cluster, node_u
 from .errors import OpsError, RedisRefused, Unreachable, translated
 from .ids import reply_id
 from .types import RawEntry
+
+log = logging.getLogger(__name__)
 
 RawRead = Sequence[tuple[bytes, Sequence[RawEntry]]]
 """An XREAD reply: ``[[key, [entry, ...]], ...]``, only the keys that have new entries."""
@@ -188,6 +192,9 @@ class TailReader:
         self._reader: aioredis.Redis | None = None
         self._control: aioredis.Redis | None = None
         self._reader_id: int | None = None
+        # CLIENT ID refused (CLIENT renamed away or denied, as managed services do): nothing can interrupt
+        # the reader's XREAD, so it is not asked again on this connection (see ``interruptible``).
+        self._no_client_id = False
         self._packed: dict[tuple[Any, ...], bytes] = {}  # the last round's XREADs, encoded
 
     def configured(self) -> bool:
@@ -199,6 +206,15 @@ class TailReader:
         """The reader connection's ``CLIENT ID`` once it is connected, else None."""
         return self._reader_id
 
+    @property
+    def interruptible(self) -> bool:
+        """Whether :meth:`unblock_reader` can cut the reader's blocked XREAD short (it knows its CLIENT ID).
+
+        False on a server that renames CLIENT away or refuses it: a caller then blocks for less time, as
+        a key joining the read waits for the XREAD to end by itself.
+        """
+        return self._reader_id is not None
+
     # -- the reader connection
 
     async def connect_reader(self, *, block_ms: int) -> None:
@@ -206,12 +222,16 @@ class TailReader:
 
         Its read timeout is ``block_ms`` past the usual one: the reader is silent for a whole BLOCK.
         """
-        if self._reader is not None and self._reader_id is not None:
+        if self._reader is not None and (self._reader_id is not None or self._no_client_id):
             return
         with self._reader_failures():
             if self._reader is None:
                 self._reader = async_client(self._url, client_name="busconsole-tail-reader", wait_s=block_ms / 1000)
-            self._reader_id = int(await self._reader.execute_command("CLIENT", "ID"))
+            try:
+                self._reader_id = int(await self._reader.execute_command("CLIENT", "ID"))
+            except redis.ResponseError as exc:  # CLIENT renamed away or denied: read on, uninterruptible
+                self._no_client_id = True
+                log.info("tail %s: no CLIENT ID (%s): the reader cannot be interrupted", self.conn, exc)
 
     async def read(self, keys: Sequence[bytes], ids: Sequence[str], *, count: int, block_ms: int) -> RawRead:
         """``XREAD COUNT count BLOCK block_ms STREAMS keys... ids...``; empty when the block timed out.
