@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -118,6 +119,19 @@ def test_a_progress_stream_is_not_buffered_by_the_proxy(proxy: Nginx, viewer, r:
         assert rest[-1].event == "done"
     finally:
         bus.close()
+
+
+def test_a_direct_download_streams_through_the_proxy(proxy: Nginx, viewer, r: redis.Redis) -> None:
+    key = b"orders/eu"
+    written = [r.xadd(key, {"n": str(i)}).decode() for i in range(50)]
+    with client(proxy) as http:
+        log_in(http, proxy, viewer.username)
+        with http.stream("POST", f"/c/default/streams/{seg(key)}/export/", headers={"Origin": proxy.url},
+                         data={"format": "ndjson", "from": "-", "to": "+",
+                               "csrfmiddlewaretoken": http.cookies["csrftoken"]}) as response:
+            assert response.status_code == 200, response.read()[:300]
+            lines = [json.loads(line) for line in response.iter_lines() if line]
+    assert [line["id"] for line in lines] == written
 
 
 def test_static_files_come_from_the_disk(proxy: Nginx) -> None:
