@@ -1,8 +1,8 @@
 """The shipped nginx configuration in front of the console's real ASGI server: Debian's nginx, started here.
 
 Through the proxy, over TLS: a page, a login with its CSRF check, the live tail's websocket (entries
-arrive), a progress stream (an event arrives while the stream is still open: nothing buffered), static
-files from disk, the API's body limit (the same answer as the console's own), the client's address as the
+arrive), a progress stream (an event arrives while the stream is still open: nothing buffered), a range
+downloaded through the exports' location, static files from disk, the API's body limit (the same answer as the console's own), the client's address as the
 console sees it, and plain HTTP sent to https. Then the same with the web process as the image runs it,
 DEBUG=0: secure cookies, HSTS, hashed static files, and the scheme decided by SECURE_PROXY_SSL_HEADER.
 
