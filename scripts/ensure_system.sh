@@ -8,6 +8,7 @@
 #   nginx, openssl              the reverse-proxy tests: deploy/nginx/busconsole.conf over TLS (Debian: nginx, openssl)
 #   PostgreSQL server           the least-privilege and upgrade tests, `make test-postgres` (Debian: postgresql)
 #   prometheus, promtool        the Prometheus tests: a real scrape, the alert rules' unit tests (Debian: prometheus)
+#   node >= 20.19, npm          the single sign-on tests' OpenID provider, tests/oidc/ (Debian: nodejs, npm)
 #
 # A missing package is installed with apt-get only when running as root; otherwise this prints what to
 # install and fails for the required ones, warns for the others. When nothing is missing it installs
@@ -46,6 +47,8 @@ nginx_ok() { command -v nginx >/dev/null || [ -x /usr/sbin/nginx ]; }
 openssl_ok() { command -v openssl >/dev/null; }
 postgres_ok() { ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || command -v pg_ctl >/dev/null; }
 prometheus_ok() { command -v prometheus >/dev/null && command -v promtool >/dev/null; }
+node_ok() { command -v node >/dev/null && command -v npm >/dev/null; }
+node_major() { node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0; }
 
 java_package() {  # Debian 13 has no openjdk-17; fall back to its default JRE (21)
     if apt-cache show openjdk-17-jre-headless >/dev/null 2>&1; then
@@ -70,6 +73,10 @@ check_all() {
     openssl_ok || missing+=(openssl)
     postgres_ok || missing+=(postgresql)
     prometheus_ok || missing+=(prometheus)
+    node_ok || missing+=(nodejs)
+    if node_ok && [ "$(node_major)" -lt 20 ]; then  # Debian 12's nodejs is 18: apt-get cannot help here
+        say "WARNING: node $(node -v) is too old for oidc-provider 9 (tests/oidc/): the single sign-on tests need Node 20.19+ (Debian 13's nodejs, or NodeSource's)."
+    fi
 }
 
 check_all
@@ -84,6 +91,7 @@ if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
         case "$name" in
             java) packages+=("$(java_package)") ;;
             chromium) packages+=(chromium fonts-liberation) ;;
+            nodejs) packages+=(nodejs npm) ;;
             *) packages+=("$name") ;;
         esac
     done
@@ -114,6 +122,8 @@ for name in "${missing[@]}"; do
             say "WARNING: no PostgreSQL server: its privilege and upgrade tests will fail (apt-get install postgresql)." ;;
         prometheus)
             say "WARNING: prometheus/promtool missing: the Prometheus tests will fail (apt-get install prometheus)." ;;
+        nodejs)
+            say "WARNING: node/npm missing: the single sign-on tests will fail (apt-get install nodejs npm)." ;;
     esac
 done
 exit "$failed"

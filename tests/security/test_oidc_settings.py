@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from django.contrib.auth import authenticate
 from django.contrib.auth.models import User
 from django.core.exceptions import ImproperlyConfigured
@@ -180,6 +182,34 @@ def test_the_settings_the_console_starts_with() -> None:
     done = _start({**BASE, "BUSCONSOLE_LOCAL_LOGIN": "0", "BUSCONSOLE_BREAK_GLASS_USERS": "root, ops-root"}, probe)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout.splitlines()[-1]) == [ISSUER, False, ["root", "ops-root"]]
+
+
+def _compose_oidc_env(**given: str) -> dict[str, str]:
+    """docker-compose.yml's single sign-on variables as compose fills them: ``${NAME:-default}`` is the
+    value given in the shell, else the default."""
+    env = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["x-app"]["environment"]
+    out = {}
+    for name, value in env.items():
+        if name.startswith(("BUSCONSOLE_OIDC_", "BUSCONSOLE_LOCAL_LOGIN", "BUSCONSOLE_BREAK_GLASS_USERS")):
+            match = re.fullmatch(r"\$\{(\w+):-(.*)\}", str(value))
+            assert match, f"{name}: {value!r} is not ${{NAME:-default}}"
+            out[name] = given.get(match.group(1), match.group(2))
+    return out
+
+
+def test_the_compose_files_sso_variables_start_the_console_unset_and_set() -> None:
+    probe = "import django; django.setup(); from django.conf import settings as s; print(s.BUSCONSOLE_OIDC)"
+    unset = _compose_oidc_env()
+    assert set(unset) >= {f"BUSCONSOLE_OIDC_{n}" for n in ("ISSUER", "CLIENT_ID", "CLIENT_SECRET", "SCOPES", "ROLES")}
+    done = _start(unset, probe)
+    assert done.returncode == 0 and done.stdout.splitlines()[-1] == "None", done.stderr
+    given = _compose_oidc_env(
+        BUSCONSOLE_OIDC_ISSUER=ISSUER, BUSCONSOLE_OIDC_CLIENT_ID="busconsole", BUSCONSOLE_OIDC_ROLES=RULES,
+        BUSCONSOLE_LOCAL_LOGIN="0", BUSCONSOLE_BREAK_GLASS_USERS="admin",
+    )
+    done = _start(given, probe)
+    assert done.returncode == 0, done.stderr
+    assert "issuer='https://idp.example.com/realms/ops'" in done.stdout and "groups_claim='groups'" in done.stdout
 
 
 def test_production_settings_with_a_provider_pass_the_deploy_check_and_let_forms_reach_it() -> None:
