@@ -45,6 +45,7 @@ STREAM, DLQ, GROUP, CONSUMER = b"orders", b"orders:dlq", b"billing", b"worker-1"
 # Routes that are neither pages nor POST-only, with the reason they are not opened in a tab.
 NOT_OPENED = {
     "progress-events": "Server-Sent Events: the response never ends, so a GET probe would never finish",
+    "oidc-callback": "the OpenID provider's answer: refused (4xx) without one; tests/browser/test_oidc.py opens it",
 }
 # Query strings a route needs to answer at all.
 QUERIES = {
