@@ -40,6 +40,8 @@ def audit_json(event: AuditEvent) -> dict:
         "id": event.pk,
         "at": event.at.isoformat(),
         "user": event.username,
+        "oidc_issuer": event.oidc_issuer or None,  # who the user is at their OpenID provider, if they signed in there
+        "oidc_subject": event.oidc_subject or None,
         "connection": event.connection,
         "action": event.action,
         "stream": event.target_display or None,

@@ -318,6 +318,13 @@ def test_audit_rows_carry_the_providers_issuer_and_subject(db, sso: OidcProvider
     assert client.post("/tokens/", {"name": "deploy"}).status_code == 200
     row = AuditEvent.objects.get(action="token.create")
     assert (row.username, row.oidc_issuer, row.oidc_subject) == ("judy", sso.issuer, "judy")
+    # and where the trail is read: the JSON API and the audit page (the provider's names on hover)
+    events = client.get("/api/v1/audit/").json()["events"]
+    assert {(e["action"], e["oidc_issuer"], e["oidc_subject"]) for e in events} == {
+        ("login.oidc", sso.issuer, "judy"), ("token.create", sso.issuer, "judy"),
+    }
+    page = client.get("/audit/").content.decode()
+    assert f'title="judy at {sso.issuer}"' in page
 
 
 def test_a_local_accounts_audit_rows_name_no_provider(db, viewer: User) -> None:
@@ -326,6 +333,8 @@ def test_a_local_accounts_audit_rows_name_no_provider(db, viewer: User) -> None:
     assert client.post("/tokens/", {"name": "deploy"}).status_code == 200
     row = AuditEvent.objects.get(action="token.create")
     assert (row.username, row.oidc_issuer, row.oidc_subject) == (viewer.username, "", "")
+    (event,) = client.get("/api/v1/audit/").json()["events"]
+    assert (event["oidc_issuer"], event["oidc_subject"]) == (None, None)
 
 
 # -------------------------------------------------------------------------------------------- logout

@@ -430,6 +430,8 @@ class AuditRow(Reply):
     id: int
     at: str
     user: str
+    oidc_issuer: str | None  # the user's OpenID provider and their subject there (single sign-on), else null
+    oidc_subject: str | None
     connection: str
     action: str
     stream: str | None
