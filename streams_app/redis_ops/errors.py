@@ -21,6 +21,7 @@ from redis.exceptions import (
     TryAgainError,
 )
 
+from eventbus.sentinel import MASTER_NOT_FOUND, service_of
 from eventbus.tls import tls_reason
 
 
@@ -99,6 +100,23 @@ def _tls_failure(conn: str, exc: BaseException) -> TlsFailure | None:
     return TlsFailure(f"TLS with Redis server {conn!r} failed: {reason}.", conn=conn) if reason else None
 
 
+def _failing_over(conn: str, exc: BaseException) -> Unreachable | None:
+    """On a Sentinel connection, a primary that does not answer is most likely being replaced: say so.
+
+    None for any other connection. The clients ask the sentinels again at their next connection, so a
+    retry after the failover reaches the promoted replica.
+    """
+    service = service_of(settings.BUS_REDIS_URLS.get(conn, ""))
+    if service is None:
+        return None
+    if isinstance(exc, MASTER_NOT_FOUND):
+        return Unreachable(f"Redis {conn!r} is failing over: no sentinel names a primary of {service!r} now. "
+                           "Retrying: pages work again once a replica is promoted.", conn=conn)
+    return Unreachable(f"Redis {conn!r} is failing over or unreachable: the primary of {service!r} does not "
+                       f"answer ({exc}). Retrying: the sentinels name the new primary once one is promoted.",
+                       conn=conn)
+
+
 @contextmanager
 def translated(conn: str) -> Iterator[None]:
     """Turn redis-py's exceptions raised inside the block into :class:`OpsError`."""
@@ -118,7 +136,7 @@ def translated(conn: str) -> Iterator[None]:
         raise _refusal(conn, exc) from exc
     except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
         message = f"Redis server {conn!r} is unreachable: {exc}"
-        raise (_tls_failure(conn, exc) or Unreachable(message, conn=conn)) from exc
+        raise (_tls_failure(conn, exc) or _failing_over(conn, exc) or Unreachable(message, conn=conn)) from exc
     except redis.RedisError as exc:
         raise RedisRefused(f"Redis error on {conn!r}: {exc}", conn=conn) from exc
     except RedisClusterException as exc:  # not a RedisError: the client's own refusal (cross-slot keys...)

@@ -1,7 +1,8 @@
 """Sentinel deployments of the tests' own: a primary, a replica and three real sentinels on free ports.
 
 ``sentinels`` is shared by the tests of a module that do not kill anything; ``failover`` is a fresh
-deployment per test, which the test may kill the primary of (:meth:`SentinelServers.kill_primary`).
+deployment per test with two replicas, which the test may kill the primary of
+(:meth:`SentinelServers.kill_primary`).
 The console's fixtures (standing users, fresh state) come from the console's conftest.
 """
 
@@ -31,7 +32,8 @@ def sentinels() -> Iterator[SentinelServers]:
 
 @pytest.fixture
 def failover() -> Iterator[SentinelServers]:
-    servers = SentinelServers().start()
+    # Two replicas: after one is promoted the other follows it, so writes can still wait for a replica.
+    servers = SentinelServers(replicas=2).start()
     yield servers
     servers.cleanup()
 
