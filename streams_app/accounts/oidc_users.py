@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractUser, Group
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from streams_app.accounts.models import OidcIdentity
@@ -43,7 +43,22 @@ class OidcSync:
 
 
 def oidc_user_sync(*, login: OidcLogin, config: OidcSettings) -> OidcSync:
-    """Find or make the account of ``login`` and give it the role its groups map to (or deactivate it)."""
+    """Find or make the account of ``login`` and give it the role its groups map to (or deactivate it).
+
+    Two first logins of one person at once (two tabs) both find no identity, and the second to commit
+    breaks the unique (issuer, subject) constraint; so can two new people given one username. The loser
+    tries again, and then finds the winner's identity, or a taken name and a suffixed one.
+    """
+    for attempt in range(3):
+        try:
+            return _sync(login=login, config=config)
+        except IntegrityError:
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _sync(*, login: OidcLogin, config: OidcSettings) -> OidcSync:
     role = role_for_groups(config.roles, login.groups)
     with transaction.atomic():
         identity = (

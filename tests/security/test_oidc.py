@@ -12,6 +12,7 @@ tests/oidc/provider.py, read by eye, not from the mapping code.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from urllib.parse import parse_qs, urlsplit
 
@@ -19,9 +20,12 @@ import httpx
 import pytest
 from django.conf import settings
 from django.contrib.auth.models import User
+from django.db import connection
 from django.test import Client
 
 from streams_app.accounts.models import OidcIdentity
+from streams_app.accounts.oidc import OidcLogin
+from streams_app.accounts.oidc_users import oidc_user_sync
 from streams_app.audit.models import AuditEvent
 from tests.oidc.provider import CLIENT_ID, NAME, OidcProvider, path_of, provider_browser
 from tests.security.test_sockets import run, tail_closes_after
@@ -199,6 +203,34 @@ def test_a_provider_user_never_takes_over_a_local_account_of_the_same_name(db, s
     assert role_groups("frank") == []
 
 
+def test_two_first_logins_at_once_make_one_account(transactional_db, provider: OidcProvider) -> None:
+    """Two tabs signing in for the first time together: one account, one identity, both logins on it.
+    (SQLite serializes the two; on PostgreSQL, make test-postgres, the second breaks the unique constraint
+    and tries again.)"""
+    login = OidcLogin(issuer=provider.issuer, subject="twin", claims={"preferred_username": "twin"},
+                      groups=("ops",), id_token="")
+    barrier, results, errors = threading.Barrier(2), [], []
+
+    def sign_in() -> None:
+        try:
+            barrier.wait()
+            results.append(oidc_user_sync(login=login, config=provider.settings()).user.pk)
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=sign_in) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert errors == []
+    assert len(results) == 2 and results[0] == results[1]
+    assert OidcIdentity.objects.filter(subject="twin").count() == 1
+    assert User.objects.filter(username__startswith="twin").count() == 1
+
+
 def test_groups_read_from_the_id_token_when_the_provider_puts_them_there(db, settings) -> None:
     """Some providers (Okta, Azure AD) put groups in the ID token, not the userinfo answer."""
     server = OidcProvider(redirect_uris=[CALLBACK], post_logout_redirect_uris=[LOGIN_PAGE], claims_in_id_token=True)
@@ -239,6 +271,16 @@ def test_a_forged_or_broken_id_token_is_refused_with_its_reason(db, sso: OidcPro
     assert signed_in_as(client) is None
     assert not User.objects.filter(username__startswith="mallory").exists()
     assert not AuditEvent.objects.filter(action="login.oidc").exists()
+
+
+def test_a_client_secret_the_provider_does_not_know_is_refused_with_its_answer(db, settings, sso, browser) -> None:
+    settings.BUSCONSOLE_OIDC = sso.settings(client_secret="not-the-secret")
+    sso.set_user("nick", ["readers"])
+    client = Client()
+    response = sso_login(client, sso, "nick", browser)
+    assert response.status_code == 403
+    assert b"Test IdP refused to complete the sign-in: client authentication failed" in response.content
+    assert signed_in_as(client) is None
 
 
 def test_a_callback_is_used_once(db, sso: OidcProvider, browser) -> None:
