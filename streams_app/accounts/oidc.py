@@ -19,7 +19,8 @@ templates, much more than one button on the login page needs.
 
 What this module adds to Authlib, each a check the specifications ask of a client that Authlib leaves to
 it: the discovery document must name the configured issuer (OpenID Connect Discovery 4.3) and so must
-the authorization response's ``iss`` when the provider sends one (RFC 9207, against mix-up attacks);
+the authorization response's ``iss`` (RFC 9207, against mix-up attacks: required when the provider says
+it sends one);
 the audience must hold the client id (Authlib alone would accept another audience with a matching
 ``azp``); the token response must carry an ID token (Authlib returns without one); ``none`` is never an
 accepted signature algorithm, whatever the discovery document lists. Every failure is an
@@ -157,6 +158,9 @@ def oidc_login_complete(request: HttpRequest, config: OidcSettings) -> OidcLogin
         )
     if "iss" in params and params["iss"] != config.issuer:
         raise OidcError(f"This answer comes from {params['iss']!r}, not from {name}: it is refused.", status=400)
+    if "iss" not in params and metadata.get("authorization_response_iss_parameter_supported"):
+        # RFC 9207 2.4: a provider that names itself in its answers must be found named in this one.
+        raise OidcError(f"This answer does not say it comes from {name}: it is refused.", status=400)
     claims_options = {
         "iss": {"essential": True, "value": config.issuer},
         "aud": {"essential": True, "value": config.client_id},

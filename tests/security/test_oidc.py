@@ -310,11 +310,13 @@ def test_a_callback_from_another_browser_is_refused(db, sso: OidcProvider, brows
         ("", 400, b"came without its answer"),
         ("?error=access_denied&error_description=User+cancelled", 403, b"did not sign you in: User cancelled."),
         ("?code=x&state=y&iss=https%3A%2F%2Fother.example", 400, b"not from Test IdP: it is refused"),
-        ("?code=x&state=unknown", 400, b"was not started in this browser"),
+        ("?code=x&state=unknown&iss=ISSUER", 400, b"was not started in this browser"),
+        # the provider says it names itself in every answer (RFC 9207): one without its name is refused
+        ("?code=x&state=unknown", 400, b"does not say it comes from Test IdP: it is refused"),
     ],
 )
 def test_callbacks_that_are_not_a_sign_in(db, sso: OidcProvider, query: str, status: int, says: bytes) -> None:
-    response = Client().get("/oidc/callback/" + query)
+    response = Client().get("/oidc/callback/" + query.replace("ISSUER", sso.issuer))
     assert response.status_code == status
     assert says in response.content
 
