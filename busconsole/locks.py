@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import redis
 from django.conf import settings
 
+from eventbus.sentinel import client_from_url
 from eventbus.tls import tls_options
 
 log = logging.getLogger(__name__)
@@ -46,7 +47,8 @@ def console_redis() -> redis.Redis:
         with _clients_lock:
             client = _clients.get(url)
             if client is None:
-                client = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=2, **tls_options(url))
+                # a redis+sentinel:// REDIS_URL gets the primary its sentinels name (eventbus/sentinel.py)
+                client = client_from_url(url, socket_timeout=5, socket_connect_timeout=2, **tls_options(url))
                 _clients[url] = client
     return client
 

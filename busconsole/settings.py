@@ -13,6 +13,7 @@ from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 from kombu import Exchange, Queue
 
+from busconsole import sentinel as console_sentinel
 from busconsole.env import (
     checked_redis_url,
     envbool,
@@ -25,6 +26,7 @@ from busconsole.env import (
     parse_unmasked_roles,
 )
 from eventbus.connection import PRIVATE_PORT, PRIVATE_PORT_VARIABLE
+from eventbus.sentinel import is_sentinel
 from eventbus.tls import tls_options, without_tls
 from pipeline import conf as _spark_conf  # no pyspark: parses BUSCONSOLE_SPARK_CONF
 from streams_app.accounts.oidc_config import oidc_settings_from_env  # Django-free: parses BUSCONSOLE_OIDC_*
@@ -291,6 +293,14 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     "visibility_timeout": envint("CELERY_VISIBILITY_TIMEOUT", CELERY_TASK_TIME_LIMIT + 600)
 }
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+if is_sentinel(REDIS_URL):
+    # The console's own Redis through its sentinels: each client gets the shape it reads (busconsole/sentinel.py).
+    CACHES["default"]["LOCATION"] = [REDIS_URL]  # a list: Django cuts a string location at its commas
+    CACHES["default"]["OPTIONS"]["pool_class"] = console_sentinel.CACHE_POOL_CLASS
+    CHANNEL_LAYERS["default"]["CONFIG"]["hosts"] = [console_sentinel.channel_layer_host(REDIS_URL)]
+    CELERY_BROKER_URL, _sentinel_transport = console_sentinel.celery_broker(REDIS_URL)
+    CELERY_BROKER_TRANSPORT_OPTIONS.update(_sentinel_transport)
+    CELERY_BROKER_USE_SSL = console_sentinel.celery_ssl(REDIS_URL)
 # Two queues, each with workers of its own (busconsole/celery.py says why): the beat's upkeep of the bus
 # (snapshots and the alerts they evaluate, the mirror sync, resuming stalled jobs, retention) and alert
 # webhooks on one, background jobs on the other, so that no job can hold the worker a snapshot needs.
