@@ -38,7 +38,7 @@ from eventbus.sentinel import async_master_client, is_sentinel, master_client
 from eventbus.sentinel import parse as parse_sentinel
 from eventbus.tls import tls_options
 
-from .errors import NotFound, translated
+from .errors import NotFound, OpsError, translated
 from .parsers import server_release
 
 _clients: dict[tuple[str, str], redis.Redis | RedisCluster] = {}
@@ -316,6 +316,34 @@ def primaries(name: str) -> list[Node]:
     ]
 
 
+#: After a primary did not answer, a cluster connection re-reads its slot map at most this often.
+TOPOLOGY_REFRESH_S = 1.0
+_topology_read_at: dict[str, float] = {}
+
+
+def primary_failed(name: str) -> bool:
+    """A primary of cluster ``name`` did not answer: read the slot map anew (``CLUSTER SLOTS``, asked of
+    a node that answers), so that a replica the cluster promoted in its place is among :func:`primaries`
+    from now on. True when the map was read anew.
+
+    redis-py does this by itself when a command routed by key meets a dead node, but the per-node
+    clients that :func:`primaries` hands out (SCAN, INFO) are plain ones, which do not: without this a
+    listing would go on missing the promoted node's streams. At most once per :data:`TOPOLOGY_REFRESH_S`
+    per connection, so a node dead for good (no replica) costs one ``CLUSTER SLOTS`` a second, not one
+    per request. False on standalone and Sentinel (their clients follow a failover themselves).
+    """
+    client = get_client(name)
+    now = time.monotonic()
+    if not isinstance(client, RedisCluster) or now - _topology_read_at.get(name, 0.0) < TOPOLOGY_REFRESH_S:
+        return False
+    _topology_read_at[name] = now
+    try:
+        with translated(name):
+            client.nodes_manager.initialize()
+    except OpsError:  # no node answers: the callers say what they missed, as before
+        return False
+    return True
+
 def slot_of(key: bytes | str) -> int:
     """The hash slot of ``key`` (its ``{tag}`` when it has one), as Redis Cluster computes it."""
     return key_slot(key.encode() if isinstance(key, str) else key)
@@ -432,3 +460,4 @@ def reset() -> None:
             client.close()
         _clients.clear()
         _health_cache.clear()
+        _topology_read_at.clear()

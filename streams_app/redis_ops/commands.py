@@ -19,7 +19,7 @@ from typing import Any
 import redis
 from redis.exceptions import AskError, ClusterDownError, SlotNotCoveredError, TryAgainError
 
-from .client import Node, get_client, is_cluster, key_client, primaries
+from .client import Node, get_client, is_cluster, key_client, primaries, primary_failed
 from .errors import InvalidArgument, NotFound, Unreachable, translated
 from .parsers import parse_entry
 from .types import Entry
@@ -87,7 +87,8 @@ def scan_streams(
     SCAN answers for one node only, so on a cluster the iteration walks the primaries in slot order,
     one after another, and ``cursor`` carries the node's index with that node's own cursor
     (:func:`listing_cursor`): a page may end on one node and the next page carry on from there.
-    A primary that does not answer is skipped and named in ``missed``, as are primaries the cluster
+    A primary that does not answer is skipped and named in ``missed`` (unless the slot map, read anew,
+    shows a replica promoted in its place: the listing reads on there), as are primaries the cluster
     itself reports failing (its ``CLUSTER INFO``, read in the same round trip as the first SCAN of
     each node: no extra round trip while the cluster is healthy).
 
@@ -122,6 +123,12 @@ def scan_streams(
         except Unreachable:
             if not cluster:
                 raise  # one server that does not answer: the whole listing fails, as before
+            if primary_failed(conn):  # the cluster may have promoted a replica in its place: read on there
+                with translated(conn):
+                    fresh = primaries(conn)
+                if len(fresh) == len(nodes) and fresh[index].name != node.name:
+                    nodes, node_cursor = fresh, 0  # the same slots, so the same place in the slot order
+                    continue
             _note(missed, node.name)
             index, node_cursor = index + 1, 0
             yield ScanStep(cursor=listing_cursor(index, 0) if index < len(nodes) else 0, keys=(),

@@ -21,7 +21,7 @@ from typing import Generic, TypeVar
 import redis
 from django.conf import settings
 
-from .client import get_client, is_cluster, primaries
+from .client import get_client, is_cluster, primaries, primary_failed
 from .commands import SCAN_COUNT, keyed_pipeline, lookup, pipelined, scan_streams, stream_read
 from .conventions import dlq_candidates
 from .errors import InvalidArgument, NotFound, Unreachable, translated
@@ -568,6 +568,7 @@ def server_overview(conn: str) -> dict[str, object]:
         except Unreachable:
             if not cluster:
                 raise
+            primary_failed(conn)  # a replica promoted in its place is asked from the next overview on
             missed.append(node.name)
             continue
         info: dict = {}
