@@ -321,11 +321,12 @@ def _hash_joins(db: Any) -> Iterator[None]:
             cursor.execute("SELECT current_setting(%s)", [name])
             (was[name],) = cursor.fetchone()
             cursor.execute("SELECT set_config(%s, %s, true)", [name, value])  # true: this transaction only
-        try:
-            yield
-        finally:
-            for name, value in was.items():
-                cursor.execute("SELECT set_config(%s, %s, true)", [name, value])
+        yield
+        # Put back only after success: after an error the transaction is aborted, where any statement
+        # fails ("current transaction is aborted") and would hide the real error; and the settings,
+        # local to the transaction, go with its rollback anyway.
+        for name, value in was.items():
+            cursor.execute("SELECT set_config(%s, %s, true)", [name, value])
 
 
 def _staged_columns(
