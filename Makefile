@@ -19,9 +19,10 @@ system:
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 
-# Reinstalled only when requirements.txt changes (or the venv is new).
-$(STAMP): requirements.txt | $(PY)
-	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
+# Reinstalled only when requirements.txt changes (or the venv is new). requirements-ldap.txt: LDAP logins,
+# built against Debian's libldap (kept out of the image; README "LDAP logins").
+$(STAMP): requirements.txt requirements-ldap.txt | $(PY)
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt -r requirements-ldap.txt
 	@# The repo on the venv's path: bare `pytest` and `python -m eventbus` work from anywhere.
 	@$(PY) -c 'import pathlib, sysconfig; pathlib.Path(sysconfig.get_paths()["purelib"], "busconsole-repo.pth").write_text(str(pathlib.Path.cwd()) + "\n")'
 	@touch $@

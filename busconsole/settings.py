@@ -6,6 +6,7 @@ default); a production process (DEBUG=0) refuses to start without SECRET_KEY.
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 import dj_database_url
@@ -29,6 +30,7 @@ from eventbus.connection import PRIVATE_PORT, PRIVATE_PORT_VARIABLE
 from eventbus.sentinel import is_sentinel
 from eventbus.tls import tls_options, without_tls
 from pipeline import conf as _spark_conf  # no pyspark: parses BUSCONSOLE_SPARK_CONF
+from streams_app.accounts.ldap_config import ldap_settings_from_env  # Django-free: parses BUSCONSOLE_LDAP_*
 from streams_app.accounts.oidc_config import oidc_settings_from_env  # Django-free: parses BUSCONSOLE_OIDC_*
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -100,8 +102,14 @@ BUSCONSOLE_LOGIN_WINDOW_S = envint("BUSCONSOLE_LOGIN_WINDOW_S", 900)
 BUSCONSOLE_OIDC = oidc_settings_from_env()
 BUSCONSOLE_LOCAL_LOGIN = envbool("BUSCONSOLE_LOCAL_LOGIN", True)
 BUSCONSOLE_BREAK_GLASS_USERS = tuple(envlist("BUSCONSOLE_BREAK_GLASS_USERS", []))
-if not BUSCONSOLE_LOCAL_LOGIN and BUSCONSOLE_OIDC is None:
-    raise ImproperlyConfigured("BUSCONSOLE_LOCAL_LOGIN=0 needs BUSCONSOLE_OIDC_ISSUER: nobody could log in")
+# LDAP logins (streams_app/accounts/ldap_backend.py, django-auth-ldap from requirements-ldap.txt): a directory
+# from BUSCONSOLE_LDAP_URI, _USER_BASE, _GROUP_BASE, _BIND_DN, _BIND_PASSWORD, _USER_FILTER, _GROUP_TYPE,
+# _ROLES, _START_TLS and _CA_FILE, or None; refused at start-up when malformed.
+BUSCONSOLE_LDAP = ldap_settings_from_env()
+if not BUSCONSOLE_LOCAL_LOGIN and BUSCONSOLE_OIDC is None and BUSCONSOLE_LDAP is None:
+    raise ImproperlyConfigured(
+        "BUSCONSOLE_LOCAL_LOGIN=0 needs BUSCONSOLE_OIDC_ISSUER or BUSCONSOLE_LDAP_URI: nobody could log in"
+    )
 # Ranges alert webhooks may reach although loopback, private or link-local (on-premise receivers);
 # empty: public addresses only (streams_app/alerts/egress.py).
 BUSCONSOLE_WEBHOOK_ALLOW = envnetworks("BUSCONSOLE_WEBHOOK_ALLOW")
@@ -208,6 +216,13 @@ AUTHENTICATION_BACKENDS = [
     "streams_app.accounts.role_backend.ConsoleModelBackend",
     "streams_app.accounts.backends.ConsoleAdminPermissions",
 ]
+if BUSCONSOLE_LDAP is not None:
+    if importlib.util.find_spec("django_auth_ldap") is None:
+        raise ImproperlyConfigured(
+            "BUSCONSOLE_LDAP_URI needs django-auth-ldap: pip install -r requirements-ldap.txt "
+            "(it builds python-ldap: Debian's libldap2-dev and libsasl2-dev)"
+        )
+    AUTHENTICATION_BACKENDS.insert(1, "streams_app.accounts.ldap_backend.ConsoleLDAPBackend")
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

@@ -9,6 +9,9 @@
 #   PostgreSQL server           the least-privilege and upgrade tests, `make test-postgres` (Debian: postgresql)
 #   prometheus, promtool        the Prometheus tests: a real scrape, the alert rules' unit tests (Debian: prometheus)
 #   node >= 20.19, npm          the single sign-on tests' OpenID provider, tests/oidc/ (Debian: nodejs, npm)
+#   slapd                       the LDAP login tests' directory, tests/slapd/ (Debian: slapd)
+#   libldap, libsasl2 headers   python-ldap builds against them (requirements-ldap.txt; Debian: libldap2-dev,
+#   and a C compiler            libsasl2-dev, gcc, and python3-dev for a Debian python3)
 #
 # A missing package is installed with apt-get only when running as root; otherwise this prints what to
 # install and fails for the required ones, warns for the others. When nothing is missing it installs
@@ -48,6 +51,10 @@ openssl_ok() { command -v openssl >/dev/null; }
 postgres_ok() { ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || command -v pg_ctl >/dev/null; }
 prometheus_ok() { command -v prometheus >/dev/null && command -v promtool >/dev/null; }
 node_ok() { command -v node >/dev/null && command -v npm >/dev/null; }
+slapd_ok() { [ -x /usr/sbin/slapd ]; }
+ldap_headers_ok() { [ -f /usr/include/ldap.h ] && [ -f /usr/include/sasl/sasl.h ]; }
+cc_ok() { command -v gcc >/dev/null; }
+python_headers_ok() { "$PYTHON" -c 'import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' 2>/dev/null; }
 node_major() { node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0; }
 
 java_package() {  # Debian 13 has no openjdk-17; fall back to its default JRE (21)
@@ -74,6 +81,10 @@ check_all() {
     postgres_ok || missing+=(postgresql)
     prometheus_ok || missing+=(prometheus)
     node_ok || missing+=(nodejs)
+    slapd_ok || missing+=(slapd)
+    ldap_headers_ok || missing+=(libldap2-dev libsasl2-dev)
+    cc_ok || missing+=(gcc)
+    python_headers_ok || missing+=(python3-dev)
     if node_ok && [ "$(node_major)" -lt 20 ]; then  # Debian 12's nodejs is 18: apt-get cannot help here
         say "WARNING: node $(node -v) is too old for oidc-provider 9 (tests/oidc/): the single sign-on tests need Node 20.19+ (Debian 13's nodejs, or NodeSource's)."
     fi
@@ -124,6 +135,11 @@ for name in "${missing[@]}"; do
             say "WARNING: prometheus/promtool missing: the Prometheus tests will fail (apt-get install prometheus)." ;;
         nodejs)
             say "WARNING: node/npm missing: the single sign-on tests will fail (apt-get install nodejs npm)." ;;
+        slapd)
+            say "WARNING: slapd is missing: the LDAP login tests will fail (apt-get install slapd)." ;;
+        libldap2-dev|libsasl2-dev|gcc|python3-dev)
+            say "ERROR: $name is missing: python-ldap (requirements-ldap.txt) cannot be built (apt-get install $name)."
+            failed=1 ;;
     esac
 done
 exit "$failed"

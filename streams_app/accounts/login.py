@@ -95,12 +95,27 @@ def login_success_record(*, username: str | None, ip: str | None) -> None:
         log.exception("login throttle unavailable: cannot record a successful login")
 
 
+def login_attempt_give_back(*, username: str | None, ip: str | None) -> None:
+    """Uncount an attempt counted by :func:`login_attempt_take` that turned out to be no guess."""
+    try:
+        for key in _throttle_keys(username=username, ip=ip):
+            window_give_back(key)
+    except CacheUnavailable:
+        log.exception("login throttle unavailable: cannot give an attempt back")
+
+
 def login_failures_clear(*, username: str | None = None, ip: str | None = None) -> None:
     """Forget the failures counted against an account and/or an address."""
     try:
         window_clear(_throttle_keys(username=username, ip=ip))
     except CacheUnavailable:
         log.exception("login throttle unavailable: cannot clear failure counters")
+
+
+class LoginRefused(Exception):
+    """A login that cannot go on, for a reason the person logging in must be told (a directory that cannot
+    be reached, groups that give no role), raised by an authentication backend through Django's
+    ``authenticate`` and said by the login form, where a wrong password's message would mislead."""
 
 
 def password_login_allowed(username: str | None) -> bool:
@@ -135,8 +150,10 @@ class ThrottledAuthenticationForm(AuthenticationForm):
         username = self.cleaned_data.get("username")
         if username is None or not self.cleaned_data.get("password"):
             return super().clean()  # a field is missing: no password is checked, nothing is counted
-        if not password_login_allowed(username):
+        if not password_login_allowed(username) and settings.BUSCONSOLE_LDAP is None:
             # Refused before anything is counted or checked: no password of an SSO-only console is tried.
+            # (With a directory, its accounts log in with passwords: the backends decide, the local one
+            # refusing all but the break-glass accounts.)
             oidc = settings.BUSCONSOLE_OIDC
             sso = f"Sign in with {oidc.display_name}" if oidc else "single sign-on"
             raise forms.ValidationError(
@@ -152,6 +169,12 @@ class ThrottledAuthenticationForm(AuthenticationForm):
                 code="throttled",
                 params={"wait": f"{minutes} minute" if minutes == 1 else f"{minutes} minutes"},
             )
-        cleaned = super().clean()
+        try:
+            cleaned = super().clean()
+        except LoginRefused as refused:
+            # Not a wrong guess (the directory was down, or the password was right but gives no role):
+            # the attempt is not held against the account or the address.
+            login_attempt_give_back(username=username, ip=ip)
+            raise forms.ValidationError(str(refused), code="refused") from None
         login_success_record(username=username, ip=ip)
         return cleaned

@@ -3,10 +3,9 @@ at every login.
 
 The provider is the only source of such an account's role: its role group (``viewer``, ``operator`` or
 ``admin``) is replaced by the one ``BUSCONSOLE_OIDC_ROLES`` gives the groups of this login, and a
-superuser flag set by hand is taken away. The group change goes through ``user.groups``, so the signal
-that closes a demoted user's open websockets (:mod:`streams_app.signals`) fires as it does for a change
-made in the Django admin. Someone whose groups map to no role is refused and their account deactivated:
-their other sessions and sockets end too, until a login whose groups give a role again.
+superuser flag set by hand is taken away (:mod:`.role_groups`, which the LDAP login shares). Someone whose
+groups map to no role is refused and their account deactivated: their other sessions and sockets end
+too, until a login whose groups give a role again.
 """
 
 from __future__ import annotations
@@ -17,14 +16,14 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import AbstractUser, Group
+from django.contrib.auth.models import AbstractUser
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from streams_app.accounts.models import OidcIdentity
 from streams_app.accounts.oidc import OidcLogin
 from streams_app.accounts.oidc_config import OidcSettings, role_for_groups
-from streams_app.accounts.roles import ROLE_GROUPS
+from streams_app.accounts.role_groups import account_flags, role_group_of, role_group_set
 
 #: Names never given to an account made by a login: the admin ``make run`` creates (ensure_admin would set
 #: a password on it) and the break-glass accounts, which must stay the local ones they were made as.
@@ -75,11 +74,11 @@ def _sync(*, login: OidcLogin, config: OidcSettings) -> OidcSync:
             created, previous = True, None
         else:
             user, created = identity.user, False
-            previous = _role_group(user)
+            previous = role_group_of(user)
         changed = _account_fields(user, login, active=role is not None)
         if changed:
             user.save(update_fields=changed)
-        _role_group_set(user, role)
+        role_group_set(user, role)
         identity.groups = list(login.groups)
         identity.last_login_at = timezone.now()
         identity.save()
@@ -88,31 +87,11 @@ def _sync(*, login: OidcLogin, config: OidcSettings) -> OidcSync:
 
 def _account_fields(user: AbstractUser, login: OidcLogin, *, active: bool) -> list[str]:
     """Bring the account in line with this login; the names of the fields that changed."""
-    wanted = {"is_active": active, "is_superuser": False, "is_staff": False}
-    if email := _email(login):
-        wanted["email"] = email
-    changed = [name for name, value in wanted.items() if getattr(user, name) != value]
-    for name in changed:
-        setattr(user, name, wanted[name])
+    changed = account_flags(user, active=active)
+    if (email := _email(login)) and user.email != email:
+        user.email = email
+        changed.append("email")
     return changed
-
-
-def _role_group(user: AbstractUser) -> str | None:
-    names = set(user.groups.filter(name__in=ROLE_GROUPS).values_list("name", flat=True))
-    return max(names, key=lambda name: ROLE_GROUPS[name], default=None)
-
-
-def _role_group_set(user: AbstractUser, role: str | None) -> None:
-    """Exactly ``role``'s group among the role groups (none for None); other groups are left alone.
-
-    Only what differs is removed or added, so a login that changes nothing sends no revocation.
-    """
-    held = set(user.groups.filter(name__in=ROLE_GROUPS).values_list("name", flat=True))
-    wanted = {role} if role else set()
-    if stale := held - wanted:
-        user.groups.remove(*Group.objects.filter(name__in=stale))
-    if missing := wanted - held:
-        user.groups.add(*(Group.objects.get_or_create(name=name)[0] for name in missing))
 
 
 def _email(login: OidcLogin) -> str:

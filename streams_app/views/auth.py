@@ -27,7 +27,8 @@ def login_context() -> dict[str, Any]:
     oidc = settings.BUSCONSOLE_OIDC
     return {
         "sso_name": oidc.display_name if oidc else "",
-        "password_login": settings.BUSCONSOLE_LOCAL_LOGIN,
+        # a directory's accounts log in with their passwords whatever BUSCONSOLE_LOCAL_LOGIN says
+        "password_login": settings.BUSCONSOLE_LOCAL_LOGIN or settings.BUSCONSOLE_LDAP is not None,
         "break_glass": bool(settings.BUSCONSOLE_BREAK_GLASS_USERS),
     }
 

@@ -152,8 +152,14 @@ def test_plain_http_is_allowed_on_this_machine_only() -> None:
         assert oidc_settings_from_env({**BASE, "BUSCONSOLE_OIDC_ISSUER": f"http://{host}"}) is not None
 
 
-def _start(env: dict[str, str], code: str = "import django; django.setup()") -> subprocess.CompletedProcess[str]:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("BUSCONSOLE_OIDC_", "BUSCONSOLE_LOCAL_LOGIN"))}
+def start_settings_process(
+    env: dict[str, str], code: str = "import django; django.setup()"
+) -> subprocess.CompletedProcess[str]:
+    """Python with the console's settings read from ``env`` (and no SSO or LDAP variable of this process)."""
+    clean = {
+        k: v for k, v in os.environ.items()
+        if not k.startswith(("BUSCONSOLE_OIDC_", "BUSCONSOLE_LDAP_", "BUSCONSOLE_LOCAL_LOGIN"))
+    }
     return subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
         env={**clean, "DJANGO_SETTINGS_MODULE": "busconsole.settings", **env},
@@ -169,7 +175,7 @@ def _start(env: dict[str, str], code: str = "import django; django.setup()") -> 
     ],
 )
 def test_the_console_does_not_start_with_bad_settings(env: dict[str, str], says: str) -> None:
-    done = _start(env)
+    done = start_settings_process(env)
     assert done.returncode != 0
     assert "ImproperlyConfigured" in done.stderr and says in done.stderr
 
@@ -179,7 +185,8 @@ def test_the_settings_the_console_starts_with() -> None:
         "import json, django; django.setup(); from django.conf import settings as s; "
         "print(json.dumps([s.BUSCONSOLE_OIDC.issuer, s.BUSCONSOLE_LOCAL_LOGIN, list(s.BUSCONSOLE_BREAK_GLASS_USERS)]))"
     )
-    done = _start({**BASE, "BUSCONSOLE_LOCAL_LOGIN": "0", "BUSCONSOLE_BREAK_GLASS_USERS": "root, ops-root"}, probe)
+    env = {**BASE, "BUSCONSOLE_LOCAL_LOGIN": "0", "BUSCONSOLE_BREAK_GLASS_USERS": "root, ops-root"}
+    done = start_settings_process(env, probe)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout.splitlines()[-1]) == [ISSUER, False, ["root", "ops-root"]]
 
@@ -201,13 +208,13 @@ def test_the_compose_files_sso_variables_start_the_console_unset_and_set() -> No
     probe = "import django; django.setup(); from django.conf import settings as s; print(s.BUSCONSOLE_OIDC)"
     unset = _compose_oidc_env()
     assert set(unset) >= {f"BUSCONSOLE_OIDC_{n}" for n in ("ISSUER", "CLIENT_ID", "CLIENT_SECRET", "SCOPES", "ROLES")}
-    done = _start(unset, probe)
+    done = start_settings_process(unset, probe)
     assert done.returncode == 0 and done.stdout.splitlines()[-1] == "None", done.stderr
     given = _compose_oidc_env(
         BUSCONSOLE_OIDC_ISSUER=ISSUER, BUSCONSOLE_OIDC_CLIENT_ID="busconsole", BUSCONSOLE_OIDC_ROLES=RULES,
         BUSCONSOLE_LOCAL_LOGIN="0", BUSCONSOLE_BREAK_GLASS_USERS="admin",
     )
-    done = _start(given, probe)
+    done = start_settings_process(given, probe)
     assert done.returncode == 0, done.stderr
     assert "issuer='https://idp.example.com/realms/ops'" in done.stdout and "groups_claim='groups'" in done.stdout
 
@@ -228,7 +235,7 @@ def test_production_settings_with_a_provider_pass_the_deploy_check_and_let_forms
         "r = Client().get('/healthz', secure=True, headers={'host': 'console.example.com'}); "
         "print(r.status_code); print(r['Content-Security-Policy'])"
     )
-    done = _start(production, probe)
+    done = start_settings_process(production, probe)
     assert done.returncode == 0, done.stderr
     status, csp = done.stdout.strip().splitlines()[-2:]
     policy = dict(d.strip().split(" ", 1) for d in csp.split(";") if d.strip())

@@ -1,0 +1,1 @@
+"""A real LDAP directory for the LDAP login tests (Debian's slapd, driven by server.py)."""
