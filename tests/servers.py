@@ -184,7 +184,7 @@ class RedisClusterServers:
         for _ in range(self.size * (1 + self.replicas)):
             node = RedisServer(port=free_cluster_port(), kind=self.kind)
             node.extra = ("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-                          "--cluster-node-timeout", str(self.node_timeout_ms))
+                          "--cluster-node-timeout", str(self.node_timeout_ms), "--repl-diskless-sync-delay", "0")
             self.nodes.append(node.start())
         subprocess.run(
             [self.cli, "--cluster", "create", *(f"127.0.0.1:{port}" for port in self.ports),
@@ -192,6 +192,9 @@ class RedisClusterServers:
             check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=60,
         )
         self.wait_ok()
+        for node in self.nodes:  # a replica that never synced is never promoted: wait for every link
+            _until(lambda n=node: replication(n.port).get("master_link_status", "up") == "up",
+                  f"node {node.port} to sync with its primary")
         return self
 
     def wait_ok(self, timeout: float = 20.0) -> None:
@@ -215,6 +218,28 @@ class RedisClusterServers:
     def cleanup(self) -> None:
         for node in self.nodes:
             node.cleanup()
+
+
+def replication(port: int) -> dict:
+    """``INFO replication`` of the server on ``port`` (redis-py parses it); {} when it does not answer."""
+    import redis
+
+    client = redis.Redis(port=port, socket_timeout=2, socket_connect_timeout=1)
+    try:
+        return client.info("replication")
+    except redis.RedisError:
+        return {}
+    finally:
+        client.close()
+
+
+def _until(predicate, what: str, timeout: float = 30.0) -> None:
+    """Poll ``predicate`` until it is true; RuntimeError naming ``what`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"timed out waiting for {what}")
+        time.sleep(0.05)
 
 
 def kill(server: RedisServer) -> None:
@@ -256,14 +281,16 @@ class SentinelServers:
             raise
 
     def _start(self) -> SentinelServers:
-        primary = RedisServer().start()
+        primary = RedisServer()
+        primary.extra = ("--repl-diskless-sync-delay", "0")  # replicas sync at once, not 5 s later
         self.data.append(primary)
+        primary.start()
         for _ in range(self.replicas):
             replica = RedisServer()
-            replica.extra = ("--replicaof", "127.0.0.1", str(primary.port))
+            replica.extra = ("--replicaof", "127.0.0.1", str(primary.port), "--repl-diskless-sync-delay", "0")
             self.data.append(replica.start())
         for replica in self.data[1:]:
-            self._until(lambda r=replica: self._replication(r.port).get("master_link_status") == "up",
+            _until(lambda r=replica: replication(r.port).get("master_link_status") == "up",
                         f"replica {replica.port} to sync")
         binary = shutil.which("redis-sentinel")
         for _ in range(3):
@@ -277,12 +304,12 @@ class SentinelServers:
                 f"sentinel parallel-syncs {self.service} 1\n"
             )
             sentinel.process = subprocess.Popen(
-                [binary, str(conf)] if binary else [shutil.which("redis-server") or "redis-server", str(conf), "--sentinel"],
+                [binary, str(conf)] if binary else [server_binaries("redis")[0], str(conf), "--sentinel"],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             )
             self.sentinels.append(sentinel)
         for sentinel in self.sentinels:  # each knows the replicas and the two other sentinels
-            self._until(lambda s=sentinel: self._settled(s.port), f"sentinel {sentinel.port} to see everyone")
+            _until(lambda s=sentinel: self._settled(s.port), f"sentinel {sentinel.port} to see everyone")
         return self
 
     def _settled(self, port: int) -> bool:
@@ -302,20 +329,6 @@ class SentinelServers:
             return b""
         finally:
             client.close()
-
-    @classmethod
-    def _replication(cls, port: int) -> dict:
-        """``INFO replication`` of the server on ``port`` (redis-py parses it); {} when it does not answer."""
-        reply = cls._ask(port, "INFO", "replication")
-        return reply if isinstance(reply, dict) else {}
-
-    @staticmethod
-    def _until(predicate, what: str, timeout: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout
-        while not predicate():
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"timed out waiting for {what}")
-            time.sleep(0.05)
 
     def primary_port(self) -> int | None:
         """The primary's port as the first sentinel that answers names it."""
@@ -343,9 +356,9 @@ class SentinelServers:
             if len(named) != 1 or len(next(iter(named))) != 2:
                 return False
             port = int(next(iter(named))[1])
-            return port != old.port and self._replication(port).get("role") == "master"
+            return port != old.port and replication(port).get("role") == "master"
 
-        self._until(switched, f"the sentinels to promote a replica of {self.service}", timeout)
+        _until(switched, f"the sentinels to promote a replica of {self.service}", timeout)
         return self.primary()
 
     def cleanup(self) -> None:

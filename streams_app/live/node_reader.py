@@ -81,6 +81,10 @@ QUIET_AFTER_S = 1.0
 QUIET_FACTOR = 4
 #: Seconds of failing reads after which a node's tails are "stalled" rather than "reconnecting".
 STALL_AFTER_S = 2.0
+#: The longest wait between two attempts of a failing node: a failover ends within a second of the
+#: promotion on the tail's side (``bench/failover.py``; waits doubling to 5 s made it 2.3 s after a
+#: cluster promotion), for one connection attempt (and on a cluster one ``CLUSTER SLOTS``) a second.
+RETRY_MAX_S = 1.0
 #: The share of its CPU time a reader may spend handing out what it read ("Pacing" in the module docstring).
 FANOUT_SHARE = 0.3
 #: ... and the longest it waits for that (a bound on the latency it adds, however many clients).
@@ -316,7 +320,7 @@ class NodeReader:
             self.owner.broadcast(self.keys, self.status_frame())
         if self.cluster and isinstance(exc, Unreachable) and self._failures > 1:
             await self.owner.refresh(self)  # a replica may serve its slots now: they move to its reader
-        await asyncio.sleep(min(5.0, 0.1 * 2**self._failures))
+        await asyncio.sleep(min(RETRY_MAX_S, 0.1 * 2**self._failures))
 
     def _recovered(self) -> None:
         self._failures, self._failing_since = 0, None
