@@ -3,6 +3,8 @@
 #
 #   python3 >= 3.11 with venv   required (Debian: python3-venv)
 #   redis-server >= 7.0         required for `make run` and `make test` (Debian: redis-server)
+#   redis-sentinel              the Sentinel failover tests and bench, tests/sentinel/ (Debian: redis-sentinel;
+#                               without it they run redis-server --sentinel)
 #   /usr/bin/chromium           browser tests (Debian: chromium)
 #   java >= 17                  PySpark, for the pipeline and its tests (Debian: openjdk-17-jre-headless)
 #   nginx, openssl              the reverse-proxy tests: deploy/nginx/busconsole.conf over TLS (Debian: nginx, openssl)
@@ -44,6 +46,7 @@ java_major() {  # "17.0.15" -> 17, "1.8.0_392" -> 8
 python_ok() { "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; }
 venv_ok() { "$PYTHON" -c 'import ensurepip, venv' 2>/dev/null; }
 redis_ok() { command -v redis-server >/dev/null && version_at_least "$(redis_version)" 7.0; }
+sentinel_ok() { command -v redis-sentinel >/dev/null; }
 chromium_ok() { [ -x /usr/bin/chromium ]; }
 java_ok() { command -v java >/dev/null && [ "$(java_major)" -ge 17 ] 2>/dev/null; }
 nginx_ok() { command -v nginx >/dev/null || [ -x /usr/sbin/nginx ]; }
@@ -74,6 +77,7 @@ check_all() {
     fi
     venv_ok || missing+=(python3-venv)
     redis_ok || missing+=(redis-server)
+    sentinel_ok || missing+=(redis-sentinel)
     chromium_ok || missing+=(chromium)
     java_ok || missing+=(java)
     nginx_ok || missing+=(nginx)
@@ -123,6 +127,8 @@ for name in "${missing[@]}"; do
                 say "ERROR: redis-server is not on PATH: install Redis 7.0+ (apt-get install redis-server)."
             fi
             failed=1 ;;
+        redis-sentinel)
+            say "WARNING: redis-sentinel is missing: the Sentinel tests run redis-server --sentinel instead (apt-get install redis-sentinel)." ;;
         chromium)
             say "WARNING: /usr/bin/chromium is missing: browser tests will fail (apt-get install chromium)." ;;
         java)
