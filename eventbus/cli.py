@@ -194,6 +194,10 @@ def _runner(command: Callable[[Any, argparse.Namespace], Output], connect: Calla
         except PatternError as exc:
             print(exc, file=sys.stderr)
             return 2
+        except redis.exceptions.NoPermissionError as exc:  # the URL's ACL user may not: say so, not just "refused"
+            print(f"Redis refused (NOPERM): {exc}; the URL's user lacks that permission (deploy/redis/users.acl)",
+                  file=sys.stderr)
+            return 1
         except redis.ResponseError as exc:
             print(f"Redis refused: {exc}", file=sys.stderr)
             return 1

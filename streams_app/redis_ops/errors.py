@@ -74,6 +74,17 @@ class Conflict(OpsError):
     status = 409
 
 
+class NoPermission(OpsError):
+    """The connection's ACL user may not run that command or touch that key (NOPERM).
+
+    The console's role allowed the action; the Redis user it connects as does not: 403, naming what
+    is missing, for whoever deploys the console to grant (deploy/redis/users.acl) or to keep refused.
+    """
+
+    code = "no_permission"
+    status = 403
+
+
 class RedisRefused(OpsError):
     """Redis answered with an error reply."""
 
@@ -81,8 +92,20 @@ class RedisRefused(OpsError):
     status = 400
 
 
+#: How Redis words an ACL refusal inside a Lua script (redis.call of a command the user may not run);
+#: outside scripts the reply is NOPERM, which redis-py raises as NoPermissionError.
+_SCRIPT_REFUSALS = ("can't run this command or subcommand", "no permissions to access", "No permissions to access")
+
+
 def _refusal(conn: str, exc: redis.ResponseError) -> OpsError:
     text = str(exc)
+    if isinstance(exc, redis.exceptions.NoPermissionError) or any(word in text for word in _SCRIPT_REFUSALS):
+        reason = text.removeprefix("NOPERM ")
+        return NoPermission(
+            f"Redis refused the command to the console's ACL user (NOPERM {reason}): the user of connection "
+            f"{conn!r} lacks that permission (see deploy/redis/users.acl).",
+            conn=conn,
+        )
     if "WRONGTYPE" in text:
         return NotFound("That key holds another type, not a stream.", conn=conn)
     if "no such key" in text:

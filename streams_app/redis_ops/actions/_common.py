@@ -85,8 +85,37 @@ def _source(name: str) -> str:
     return "".join(_lua(prelude) for prelude in _PRELUDES.get(name, ())) + _lua(name)
 
 
-def _script(client: redis.Redis, name: str) -> Script:
-    """The script ``name`` registered on ``client``, once per client (EVALSHA, reloaded on NOSCRIPT)."""
+#: Scripts that only read (counts and walks for previews and dry runs): run with EVALSHA_RO, so that a
+#: read-only ACL user (key permissions ``%R~``) may run them, and Redis itself refuses any write from them.
+#: EVALSHA declares its keys read-write: a user allowed it may write any key it may name.
+_READ_ONLY_SCRIPTS = frozenset({"count_range", "walk"})
+
+
+class ReadOnlyScript:
+    """A registered script run with ``EVALSHA_RO`` (Redis 7.0+), loaded again on NOSCRIPT.
+
+    A server without the command (Redis 6.2) runs it with EVALSHA, as redis-py's Script does.
+    """
+
+    def __init__(self, script: Script) -> None:
+        self.script = script
+
+    def __call__(self, keys: Sequence = (), args: Sequence = ()) -> object:
+        client, sha = self.script.registered_client, self.script.sha
+        try:
+            return client.execute_command("EVALSHA_RO", sha, len(keys), *keys, *args)
+        except redis.exceptions.NoScriptError:
+            client.script_load(self.script.script)
+            return client.execute_command("EVALSHA_RO", sha, len(keys), *keys, *args)
+        except redis.ResponseError as exc:
+            if "unknown command" not in str(exc):
+                raise
+            return self.script(keys=keys, args=args)
+
+
+def _script(client: redis.Redis, name: str) -> Script | ReadOnlyScript:
+    """The script ``name`` registered on ``client``, once per client (EVALSHA, reloaded on NOSCRIPT;
+    EVALSHA_RO for :data:`_READ_ONLY_SCRIPTS`)."""
     scripts = _scripts.get(client)
     if scripts is None:
         with _scripts_lock:
@@ -94,7 +123,7 @@ def _script(client: redis.Redis, name: str) -> Script:
             if scripts is None:
                 scripts = {n: client.register_script(_source(n)) for n in _SCRIPT_NAMES}
                 _scripts[client] = scripts
-    return scripts[name]
+    return ReadOnlyScript(scripts[name]) if name in _READ_ONLY_SCRIPTS else scripts[name]
 
 
 def _count(client: redis.Redis, key: bytes, start: str, end: str, match: Sequence[bytes] = ()) -> int:
