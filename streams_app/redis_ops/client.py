@@ -22,6 +22,7 @@ What a caller may rely on, for either kind:
 
 from __future__ import annotations
 
+import inspect
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -360,14 +361,38 @@ def key_client(name: str, key: bytes | str) -> redis.Redis:
     """A plain client on the primary that owns ``key``'s slot (the shared client on standalone).
 
     For MULTI/EXEC and Lua scripts on a cluster, whose keys must all share ``key``'s slot. It does
-    not follow MOVED: a reshard in flight answers a MOVED error, raised like any refusal.
+    not follow MOVED: a reshard in flight answers a MOVED error, raised like any refusal. A primary
+    that cannot be reached makes it read the slot map anew first (:func:`primary_failed`), so the
+    promoted replica is the one handed out once the cluster has failed over.
     """
     client = get_client(name)
     if not isinstance(client, RedisCluster):
         return client
     with translated(name):
-        node = client.get_node_from_key(key)
-        return client.get_redis_connection(node)
+        node = client.get_redis_connection(client.get_node_from_key(key))
+        if not _answers(node) and primary_failed(name):  # a replica may serve the key's slot now
+            node = client.get_redis_connection(client.get_node_from_key(key))
+        return node
+
+
+#: redis-py before 5.3 lends a connection for a named command; from 5.3 on, naming one is deprecated.
+_LEND_ARGS: tuple[str, ...] = (
+    ("PING",) if inspect.signature(redis.ConnectionPool.get_connection).parameters["command_name"].default
+    is inspect.Parameter.empty else ()
+)
+
+
+def _answers(node: redis.Redis) -> bool:
+    """Whether a connection to ``node`` can be had, with no round trip: the pool checks the connection it
+    lends (its socket polled; one the server closed, as a killed primary's are, is made anew) or makes one,
+    which it keeps. So a dead primary is known before a MULTI or a script is sent to it."""
+    pool = node.connection_pool
+    try:
+        connection = pool.get_connection(*_LEND_ARGS)
+    except (redis.ConnectionError, redis.TimeoutError, OSError):
+        return False
+    pool.release(connection)
+    return True
 
 
 def node_url(name: str, host: str, port: int) -> str:

@@ -166,3 +166,35 @@ def test_listings_name_every_stream_as_soon_as_the_replica_is_promoted(
     assert sorted(s["key"] for s in listed["streams"]) == keys
     page = viewer_client.get("/c/default/streams/?live=1").content.decode()
     assert "Partial:" not in page and all(key in page for key in keys)
+
+
+def test_an_action_on_the_promoted_node_s_keys_works_at_once(
+    replicated_cluster: RedisClusterServers, operator, api_token
+) -> None:
+    servers = replicated_cluster
+    rc = RedisCluster.from_url(servers.url())
+    ids = xadd_many(rc, b"orders", 6)
+    rc.xgroup_create("orders", "billing", id="0")
+    rc.xreadgroup("billing", "worker-1", {"orders": ">"}, count=4)
+    victim_name = rc.get_node_from_key(b"orders").name
+    victim = next(node for node in servers.nodes if f"127.0.0.1:{node.port}" == victim_name)
+    heir = replica_of(servers, victim)
+    rc.close()
+    token = api_token(operator)
+    ack_url = api(group_url("orders", "billing") + "ack")
+    assert post_json(ack_url, {"ids": [ids[5]]}, token).json() == {"acked": 0}  # the console met the node
+    wait_for(lambda: synced(victim, heir), what="the replica to have every write", timeout=20)
+    kill(victim)
+    wait_for(lambda: replication(heir.port).get("role") == "master", what="the replica's promotion", timeout=60,
+             step=0.05)
+    wait_for(lambda: _cluster_ok(servers), what="the cluster to be ok again", timeout=60)
+
+    # The first request after the promotion is a MULTI on the key's primary (no page was read before).
+    claim = post_json(api(group_url("orders", "billing") + "claim"),
+                      {"ids": ids[:2], "consumer": "worker-2", "min_idle_ms": 0}, token)
+    assert claim.status_code == 200, claim.content
+    assert claim.json()["claimed"] == ids[:2]
+    promoted = redis.Redis(port=heir.port)
+    assert [(p["message_id"].decode(), p["consumer"].decode())
+            for p in promoted.xpending_range("orders", "billing", "-", "+", 10)] == [
+        (ids[0], "worker-2"), (ids[1], "worker-2"), (ids[2], "worker-1"), (ids[3], "worker-1")]
