@@ -7,7 +7,7 @@ Run ``.venv/bin/python bench/failover.py [--runs 3] [--kind sentinel|cluster|bot
 - **Sentinel**: a primary, two replicas and three ``redis-sentinel`` processes watching it
   (``down-after-milliseconds 1000``); the console's ``default`` connection is its ``redis+sentinel://``
   URL. The failover time Redis reports is when the sentinels announce ``+switch-master`` (their pub/sub
-  channel of that name, subscribed to on one sentinel before the kill).
+  channel of that name, subscribed to on every sentinel before the kill: the earliest).
 - **Cluster**: three primaries with a replica each (``cluster-node-timeout``: ``--node-timeout-ms``); the
   console's connection names a node that is not the victim. The failover time Redis reports is when the
   victim's replica says it is a primary (``ROLE``, asked every 5 ms from the kill on).
@@ -16,8 +16,8 @@ In each, uvicorn serves ``busconsole.asgi`` as ``make run`` does, one websocket 
 a writer (redis-py's own Sentinel or cluster client, not the console's) XADDs to it every 10 ms, retrying
 every 10 ms while no primary takes writes. Once entries flow, the primary serving ``orders`` is killed
 (SIGKILL) and the clock starts. Reported per run: the failover time Redis reports (the floor), the first
-write a new primary took (what the tail could deliver at the earliest), and the tail's first entry after
-the kill (the figure); the goal is figure <= floor + 2 s on every run. The worst run of each kind is one
+write a new primary took (what the tail could deliver at the earliest), and when the tail delivered the
+first entry written after the kill (the figure; each entry carries the time it was sent); the goal is figure <= floor + 2 s on every run. The worst run of each kind is one
 row of ``bench/_summary.py``. Clock: ``time.monotonic`` of this process, which hosts the client, the
 writer and the watcher; the server and Redis run in their own processes on the same machine.
 """
@@ -57,17 +57,19 @@ HANG_S = 90.0
 
 @dataclass
 class Writer:
-    """XADDs to ``orders`` every 10 ms in a thread, retrying every 10 ms; notes when each write was taken."""
+    """XADDs to ``orders`` every 10 ms in a thread, retrying every 10 ms; notes when each write that was
+    taken had been sent (a write sent before the kill may still be taken by the dying primary)."""
 
     client: Any
-    taken: list[float] = field(default_factory=list)
+    taken: list[tuple[float, float]] = field(default_factory=list)  # (sent, answered) of each write taken
     stop: threading.Event = field(default_factory=threading.Event)
 
     def run(self) -> None:
         while not self.stop.is_set():
+            started = time.monotonic()  # the entry carries it: the tail tells what was written after the kill
             try:
-                self.client.xadd(KEY, {"t": repr(time.monotonic())})
-                self.taken.append(time.monotonic())
+                self.client.xadd(KEY, {"t": repr(started)})
+                self.taken.append((started, time.monotonic()))
             except (redis.RedisError, redis.exceptions.RedisClusterException):
                 pass
             time.sleep(WRITE_EVERY_S)
@@ -77,12 +79,14 @@ class Writer:
         return self
 
     def first_after(self, moment: float) -> float | None:
-        return next((t for t in self.taken if t > moment), None)
+        """When the first write sent after ``moment`` was answered."""
+        return next((answered for sent, answered in self.taken if sent > moment), None)
 
 
 async def tail(web: Web, headers: dict[str, str], killed: asyncio.Future[float],
                got_live: asyncio.Future[None]) -> float:
-    """The monotonic time of the first entry the tail delivers after ``killed`` resolves."""
+    """When the tail delivers the first entry written after the kill (``killed``'s time; each entry says
+    when it was sent), so an entry of the dying primary delivered late does not count."""
     from websockets.asyncio.client import connect
 
     url = f"ws://127.0.0.1:{web.port}/ws/c/default/streams/{KEY}/tail/"
@@ -93,7 +97,9 @@ async def tail(web: Web, headers: dict[str, str], killed: asyncio.Future[float],
             now = time.monotonic()
             if frame["type"] == "status" and frame["state"] == "live" and not got_live.done():
                 got_live.set_result(None)
-            if frame["type"] in ("entry", "entries") and killed.done() and now > killed.result():
+            entries = frame["entries"] if frame["type"] == "entries" else [frame] if frame["type"] == "entry" else []
+            sent = [float(e["fields"]["t"]) for e in entries if e["fields"].get("t", "start") != "start"]
+            if killed.done() and any(t > killed.result() for t in sent):
                 return now
     raise RuntimeError("the tail closed")
 
@@ -132,36 +138,42 @@ def sentinel_run(env: dict[str, str], headers: dict[str, str]) -> dict[str, floa
     web: Web | None = None
     try:
         web = start_web({**env, "BUS_REDIS_URLS": f"default={servers.url(0)}"}, deflate=False)
+        # Each sentinel says +switch-master once it knows: the leader first, the others as they hear of
+        # it. The earliest of them is when Redis switched.
         switched: list[float] = []
-        watcher = redis.Redis(port=servers.sentinels[0].port).pubsub()
-        watcher.subscribe("+switch-master")
         stop = threading.Event()
 
-        def watch() -> None:
+        def watch(port: int) -> None:
+            channel = redis.Redis(port=port).pubsub()
+            channel.subscribe("+switch-master")
             while not stop.is_set():
-                message = watcher.get_message(timeout=0.05)
+                message = channel.get_message(timeout=0.05)
                 if message and message["type"] == "message":
                     switched.append(time.monotonic())
-                    return
+                    break
+            channel.close()
 
-        threading.Thread(target=watch, daemon=True).start()
+        for watched in servers.sentinels:
+            threading.Thread(target=watch, args=(watched.port,), daemon=True).start()
         sentinel = redis.sentinel.Sentinel([("127.0.0.1", s.port) for s in servers.sentinels], socket_timeout=0.5)
         client = sentinel.master_for(servers.service, socket_timeout=0.5, socket_connect_timeout=0.5)
         client.xadd(KEY, {"t": "start"})
 
         def kill_primary() -> float:
+            victim = servers.primary()
             moment = time.monotonic()
-            servers.kill_primary()
+            kill(victim)
             return moment
 
         def reported(_moment: float) -> float:
             deadline = time.monotonic() + 60
             while not switched and time.monotonic() < deadline:
                 time.sleep(0.01)
+            time.sleep(0.5)  # the other sentinels' announcements, in case one of them was earlier
             stop.set()
             if not switched:
                 raise RuntimeError("no +switch-master within 60 s")
-            return switched[0]
+            return min(switched)
 
         return measure(web, headers, Writer(client), kill_primary, reported)
     finally:
