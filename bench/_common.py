@@ -47,12 +47,14 @@ def django_bench(*, read_only: bool = False) -> Iterator[RedisServer]:
 
 
 def setup_django(
-    *, bus_url: str, console_url: str, database_url: str, var_dir: str, read_only: bool = False
+    *, bus_url: str, console_url: str, database_url: str, var_dir: str, read_only: bool = False,
+    bus_urls: str | None = None,
 ) -> None:
     """Point the settings at a benchmark's own servers and directory, set Django up and migrate.
 
     Used by :func:`django_bench` and by the benchmarks that measure each database in a child process of
-    its own (``snapshot.py``, ``scale.py``).
+    its own (``snapshot.py``, ``scale.py``). ``bus_urls`` sets ``BUS_REDIS_URLS`` (several connections:
+    ``tls.py``'s plain and TLS ones); without it only ``bus_url``, as ``default``.
     """
     os.environ.update(
         {
@@ -66,7 +68,10 @@ def setup_django(
             "BUSCONSOLE_READ_ONLY": "1" if read_only else "0",
         }
     )
-    os.environ.pop("BUS_REDIS_URLS", None)
+    if bus_urls:
+        os.environ["BUS_REDIS_URLS"] = bus_urls
+    else:
+        os.environ.pop("BUS_REDIS_URLS", None)
     os.environ.setdefault("LOG_LEVEL", "WARNING")
 
     import django

@@ -8,6 +8,7 @@
 #   /usr/bin/chromium           browser tests (Debian: chromium)
 #   java >= 17                  PySpark, for the pipeline and its tests (Debian: openjdk-17-jre-headless)
 #   nginx, openssl              the reverse-proxy tests: deploy/nginx/busconsole.conf over TLS (Debian: nginx, openssl)
+#                               openssl also makes the certificates of tests/tls/ and bench/tls.py (Redis over TLS)
 #   PostgreSQL server           the least-privilege and upgrade tests, `make test-postgres` (Debian: postgresql)
 #   prometheus, promtool        the Prometheus tests: a real scrape, the alert rules' unit tests (Debian: prometheus)
 #   node >= 20.19, npm          the single sign-on tests' OpenID provider, tests/oidc/ (Debian: nodejs, npm)
