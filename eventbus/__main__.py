@@ -46,6 +46,8 @@ stats, requeue dead letters, claim pending entries (tables, or --json).
 Redis: every command but worker connects to --url, else $BUS_REDIS_URL, else
 redis://127.0.0.1:$BUSCONSOLE_REDIS_PORT/0 (port 6390 when unset): the private
 Redis that make run starts. worker connects where the Bus it imports says.
+Every command but worker waits at most $EVENTBUS_TIMEOUT_S (30) seconds for a
+reply. TLS: a rediss:// URL with ssl_ca_certs, ssl_certfile, ssl_keyfile.
 --url, --json, --dlq-patterns and --log-level go before or after the command.
 """
 
@@ -105,6 +107,25 @@ def _where(args: argparse.Namespace) -> tuple[str, str, str | None]:
     return f"redis://127.0.0.1:{int(raw)}/0", PORT_VARIABLE, fix
 
 
+TIMEOUT_VARIABLE = "EVENTBUS_TIMEOUT_S"
+DEFAULT_TIMEOUT_S = 30.0
+
+
+def _command_bus(url: str) -> Bus:
+    """The Bus of a command other than ``worker``: each reply awaited at most ``$EVENTBUS_TIMEOUT_S``
+    seconds (30 by default), the TLS handshake included, so a Redis that accepts and then stays silent
+    is one line and exit 69, never a hang. A Bus's own default waits without end, as a blocking call
+    (``request``) of an application may; no command here blocks."""
+    raw = os.environ.get(TIMEOUT_VARIABLE, "").strip()
+    try:
+        timeout = float(raw) if raw else DEFAULT_TIMEOUT_S
+    except ValueError:
+        timeout = 0.0
+    if not timeout > 0:
+        raise BadSetting(f"{TIMEOUT_VARIABLE} must be a number of seconds above 0, not {raw!r}")
+    return Bus.from_url(url, redis_kwargs={"socket_timeout": timeout})
+
+
 def _reachable(bus: Bus, variable: str, fix: str | None = None) -> None:
     """PING once before the real work, so an absent Redis is one line now, not a traceback later."""
     try:
@@ -145,7 +166,7 @@ def _publish(args: argparse.Namespace) -> int:
         print(f"JSON payload is invalid: {exc}", file=sys.stderr)
         return 2
     url, variable, fix = _where(args)
-    bus = Bus.from_url(url)
+    bus = _command_bus(url)
     try:
         _reachable(bus, variable, fix)
         print(
@@ -165,7 +186,7 @@ def _migrate(args: argparse.Namespace) -> int:
     from .migrate import migrate
 
     url, variable, fix = _where(args)
-    bus = Bus.from_url(url)
+    bus = _command_bus(url)
     try:
         _reachable(bus, variable, fix)
         results = migrate(bus.client, args.streams or None)
@@ -184,7 +205,7 @@ def _migrate(args: argparse.Namespace) -> int:
 def _connect(args: argparse.Namespace) -> Bus:
     """The Bus of a screen command, its Redis answering (else :class:`Unavailable`: exit 69)."""
     url, variable, fix = _where(args)
-    bus = Bus.from_url(url)
+    bus = _command_bus(url)
     try:
         _reachable(bus, variable, fix)
     except BaseException:
@@ -197,7 +218,7 @@ def _demo(args: argparse.Namespace) -> int:
     from .demo import run_demo
 
     url, variable, fix = _where(args)
-    bus = Bus.from_url(url)
+    bus = _command_bus(url)
     try:
         _reachable(bus, variable, fix)
     finally:

@@ -12,6 +12,9 @@ problem, fast: the handshake fails at once, and connecting is bounded by the con
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import socket
+import threading
 
 import pytest
 import redis
@@ -126,3 +129,36 @@ def test_each_tls_failure_is_a_503_naming_it(settings, case: str, pki: Pki, tls_
     assert listed[0]["ok"] is False and phrase in listed[0]["error"], listed
     overview = viewer_client.get("/")
     assert overview.status_code == 200 and phrase in overview.content.decode()
+
+
+def test_a_server_that_never_answers_the_handshake_is_a_bounded_503(settings, pki: Pki,
+                                                                    viewer_client: Client) -> None:
+    """A port that accepts and then says nothing (a TLS terminator with no backend, a firewall that drops):
+    the handshake waits at most the console's Redis timeout, then a 503; never a hung request."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        listener.settimeout(0.1)
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                held.append(listener.accept()[0])  # and never a byte back
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    port = listener.getsockname()[1]
+    settings.BUSCONSOLE_REDIS_TIMEOUT = 0.5
+    settings.BUS_REDIS_URLS = {CONN: f"rediss://127.0.0.1:{port}/0?" + "&".join(
+        f"{k}={v}" for k, v in client_params(pki).items())}
+    try:
+        answer = viewer_client.get(stream_api("orders"))
+    finally:
+        stop.set()
+        thread.join(5)
+        for sock in held:
+            sock.close()
+        listener.close()
+    assert answer.status_code == 503, answer.content
+    assert answer.json()["error"]["code"] == "unreachable"
+    assert held, "the console never connected"

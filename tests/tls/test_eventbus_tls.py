@@ -9,6 +9,7 @@ cannot work are one line and exit 2, before connecting.
 from __future__ import annotations
 
 import json
+import socket
 
 import pytest
 import redis
@@ -66,3 +67,20 @@ def test_each_tls_failure_is_one_line_and_exit_69(case: str, pki: Pki, tls_serve
 def test_tls_parameters_that_cannot_work_are_exit_2(tls_server: TlsRedisServer, pki: Pki) -> None:
     line = one_line(cli("list", "--url", tls_server.tls_url(0, ssl_ca_cert=str(pki.ca))), status=2)
     assert "ssl_ca_cert" in line and "--url" in line, line
+
+
+def test_a_server_that_never_answers_the_handshake_is_exit_69_not_a_hang(pki: Pki) -> None:
+    """A port that accepts and says nothing: the TLS handshake waits at most $EVENTBUS_TIMEOUT_S."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    try:
+        url = f"rediss://127.0.0.1:{port}/0?ssl_ca_certs={pki.ca}"
+        line = one_line(cli("list", "--url", url, EVENTBUS_TIMEOUT_S="1"), status=69)  # the backlog accepts
+    finally:
+        listener.close()
+    assert "did not answer in time" in line and "--url" in line, line
+
+
+def test_the_command_timeout_must_be_a_number(tls_server: TlsRedisServer, pki: Pki) -> None:
+    line = one_line(cli("list", "--url", tls_server.tls_url(0, **client_params(pki)), EVENTBUS_TIMEOUT_S="soon"))
+    assert "EVENTBUS_TIMEOUT_S" in line and "soon" in line, line
