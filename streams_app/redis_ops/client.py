@@ -443,7 +443,8 @@ def server_facts(node: redis.Redis) -> dict[str, object]:
         hello = node.execute_command("HELLO")
     except redis.ResponseError:
         return {}
-    said = {_text(key): _text(value) for key, value in zip(hello[::2], hello[1::2], strict=True)}
+    pairs = hello.items() if isinstance(hello, dict) else zip(hello[::2], hello[1::2], strict=True)  # RESP3: a map
+    said = {_text(key): _text(value) for key, value in pairs}
     server, version = said.get("server") or "redis", said.get("version")
     if not version:
         return {}
