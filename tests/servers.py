@@ -213,7 +213,7 @@ class RedisClusterServers:
 
     def flush(self) -> None:
         for node in self.nodes:
-            subprocess.run(["redis-cli", "-p", str(node.port), "flushall"], check=True, capture_output=True)
+            subprocess.run([self.cli, "-p", str(node.port), "flushall"], check=True, capture_output=True)
 
     def cleanup(self) -> None:
         for node in self.nodes:
