@@ -72,3 +72,15 @@ def test_help_is_plain_text_with_examples_and_variables(command: str) -> None:
     assert "examples:" in done.stdout and "environment:" in done.stdout
     for markup in ("``", "`", ":func:", ":mod:", "**"):
         assert markup not in done.stdout
+
+
+def test_a_failure_is_placed_even_when_a_url_names_several_sentinels(settings) -> None:
+    """A Sentinel URL names several hosts: it has no one address to compare, and must not raise."""
+    import redis as redis_py
+
+    from streams_app.management.commands._cli import _where
+
+    settings.REDIS_URL = "redis+sentinel://127.0.0.1:26379,127.0.0.1:26380/console/1"
+    settings.BUS_REDIS_URLS = {"default": "redis+sentinel://127.0.0.1:26381,127.0.0.1:26382/bus/0"}
+    error = redis_py.ConnectionError("Error 111 connecting to 127.0.0.1:6390. Connection refused.")
+    assert _where(error) == (settings.REDIS_URL, "REDIS_URL")

@@ -30,9 +30,13 @@ from streams_app.redis_ops.errors import OpsError
 _ADDRESS = re.compile(r"connecting to \[?([^\]\s]+?)\]?:(\d+)")
 
 
-def _address(url: str) -> tuple[str, int]:
+def _address(url: str) -> tuple[str, int] | None:
+    """The host and port a URL names; None for one naming several (Sentinel) or none it can read."""
     parts = urlsplit(split_mode(url)[0])
-    return (parts.hostname or "localhost", parts.port or 6379)
+    try:
+        return (parts.hostname or "localhost", parts.port or 6379)
+    except ValueError:  # "h1:26379,h2:26379": a Sentinel URL has no one address to compare
+        return None
 
 
 def _bus_variable() -> str:
