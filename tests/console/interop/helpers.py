@@ -1,5 +1,10 @@
-"""Helpers for the interop tests: an event loop on a helper thread for the async libraries, and
-reads of the console's API and pages compared with what Redis itself says.
+"""Helpers for the interop tests: the library scripts run in ``.venv-interop`` (:class:`LibraryProcess`),
+and reads of the console's API and pages compared with what Redis itself says.
+
+The libraries never load in this process: each test starts its library's script
+(``clients/<library>_side.py``) in the interop venv (``scripts/interop_env.py``), pointed at the test's
+redis-server, and reads what it did (task IDs, what its handlers saw, its own parser's readings) as
+JSON lines; a script that waits for the test (a worker holding a task) waits for a word on its stdin.
 
 ``assert_console_matches_redis`` builds its expected values from redis-py's own parsing of XINFO
 STREAM, XINFO GROUPS and XPENDING, never from the console's code; the other helpers only fetch and
@@ -8,11 +13,13 @@ pick out fields. Addresses come from ``tests.console.helpers``.
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import html
+import json
+import os
+import queue
+import subprocess
 import threading
-from collections.abc import Coroutine
+from pathlib import Path
 from typing import Any
 
 import redis
@@ -24,35 +31,66 @@ XSS = "<img src=x onerror=alert('xss')>"  # no double quote: JSON would show it 
 WAIT = 20.0  # seconds: a generous bound for a library to do a few milliseconds of work
 
 
-class LoopThread:
-    """An asyncio event loop on a daemon thread, for the async libraries."""
+CLIENTS = Path(__file__).resolve().parent / "clients"
 
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name="interop-loop", daemon=True)
-        self.thread.start()
 
-    def run(self, coro: Coroutine[Any, Any, Any], timeout: float = 60) -> Any:
-        """Run ``coro`` on the loop and wait (bounded) for its result."""
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+class LibraryProcess:
+    """One library script (``clients/<script>``) running a scenario in the interop venv.
 
-    def start(self, coro: Coroutine[Any, Any, Any]) -> concurrent.futures.Future:
-        """Start ``coro`` on the loop; returns its concurrent future."""
-        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+    ``read`` returns its next JSON line, ``say`` writes a word to its stdin, ``finish`` waits for it to
+    exit 0. Every wait is bounded; a script that fails or exits early fails the test with its stderr.
+    """
 
-    def close(self) -> None:
-        async def cancel_all() -> None:
-            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+    def __init__(self, python: Path, script: str, scenario: str, url: str, *, cwd: Path,
+                 env: dict[str, str] | None = None, **arguments: Any) -> None:
+        self.name = f"{script} {scenario}"
+        self.process = subprocess.Popen(
+            [str(python), str(CLIENTS / script), scenario, url],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd,
+            env={**os.environ, **(env or {})},
+        )
+        self.say(json.dumps(arguments))  # the arguments: the first line of its stdin
+        self._lines: queue.Queue[str | None] = queue.Queue()
+        self._stderr: list[str] = []
+        threading.Thread(target=self._pump, daemon=True).start()
+        threading.Thread(target=lambda: self._stderr.extend(self.process.stderr), daemon=True).start()
 
+    def _pump(self) -> None:
+        for line in self.process.stdout:
+            self._lines.put(line)
+        self._lines.put(None)
+
+    def _failure(self, what: str) -> AssertionError:
+        return AssertionError(f"{self.name}: {what}; its stderr:\n{''.join(self._stderr)[-4000:]}")
+
+    def read(self, timeout: float = 60) -> dict[str, Any]:
         try:
-            self.run(cancel_all(), timeout=10)
-        finally:
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            self.thread.join(10)
-            self.loop.close()
+            line = self._lines.get(timeout=timeout)
+        except queue.Empty:
+            raise self._failure(f"no line within {timeout} s") from None
+        if line is None:
+            self.process.wait(10)
+            raise self._failure(f"exited ({self.process.returncode}) before writing a line")
+        return json.loads(line)
+
+    def say(self, word: str) -> None:
+        self.process.stdin.write(word + "\n")
+        self.process.stdin.flush()
+
+    def finish(self, timeout: float = 60) -> None:
+        try:
+            self.process.stdin.close()
+            self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise self._failure(f"still running after {timeout} s") from None
+        if self.process.returncode != 0:
+            raise self._failure(f"exited {self.process.returncode}")
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(10)
 
 
 def get_json(client: Client, path: str) -> Any:

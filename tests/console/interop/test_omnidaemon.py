@@ -1,23 +1,23 @@
 """OmniDaemon's ``RedisStreamEventBus``: dead letters its own reclaim loop wrote, listed and parsed
 by the console, requeued through the API (inline and by the bulk job), then consumed by OmniDaemon.
 
-Expected values come from Redis (XINFO, XPENDING, XRANGE through redis-py), from the JSON documents
-OmniDaemon wrote to its DLQ, and from the messages the test published; the agent's second run checks
-that what it consumed is exactly the failed messages.
+OmniDaemon runs in the interop venv (``clients/omnidaemon_side.py``). Expected values come from Redis
+(XINFO, XPENDING, XRANGE through redis-py), from the JSON documents OmniDaemon wrote to its DLQ, and
+from the messages the test published; the agent's second run checks that what it consumed is exactly
+the failed messages.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 import redis
 from django.test import Client
 
 from tests.console.helpers import seg, stream_url
 from tests.console.interop.helpers import (
-    WAIT,
     XSS,
-    LoopThread,
     assert_console_matches_redis,
     assert_escaped,
     console_streams,
@@ -27,21 +27,11 @@ from tests.console.interop.helpers import (
     get_json,
     redis_streams,
 )
-from tests.polling import until
 
 
-def _omnidaemon_bus_class(monkeypatch, tmp_path) -> type:
-    # Importing omnidaemon creates its JSON store directory in the working directory unless told
-    # otherwise (python-decouple reads the environment at import time).
-    monkeypatch.setenv("JSON_STORAGE_DIR", str(tmp_path / "omnidaemon"))
-    from omnidaemon.event_bus.redis_stream_bus import RedisStreamEventBus
-
-    return RedisStreamEventBus
-
-
-def test_omnidaemon_dead_letters_requeued_and_consumed_again(aio: LoopThread, url: str, r: redis.Redis,
+def test_omnidaemon_dead_letters_requeued_and_consumed_again(run_library: Callable, r: redis.Redis,
                                                              viewer_client: Client, operator_client: Client,
-                                                             monkeypatch, tmp_path) -> None:
+                                                             tmp_path) -> None:
     """OmniDaemon's ``RedisStreamEventBus``: an agent whose callback fails has its messages reclaimed,
     retried and dead-lettered to ``omni-dlq:{group}`` by OmniDaemon itself. The console lists and parses
     that DLQ and requeues its entries (one by ID inline, the rest with the bulk job) to
@@ -49,37 +39,16 @@ def test_omnidaemon_dead_letters_requeued_and_consumed_again(aio: LoopThread, ur
     requeued messages like any other."""
     from streams_app.jobs import runner as jobs
 
-    bus_class = _omnidaemon_bus_class(monkeypatch, tmp_path)
     topic, agent = "file.uploaded", "file-processor"
     stream, group = f"omni-stream:{topic}", f"group:{topic}:{agent}"
     dlq = f"omni-dlq:{group}"
     failing = {f"task-{n}": {"filename": f"café {XSS} {n}.pdf", "fail": True} for n in (2, 3, 4)}
-    consumed: list[dict] = []
+    # Importing omnidaemon creates its JSON store directory in the working directory unless told
+    # otherwise (python-decouple reads the environment at import time).
+    env = {"JSON_STORAGE_DIR": str(tmp_path / "omnidaemon")}
 
-    def make_bus():
-        # reclaim at once and after one retry, so the DLQ is reached in a few loop turns
-        return bus_class(redis_url=url, reclaim_interval=0.02, default_reclaim_idle_ms=1, default_dlq_retry_limit=1)
-
-    async def fail_then_dead_letter() -> None:
-        bus = make_bus()
-
-        async def process(payload: dict) -> None:
-            if payload["content"].get("fail"):
-                raise RuntimeError(f"cannot parse {XSS}")
-
-        try:
-            await bus.subscribe(topic, agent, process)
-            await bus.publish({"topic": topic, "id": "task-1", "payload": {"content": {"filename": "ok.pdf"}},
-                               "correlation_id": "req-1"})
-            for task_id, content in failing.items():
-                await bus.publish({"topic": topic, "id": task_id, "payload": {"content": content},
-                                   "correlation_id": f"req-{task_id}"})
-            await until(lambda: r.xlen(dlq) == 3 and r.xpending(stream, group)["pending"] == 0,
-                        what="OmniDaemon to dead-letter the failing messages", timeout=WAIT)
-        finally:
-            await bus.close()
-
-    aio.run(fail_then_dead_letter())
+    run_library("omnidaemon_side.py", "fail_then_dead_letter", env=env, failing=failing,
+                error=f"cannot parse {XSS}")
 
     # Streams list: OmniDaemon's stream, its metrics stream and its DLQ, only the DLQ flagged.
     assert set(console_streams(viewer_client)) == redis_streams(r) == {stream, dlq, "omni-metrics"}
@@ -155,21 +124,8 @@ def test_omnidaemon_dead_letters_requeued_and_consumed_again(aio: LoopThread, ur
     assert_console_matches_redis(viewer_client, r, stream)
 
     # OmniDaemon's agent (now fixed) consumes the requeued messages from where its group left off.
-    async def consume_requeued() -> None:
-        bus = make_bus()
-
-        async def process(payload: dict) -> None:
-            consumed.append(payload)
-
-        try:
-            await bus.subscribe(topic, agent, process)
-            await until(lambda: len(consumed) == 3 and r.xpending(stream, group)["pending"] == 0
-                        and r.xinfo_groups(stream)[0]["last-delivered-id"].decode() == requeued_entries[-1][0],
-                        what="OmniDaemon to consume the requeued messages", timeout=WAIT)
-        finally:
-            await bus.close()
-
-    aio.run(consume_requeued())
+    consumed = run_library("omnidaemon_side.py", "consume_requeued", env=env, count=3,
+                           last_id=requeued_entries[-1][0])["consumed"]
     assert sorted(p["task_id"] for p in consumed) == sorted(failing)
     for payload in consumed:
         assert payload["content"] == failing[payload["task_id"]]

@@ -1,11 +1,14 @@
 """taskiq's ``RedisStreamBroker``, read back through the console's JSON API and pages.
 
-Tasks are kicked with the JSON serializer (the default) and with ``MSGPackSerializer``; the broker's
-own ``listen()`` reads two tasks for its group and acks one. Expected values come from Redis (XINFO,
-XPENDING, XRANGE through redis-py, msgpack's own unpacking) and from the task IDs and arguments kicked.
+taskiq runs in the interop venv (``clients/taskiq_side.py``). Tasks are kicked with the JSON serializer
+(the default) and with ``MSGPackSerializer``; the broker's own ``listen()`` reads two tasks for its group
+and acks one. Expected values come from Redis (XINFO, XPENDING, XRANGE through redis-py), msgpack's own
+unpacking, and the task IDs and arguments kicked.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import msgpack
 import redis
@@ -14,7 +17,6 @@ from django.test import Client
 from tests.console.helpers import stream_api, stream_url
 from tests.console.interop.helpers import (
     XSS,
-    LoopThread,
     assert_console_matches_redis,
     assert_escaped,
     console_streams,
@@ -26,51 +28,11 @@ from tests.console.interop.helpers import (
 )
 
 
-def test_taskiq_stream_broker_json_and_msgpack(aio: LoopThread, url: str, r: redis.Redis,
+def test_taskiq_stream_broker_json_and_msgpack(run_library: Callable, r: redis.Redis,
                                                viewer_client: Client) -> None:
     """taskiq's ``RedisStreamBroker``: tasks kicked with the JSON serializer (the default) and with
     ``MSGPackSerializer``; the broker's own ``listen()`` reads two tasks for its group and acks one."""
-    from taskiq.serializers import MSGPackSerializer
-    from taskiq_redis import RedisStreamBroker
-
-    kicked: dict[str, list[str]] = {"taskiq:jobs": [], "taskiq:packed": []}
-
-    async def scenario() -> None:
-        broker = RedisStreamBroker(url, queue_name="taskiq:jobs", consumer_group_name="taskiq-workers",
-                                   consumer_name="worker-a", xread_count=2, xread_block=100)
-
-        @broker.task(task_name="billing.charge")
-        async def charge(order_id: int, amount: float, note: str = "") -> None:
-            return None
-
-        await broker.startup()
-        try:
-            for i in range(4):
-                kicked["taskiq:jobs"].append((await charge.kiq(i, 9.5 + i)).task_id)
-            task = await charge.kicker().with_labels(origin=XSS).kiq(order_id=99, amount=1.0, note="naïve")
-            kicked["taskiq:jobs"].append(task.task_id)
-            messages = broker.listen()
-            first = await messages.__anext__()
-            await messages.__anext__()  # read, not acked: stays pending
-            await first.ack()
-            await messages.aclose()
-        finally:
-            await broker.shutdown()
-
-        packed = RedisStreamBroker(url, queue_name="taskiq:packed", consumer_group_name="taskiq-workers")
-        packed.with_serializer(MSGPackSerializer())
-
-        @packed.task(task_name="reports.build")
-        async def build(day: str, *, full: bool) -> None:
-            return None
-
-        await packed.startup()
-        try:
-            kicked["taskiq:packed"].append((await build.kiq("2026-01-31", full=True)).task_id)
-        finally:
-            await packed.shutdown()
-
-    aio.run(scenario())
+    kicked = run_library("taskiq_side.py", "stream_broker", origin=XSS)["kicked"]
 
     assert redis_streams(r) == {"taskiq:jobs", "taskiq:packed"}
     assert {key: row["is_dlq"] for key, row in console_streams(viewer_client).items()} == {

@@ -1,0 +1,67 @@
+"""OmniDaemon's ``RedisStreamEventBus`` for tests/console/interop/test_omnidaemon.py: an agent whose
+callback fails until OmniDaemon's reclaim loop dead-letters its messages, and later the same agent,
+fixed, consuming what the console requeued. ``JSON_STORAGE_DIR`` comes from the test's environment
+(OmniDaemon reads it at import time)."""
+
+from __future__ import annotations
+
+import redis
+from _wire import WAIT, emit, main
+
+from tests.polling import until
+
+TOPIC, AGENT = "file.uploaded", "file-processor"
+STREAM, GROUP = f"omni-stream:{TOPIC}", f"group:{TOPIC}:{AGENT}"
+DLQ = f"omni-dlq:{GROUP}"
+
+
+def make_bus(url: str):
+    from omnidaemon.event_bus.redis_stream_bus import RedisStreamEventBus
+
+    # reclaim at once and after one retry, so the DLQ is reached in a few loop turns
+    return RedisStreamEventBus(redis_url=url, reclaim_interval=0.02, default_reclaim_idle_ms=1,
+                               default_dlq_retry_limit=1)
+
+
+async def fail_then_dead_letter(url: str, *, failing: dict[str, dict], error: str) -> None:
+    r = redis.Redis.from_url(url)
+    bus = make_bus(url)
+
+    async def process(payload: dict) -> None:
+        if payload["content"].get("fail"):
+            raise RuntimeError(error)
+
+    try:
+        await bus.subscribe(TOPIC, AGENT, process)
+        await bus.publish({"topic": TOPIC, "id": "task-1", "payload": {"content": {"filename": "ok.pdf"}},
+                           "correlation_id": "req-1"})
+        for task_id, content in failing.items():
+            await bus.publish({"topic": TOPIC, "id": task_id, "payload": {"content": content},
+                               "correlation_id": f"req-{task_id}"})
+        await until(lambda: r.xlen(DLQ) == 3 and r.xpending(STREAM, GROUP)["pending"] == 0,
+                    what="OmniDaemon to dead-letter the failing messages", timeout=WAIT)
+    finally:
+        await bus.close()
+    emit(done=True)
+
+
+async def consume_requeued(url: str, *, count: int, last_id: str) -> None:
+    r = redis.Redis.from_url(url)
+    bus = make_bus(url)
+    consumed: list[dict] = []
+
+    async def process(payload: dict) -> None:
+        consumed.append(payload)
+
+    try:
+        await bus.subscribe(TOPIC, AGENT, process)
+        await until(lambda: len(consumed) == count and r.xpending(STREAM, GROUP)["pending"] == 0
+                    and r.xinfo_groups(STREAM)[0]["last-delivered-id"].decode() == last_id,
+                    what="OmniDaemon to consume the requeued messages", timeout=WAIT)
+    finally:
+        await bus.close()
+    emit(consumed=consumed)
+
+
+if __name__ == "__main__":
+    main({"fail_then_dead_letter": fail_then_dead_letter, "consume_requeued": consume_requeued})
