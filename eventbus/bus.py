@@ -42,7 +42,7 @@ class Bus:
     duplicates; ``reply_ttl`` how long an unread reply is kept. ``metrics=False`` stops the
     metric events; ``metrics_maxlen`` caps each stream's ``{stream}:metrics`` (about 2.8 hours of
     one group and event type, whose successes are written once a second). ``redis_kwargs`` go to
-    redis-py (responses are always bytes; on a cluster, options its cluster client does not take
+    redis-py (responses are always bytes, in RESP2; on a cluster, options its cluster client does not take
     are left out).
     """
 
@@ -75,6 +75,8 @@ class Bus:
             "health_check_interval": 30,
             **(redis_kwargs or {}),
             "decode_responses": False,
+            # RESP2: the bus reads raw execute_command replies as RESP2 arrays; redis-py 8 defaults to RESP3
+            "protocol": 2,
         }
         self.connector = Connector(url, self._redis_kwargs)
         self._lock = threading.Lock()

@@ -43,6 +43,9 @@ from .errors import NotFound, OpsError, translated
 from .parsers import server_release
 
 _clients: dict[tuple[str, str], redis.Redis | RedisCluster] = {}
+#: RESP2, asked for: the parsers (``parsers.py``) read its flat arrays, and redis-py 8 defaults to
+#: RESP3, whose XINFO replies are maps. Every Redis and Valkey the console supports speaks it.
+RESP = 2
 _RAW_REPLIES = ("XRANGE", "XREVRANGE", "XREAD", "XREADGROUP", "XPENDING", "XCLAIM", "XAUTOCLAIM")
 
 
@@ -195,6 +198,7 @@ def _client_options(url: str) -> dict[str, object]:
     return {
         **tls_options(url),
         "decode_responses": False,
+        "protocol": RESP,
         "socket_timeout": timeout,
         "socket_connect_timeout": min(timeout, 2.0),
         "health_check_interval": 30,
@@ -417,6 +421,7 @@ def async_client(url: str, *, client_name: str, wait_s: float = 0.0) -> aioredis
         plain,
         **tls_options(url),
         decode_responses=False,
+        protocol=RESP,
         single_connection_client=True,
         socket_connect_timeout=min(timeout, 2.0),
         socket_timeout=timeout + wait_s,

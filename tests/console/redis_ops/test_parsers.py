@@ -49,6 +49,15 @@ def _fresh_clients() -> Iterator[None]:
     redis_client.reset()
 
 
+@pytest.fixture
+def resp2(redis_server) -> Iterator[redis.Redis]:
+    """``r``'s database in RESP2, the protocol the console's clients speak: raw replies as they receive
+    them (redis-py 8 speaks RESP3 by default, where XINFO replies are maps)."""
+    client = redis.Redis.from_url(redis_server.url(0), protocol=2)
+    yield client
+    client.close()
+
+
 def _group_with_consumers(r: redis.Redis) -> None:
     for i in range(3):
         r.xadd("s", {"i": str(i)})
@@ -60,9 +69,9 @@ def _group_with_consumers(r: redis.Redis) -> None:
 # ---------------------------------------------------------------- XINFO CONSUMERS
 
 
-def test_consumer_rows_of_the_test_server(r: redis.Redis) -> None:
+def test_consumer_rows_of_the_test_server(r: redis.Redis, resp2: redis.Redis) -> None:
     _group_with_consumers(r)
-    raw = r.execute_command("XINFO", "CONSUMERS", "s", "g")
+    raw = resp2.execute_command("XINFO", "CONSUMERS", "s", "g")
     got = [parse_consumer(row) for row in raw]
     # Idle times move between two calls: they are checked against the same reply, read by plain Python.
     for row, consumer in zip(raw, got, strict=True):
@@ -103,9 +112,10 @@ def test_pages_and_the_mirror_read_consumers_alike(r: redis.Redis) -> None:
 # ---------------------------------------------------------------- XINFO STREAM / GROUPS, XPENDING
 
 
-def test_stream_and_groups_match_redis_py(r: redis.Redis) -> None:
+def test_stream_and_groups_match_redis_py(r: redis.Redis, resp2: redis.Redis) -> None:
     _group_with_consumers(r)
-    info = parse_stream(b"s", r.execute_command("XINFO", "STREAM", "s"), r.execute_command("XINFO", "GROUPS", "s"))
+    info = parse_stream(b"s", resp2.execute_command("XINFO", "STREAM", "s"),
+                        resp2.execute_command("XINFO", "GROUPS", "s"))
     want = r.xinfo_stream("s")
     assert info.length == want["length"] == 3
     assert info.first_id == want["first-entry"][0].decode()
@@ -121,10 +131,10 @@ def test_stream_and_groups_match_redis_py(r: redis.Redis) -> None:
     assert info.pending == 2
 
 
-def test_empty_stream_has_no_ends(r: redis.Redis) -> None:
+def test_empty_stream_has_no_ends(r: redis.Redis, resp2: redis.Redis) -> None:
     r.xadd("s", {"a": "1"})
     r.xtrim("s", maxlen=0)
-    info = parse_stream(b"s", r.execute_command("XINFO", "STREAM", "s"))
+    info = parse_stream(b"s", resp2.execute_command("XINFO", "STREAM", "s"))
     assert (info.length, info.first_id, info.last_id, info.groups) == (0, None, None, ())
 
 
@@ -145,9 +155,9 @@ def test_pending_summary_and_rows_match_redis_py(r: redis.Redis) -> None:
     assert all(p.exists for p in rows)
 
 
-def test_group_row_parsed_once_for_pages_and_actions(r: redis.Redis) -> None:
+def test_group_row_parsed_once_for_pages_and_actions(r: redis.Redis, resp2: redis.Redis) -> None:
     _group_with_consumers(r)
-    [raw] = r.execute_command("XINFO", "GROUPS", "s")
+    [raw] = resp2.execute_command("XINFO", "GROUPS", "s")
     info = reads.group_info(CONN, b"s", b"g")
     assert replace(info, longest_idle=None) == parse_group(raw)  # plus the pending figure (test_pending_idle)
     assert info.longest_idle is not None

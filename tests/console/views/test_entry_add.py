@@ -29,12 +29,13 @@ def orders(r: redis.Redis) -> str:
 
 def _newest(r: redis.Redis, key: str | bytes) -> tuple[str, list[tuple[bytes, bytes]]]:
     """The newest entry, its fields in order as Redis holds them (repeated names kept)."""
-    raw = redis.Redis(**r.connection_pool.connection_kwargs)
+    # A pool of r's own settings (redis-py 8's connection_kwargs hold pool-only keys Redis() refuses).
+    raw = redis.Redis(connection_pool=redis.ConnectionPool(**r.connection_pool.connection_kwargs))
     raw.set_response_callback("XREVRANGE", lambda response, **options: response)  # flat, repeats kept
     try:
         [(entry_id, flat)] = raw.execute_command("XREVRANGE", key, "+", "-", "COUNT", 1)
     finally:
-        raw.close()
+        raw.connection_pool.disconnect()
     return entry_id.decode(), [(flat[i], flat[i + 1]) for i in range(0, len(flat), 2)]
 
 
