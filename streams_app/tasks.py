@@ -61,7 +61,10 @@ def run_job(self, job_id: int) -> None:
         jobs.job_send(job_id=job_id, countdown=1)
 
 
-@shared_task(ignore_result=True, time_limit=50)
+# soft = hard: without its own soft limit a task takes the app's (CELERY_TASK_SOFT_TIME_LIMIT, 3,570 s),
+# and Celery 5.7 refuses to send a task whose soft limit is above its hard one. Equal, the hard one
+# ends the run as it did before.
+@shared_task(ignore_result=True, soft_time_limit=50, time_limit=50)
 def resume_stalled_jobs(stalled_after_s: float | None = None) -> list[int]:
     """Beat task: enqueue again the jobs whose worker died (see :func:`jobs.jobs_resume_stalled`).
 
@@ -77,7 +80,8 @@ def resume_stalled_jobs(stalled_after_s: float | None = None) -> list[int]:
 
 
 @shared_task(
-    name=webhooks.ALERT_NOTIFY_TASK, bind=True, acks_late=True, ignore_result=True, max_retries=None, time_limit=60
+    name=webhooks.ALERT_NOTIFY_TASK, bind=True, acks_late=True, ignore_result=True, max_retries=None,
+    soft_time_limit=60, time_limit=60,  # soft = hard: see resume_stalled_jobs
 )
 def alert_notify(self, alert_id: int) -> None:
     """POST an alert's open/resolved transition to its rule's webhook, retrying with backoff.
@@ -143,7 +147,7 @@ def samples_retention() -> dict[str, object] | None:
 # ---------------------------------------------------------------------------------- data pipeline
 
 
-@shared_task(ignore_result=True, time_limit=60)
+@shared_task(ignore_result=True, soft_time_limit=60, time_limit=60)  # soft = hard: see resume_stalled_jobs
 def run_pipeline_scheduled() -> int | None:
     """Beat task: start a pipeline job (export, Spark rollups, load) unless one is queued or running.
 
