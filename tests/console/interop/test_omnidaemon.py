@@ -47,8 +47,8 @@ def test_omnidaemon_dead_letters_requeued_and_consumed_again(run_library: Callab
     # otherwise (python-decouple reads the environment at import time).
     env = {"JSON_STORAGE_DIR": str(tmp_path / "omnidaemon")}
 
-    run_library("omnidaemon_side.py", "fail_then_dead_letter", env=env, failing=failing,
-                error=f"cannot parse {XSS}")
+    run_library("omnidaemon_side.py", "fail_then_dead_letter", env=env, error=f"cannot parse {XSS}", dead=3,
+                messages=[["task-1", {"filename": "ok.pdf"}], *failing.items()])
 
     # Streams list: OmniDaemon's stream, its metrics stream and its DLQ, only the DLQ flagged.
     assert set(console_streams(viewer_client)) == redis_streams(r) == {stream, dlq, "omni-metrics"}

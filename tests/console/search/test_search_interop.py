@@ -1,22 +1,23 @@
 """Search on what real buses wrote: FastStream's binary envelopes and OmniDaemon's stream and DLQ
 (the seed ``streams`` module's DLQ is in ``test_search_api.py``: it is plain XADD with ``_retries``).
 
-The data is produced as ``tests/console/interop/`` produces it, with the libraries themselves; the
-expected matches are computed here over ``XRANGE`` with FastStream's own envelope reader and
-``json.loads``, never with the search code.
+The data is produced as ``tests/console/interop/`` produces it, by the libraries themselves in the
+interop venv; the expected matches are computed here over ``XRANGE`` with FastStream's own envelope
+reader (its readings sent back by the library's script) and ``json.loads``, never with the search code.
 """
 
 from __future__ import annotations
 
+import base64
 import json
+from collections.abc import Callable
 
 import msgpack
 import redis
 from django.test import Client
 
 from tests.console.helpers import stream_api
-from tests.console.interop.helpers import WAIT, XSS, LoopThread
-from tests.polling import until
+from tests.console.interop.helpers import XSS
 
 
 def _search(client: Client, key: str, q: str) -> list[str]:
@@ -27,40 +28,24 @@ def _search(client: Client, key: str, q: str) -> list[str]:
     return [m["id"] for m in body["matches"]]
 
 
-def test_faststream_headers_and_bodies(
-    aio: LoopThread, url: str, r: redis.Redis, viewer_client: Client
-) -> None:
-    from faststream.redis import BinaryMessageFormatV1, RedisBroker
-
+def test_faststream_headers_and_bodies(run_library: Callable, r: redis.Redis, viewer_client: Client) -> None:
     orders = [
         {"n": i, "customer": {"id": 40 + i % 3, "name": f"café {XSS}"}, "items": list(range(i))}
         for i in range(8)
     ]
-
-    async def publish() -> None:
-        async with RedisBroker(url, logger=None) as broker:
-            for i, order in enumerate(orders):
-                await broker.publish(
-                    order,
-                    stream="fs:orders",
-                    headers={"x-tenant": "acme" if i % 2 else "zen"},
-                    correlation_id=f"order-{i}",
-                )
-            await broker.publish(
-                msgpack.packb({"sku": "X-1", "qty": 3}),
-                stream="fs:orders",
-                headers={"content-type": "application/msgpack"},
-                correlation_id="mp",
-            )
-            await broker.publish("plain timeout text", stream="fs:orders", correlation_id="txt")
-
-    aio.run(publish())
+    readings = run_library("faststream_side.py", "publish", stream="fs:orders", messages=[
+        *({"body": order, "headers": {"x-tenant": "acme" if i % 2 else "zen"}, "correlation_id": f"order-{i}"}
+          for i, order in enumerate(orders)),
+        {"msgpack": {"sku": "X-1", "qty": 3}, "headers": {"content-type": "application/msgpack"},
+         "correlation_id": "mp"},
+        {"body": "plain timeout text", "correlation_id": "txt"},
+    ])["parsed"]
     assert r.xlen("fs:orders") == 10  # each publish returned after its XADD
     parsed = {}
     for entry_id, fields in r.xrange("fs:orders"):
-        [value] = fields.values()
-        body, headers = BinaryMessageFormatV1.parse(value)  # FastStream's own reader
-        parsed[entry_id.decode()] = (body, headers)
+        [name] = fields
+        body, headers = readings[entry_id.decode()][name.decode()]  # FastStream's own reader
+        parsed[entry_id.decode()] = (base64.b64decode(body), headers)
 
     def body_json(body: bytes) -> object:
         try:
@@ -99,46 +84,17 @@ def test_faststream_headers_and_bodies(
     ]
 
 
-def test_omnidaemon_stream_and_dead_letters(
-    aio: LoopThread, url: str, r: redis.Redis, viewer_client: Client, monkeypatch, tmp_path
-) -> None:
-    monkeypatch.setenv("JSON_STORAGE_DIR", str(tmp_path / "omnidaemon"))
-    from omnidaemon.event_bus.redis_stream_bus import RedisStreamEventBus
-
+def test_omnidaemon_stream_and_dead_letters(run_library: Callable, r: redis.Redis, viewer_client: Client,
+                                            tmp_path) -> None:
     topic, agent = "file.uploaded", "file-processor"
     stream, group = f"omni-stream:{topic}", f"group:{topic}:{agent}"
     dlq = f"omni-dlq:{group}"
-
-    async def fail_then_dead_letter() -> None:
-        bus = RedisStreamEventBus(
-            redis_url=url, reclaim_interval=0.02, default_reclaim_idle_ms=1, default_dlq_retry_limit=1
-        )
-
-        async def process(payload: dict) -> None:
-            if payload["content"].get("fail"):
-                raise RuntimeError(f"cannot parse {payload['content']['filename']}")
-
-        try:
-            await bus.subscribe(topic, agent, process)
-            for n in range(1, 6):
-                content = {"filename": f"report {n}.pdf", "fail": n in (2, 4), "pages": n * 10}
-                await bus.publish(
-                    {
-                        "topic": topic,
-                        "id": f"task-{n}",
-                        "payload": {"content": content},
-                        "correlation_id": f"req-{n}",
-                    }
-                )
-            await until(
-                lambda: r.xlen(dlq) == 2 and r.xpending(stream, group)["pending"] == 0,
-                what="OmniDaemon to dead-letter the failing messages",
-                timeout=WAIT,
-            )
-        finally:
-            await bus.close()
-
-    aio.run(fail_then_dead_letter())
+    run_library(
+        "omnidaemon_side.py", "fail_then_dead_letter", env={"JSON_STORAGE_DIR": str(tmp_path / "omnidaemon")},
+        messages=[[f"task-{n}", {"filename": f"report {n}.pdf", "fail": n in (2, 4), "pages": n * 10}]
+                  for n in range(1, 6)],
+        error="cannot parse {filename}", dead=2,
+    )
 
     messages = {i.decode(): json.loads(f[b"data"]) for i, f in r.xrange(stream)}
     assert _search(viewer_client, stream, 'data.task_id == "task-3"') == [

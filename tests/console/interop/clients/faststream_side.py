@@ -61,12 +61,15 @@ async def envelopes_and_group(url: str, *, orders: list[dict], text: str) -> Non
 
 
 async def publish(url: str, *, stream: str, messages: list[dict[str, Any]]) -> None:
-    """Each of ``messages`` (body, headers, correlation_id) published to ``stream``; FastStream's reading."""
+    """Each of ``messages`` (body, headers, correlation_id) published to ``stream``; FastStream's reading.
+
+    A message with ``msgpack`` instead of ``body`` publishes that value packed by msgpack."""
     from faststream.redis import RedisBroker
 
     async with RedisBroker(url, logger=None) as broker:
         for message in messages:
-            await broker.publish(message["body"], stream=stream, headers=message["headers"],
+            body = msgpack.packb(message["msgpack"]) if "msgpack" in message else message["body"]
+            await broker.publish(body, stream=stream, headers=message.get("headers"),
                                  correlation_id=message["correlation_id"])
     emit(parsed=parsed_entries(redis.Redis.from_url(url), stream))
 

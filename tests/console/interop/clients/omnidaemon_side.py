@@ -23,22 +23,23 @@ def make_bus(url: str):
                                default_dlq_retry_limit=1)
 
 
-async def fail_then_dead_letter(url: str, *, failing: dict[str, dict], error: str) -> None:
+async def fail_then_dead_letter(url: str, *, messages: list[list], error: str, dead: int) -> None:
+    """Each of ``messages`` ([task ID, content]) published to the agent, whose callback raises ``error``
+    (``{filename}`` replaced by the content's) for a content with ``fail``; until ``dead`` of them are in
+    the DLQ and none is pending."""
     r = redis.Redis.from_url(url)
     bus = make_bus(url)
 
     async def process(payload: dict) -> None:
         if payload["content"].get("fail"):
-            raise RuntimeError(error)
+            raise RuntimeError(error.replace("{filename}", payload["content"]["filename"]))
 
     try:
         await bus.subscribe(TOPIC, AGENT, process)
-        await bus.publish({"topic": TOPIC, "id": "task-1", "payload": {"content": {"filename": "ok.pdf"}},
-                           "correlation_id": "req-1"})
-        for task_id, content in failing.items():
+        for task_id, content in messages:
             await bus.publish({"topic": TOPIC, "id": task_id, "payload": {"content": content},
                                "correlation_id": f"req-{task_id}"})
-        await until(lambda: r.xlen(DLQ) == 3 and r.xpending(STREAM, GROUP)["pending"] == 0,
+        await until(lambda: r.xlen(DLQ) == dead and r.xpending(STREAM, GROUP)["pending"] == 0,
                     what="OmniDaemon to dead-letter the failing messages", timeout=WAIT)
     finally:
         await bus.close()
