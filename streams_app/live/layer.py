@@ -11,6 +11,11 @@ revocation).
 Here the read runs in a task of its own, shielded from its caller's cancellation, and a read whose
 caller was cancelled is handed to the next caller on that channel instead of starting a second
 ``BZPOPMIN`` beside it. Every message the read pops reaches a consumer, one read at a time, as before.
+
+Each round of that ``BZPOPMIN`` blocks for ``brpop_timeout`` (5 s) when nothing comes. redis-py 8
+reads with a 5 s timeout unless told otherwise (redis-py 5: none), so an idle round could end in
+``redis.TimeoutError`` and crash the websocket consumer waiting on it: the pools here read for a round
+plus :data:`READ_MARGIN_S` (a ``socket_timeout`` in the host's URL or options wins).
 """
 
 from __future__ import annotations
@@ -19,6 +24,10 @@ import asyncio
 from typing import Any
 
 from channels_redis.core import RedisChannelLayer as _RedisChannelLayer
+from channels_redis.utils import create_pool
+
+#: How long past a ``BZPOPMIN`` round a read may wait for Redis's answer before it is a timeout.
+READ_MARGIN_S = 5.0
 
 
 def _retrieve(read: asyncio.Future[Any]) -> None:
@@ -34,6 +43,13 @@ class RedisChannelLayer(_RedisChannelLayer):
         super().__init__(*args, **kwargs)
         # reads whose caller was cancelled, by channel key: the next caller takes them over
         self._orphaned_reads: dict[str, asyncio.Future[Any]] = {}
+
+    def create_pool(self, index: int) -> Any:
+        """channels-redis's pool for host ``index``, reading long enough for a whole ``BZPOPMIN`` round."""
+        host = self.hosts[index]
+        if "socket_timeout" not in host:
+            host = {**host, "socket_timeout": self.brpop_timeout + READ_MARGIN_S}
+        return create_pool(host)
 
     async def _brpop_with_clean(self, index: int, channel: str, timeout: float) -> Any:
         """One ``BZPOPMIN`` (and the backup of what it popped), carried on past a cancelled caller.
