@@ -72,6 +72,9 @@ class Bus:
         self._redis_kwargs = {
             "socket_keepalive": True,
             "socket_connect_timeout": 5.0,
+            # no read timeout, as redis-py 5 had: a BLOCK (block_ms, a progress read) may outlast
+            # redis-py 8's default of 5 s; keepalive and the health check find a dead peer
+            "socket_timeout": None,
             "health_check_interval": 30,
             **(redis_kwargs or {}),
             "decode_responses": False,
