@@ -13,7 +13,6 @@ import redis
 from django.conf import settings
 from redis.exceptions import (
     AskError,
-    ClusterCrossSlotError,
     ClusterDownError,
     ClusterError,
     RedisClusterException,
@@ -97,8 +96,20 @@ class RedisRefused(OpsError):
 _SCRIPT_REFUSALS = ("can't run this command or subcommand", "no permissions to access", "No permissions to access")
 
 
-def _refusal(conn: str, exc: redis.ResponseError) -> OpsError:
+def reply_text(exc: redis.ResponseError) -> str:
+    """The error reply as Redis wrote it (``CROSSSLOT Keys in request...``).
+
+    redis-py 8 parses MOVED, ASK, TRYAGAIN, CLUSTERDOWN, CROSSSLOT and MASTERDOWN into classes of their
+    own on every connection and keeps the leading code apart (``status_code``), out of the text;
+    redis-py 5 left them whole, as plain ResponseErrors, on a plain connection.
+    """
     text = str(exc)
+    code = getattr(exc, "status_code", None)
+    return f"{code} {text}" if code and not text.startswith(code) else text
+
+
+def _refusal(conn: str, exc: redis.ResponseError) -> OpsError:
+    text = reply_text(exc)
     if isinstance(exc, redis.exceptions.NoPermissionError) or any(word in text for word in _SCRIPT_REFUSALS):
         reason = text.removeprefix("NOPERM ")
         return NoPermission(
@@ -149,9 +160,10 @@ def translated(conn: str) -> Iterator[None]:
         raise
     except (ClusterDownError, SlotNotCoveredError) as exc:
         raise Unreachable(f"Redis Cluster {conn!r} cannot serve this key now: {exc}", conn=conn) from exc
-    except (AskError, TryAgainError, ClusterCrossSlotError) as exc:
-        # MOVED (an AskError), ASK, TRYAGAIN: the console routes by slot and splits cross-slot work,
-        # so these mean a reshard moved the key between two commands.
+    except (AskError, TryAgainError) as exc:
+        # MOVED (an AskError), ASK, TRYAGAIN: the console routes by slot, so these mean a reshard moved
+        # the key between two commands. CROSSSLOT is not one of them (a key's slot never changes): it
+        # is the command's own refusal, below, as redis-py 5 raised it.
         raise Unreachable(f"Redis Cluster {conn!r} is moving this key between nodes; try again.", conn=conn) from exc
     except ClusterError as exc:
         raise Unreachable(f"Redis Cluster {conn!r}: {exc}", conn=conn) from exc

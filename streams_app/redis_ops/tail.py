@@ -42,7 +42,7 @@ import redis.asyncio as aioredis
 from django.conf import settings
 
 from .client import async_client, connection_url, get_client, is_cluster, node_url, primaries, slot_of
-from .errors import OpsError, RedisRefused, Unreachable, translated
+from .errors import OpsError, RedisRefused, Unreachable, reply_text, translated
 from .ids import reply_id
 from .types import RawEntry
 
@@ -79,9 +79,10 @@ def _refused(conn: str, exc: redis.ResponseError) -> OpsError:
 
     The tail's connections are plain ones to one node (a cluster client cannot hold a blocked XREAD
     and be interrupted by its client ID), so redis-py parses ``MOVED 123 host:port`` and its kin as
-    a plain ResponseError: they are recognised here by their text, as Redis documents them.
+    a plain ResponseError (redis-py 8: as classes of their own, the code kept apart): they are
+    recognised here by their text, as Redis documents them.
     """
-    text = str(exc)
+    text = reply_text(exc)
     word = text.split(" ", 1)[0]
     if word == "MOVED":
         with contextlib.suppress(ValueError):
