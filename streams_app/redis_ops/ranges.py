@@ -39,7 +39,7 @@ def range_pages(
     """
     pool = key_client(conn, key).connection_pool
     with translated(conn):
-        connection = pool.get_connection("XRANGE")
+        connection = pool.get_connection()
     in_flight = False
     try:
         with translated(conn):
