@@ -322,7 +322,8 @@ class SentinelServers:
     def _ask(port: int, *command: str):
         import redis
 
-        client = redis.Redis(port=port, socket_timeout=2, socket_connect_timeout=1)
+        # RESP2: the replies are read as flat arrays (redis-py 8 speaks RESP3 unless told: SENTINEL MASTER a map)
+        client = redis.Redis(port=port, socket_timeout=2, socket_connect_timeout=1, protocol=2)
         try:
             return client.execute_command(*command)
         except (redis.ConnectionError, redis.TimeoutError, redis.ResponseError):
