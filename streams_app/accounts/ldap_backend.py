@@ -13,6 +13,8 @@ posixGroup) and keeps the Django account's name and e-mail in line at every logi
   password, or a single sign-on one), whatever its name;
 - a directory that cannot be asked is said so on the login page (:class:`.login.LoginRefused`), not
   passed off as a wrong password, and within ``timeout_s``, not after the operating system's TCP timeout;
+- every directory login, allowed or refused for want of a role, leaves a ``login.ldap`` audit row with the
+  role it gave, the role before and the groups (written by the login view from :class:`.login.DirectoryLogin`);
 - sessions are read back by the console's own backend, so the role is read with the user and an inactive
   account is logged out, as for every other session.
 """
@@ -35,11 +37,11 @@ from django_auth_ldap.config import (
 )
 
 from streams_app.accounts.ldap_config import LdapSettings
-from streams_app.accounts.login import LoginRefused
+from streams_app.accounts.login import DirectoryLogin, LoginRefused
 from streams_app.accounts.models import OidcIdentity
 from streams_app.accounts.oidc_config import role_for_groups
 from streams_app.accounts.role_backend import ConsoleModelBackend
-from streams_app.accounts.role_groups import account_flags, role_group_set
+from streams_app.accounts.role_groups import account_flags, role_group_of, role_group_set
 
 log = logging.getLogger(__name__)
 
@@ -111,14 +113,18 @@ class ConsoleLDAPBackend(LDAPBackend):
         groups = sorted(ldap_user.group_names)
         role = role_for_groups(settings.BUSCONSOLE_LDAP.roles, groups)
         with transaction.atomic():
+            previous = role_group_of(user)
             if changed := account_flags(user, active=role is not None):
                 user.save(update_fields=changed)
             role_group_set(user, role)
+        decided = DirectoryLogin(user=user, role=role, previous_role=previous, groups=tuple(groups))
         if role is None:
             raise LoginRefused(
                 f"The directory knows you, but none of your groups ({', '.join(groups[:20]) or 'none'}) gives a "
-                "role on this console; ask its administrators to add you to a group it maps (BUSCONSOLE_LDAP_ROLES)."
+                "role on this console; ask its administrators to add you to a group it maps (BUSCONSOLE_LDAP_ROLES).",
+                directory=decided,
             )
+        user.directory_login = decided  # for the login view's audit row (ThrottledAuthenticationForm)
         return user
 
 

@@ -11,10 +11,12 @@ from __future__ import annotations
 import hashlib
 import logging
 import math
+from dataclasses import dataclass
 from typing import Any
 
 from django import forms
 from django.conf import settings
+from django.contrib.auth.base_user import AbstractBaseUser
 from django.contrib.auth.forms import AuthenticationForm
 from django.http import HttpRequest
 
@@ -112,10 +114,30 @@ def login_failures_clear(*, username: str | None = None, ip: str | None = None) 
         log.exception("login throttle unavailable: cannot clear failure counters")
 
 
+@dataclass(frozen=True)
+class DirectoryLogin:
+    """What a directory's login decided, for its audit row: the account, the role its groups gave (None:
+    refused), the role it had before and the groups' names. Kept on the form by the backend's caller and
+    written by the login view, the layer that writes audit rows."""
+
+    user: AbstractBaseUser
+    role: str | None
+    previous_role: str | None
+    groups: tuple[str, ...]
+
+    def audit_params(self) -> dict[str, Any]:
+        return {"role": self.role, "previous_role": self.previous_role, "groups": list(self.groups[:100])}
+
+
 class LoginRefused(Exception):
     """A login that cannot go on, for a reason the person logging in must be told (a directory that cannot
     be reached, groups that give no role), raised by an authentication backend through Django's
-    ``authenticate`` and said by the login form, where a wrong password's message would mislead."""
+    ``authenticate`` and said by the login form, where a wrong password's message would mislead.
+    ``directory`` is set when the directory did check the password and its groups gave no role."""
+
+    def __init__(self, message: str, *, directory: DirectoryLogin | None = None) -> None:
+        super().__init__(message)
+        self.directory = directory
 
 
 def password_login_allowed(username: str | None) -> bool:
@@ -145,6 +167,7 @@ class ThrottledAuthenticationForm(AuthenticationForm):
         "throttled": "Too many failed logins for this account or address; try again in %(wait)s.",
         "local_login_off": "Password logins are switched off here: use %(sso)s.",
     }
+    directory_login: DirectoryLogin | None = None  # set by clean() when a directory checked the password
 
     def clean(self) -> dict[str, Any]:
         username = self.cleaned_data.get("username")
@@ -175,6 +198,8 @@ class ThrottledAuthenticationForm(AuthenticationForm):
             # Not a wrong guess (the directory was down, or the password was right but gives no role):
             # the attempt is not held against the account or the address.
             login_attempt_give_back(username=username, ip=ip)
+            self.directory_login = refused.directory
             raise forms.ValidationError(str(refused), code="refused") from None
+        self.directory_login = getattr(self.user_cache, "directory_login", None)
         login_success_record(username=username, ip=ip)
         return cleaned

@@ -19,6 +19,7 @@ from django.http import HttpRequest, HttpResponse
 
 from streams_app.accounts.login import ThrottledAuthenticationForm
 from streams_app.accounts.roles import role_of
+from streams_app.audit.records import audit_write_system
 
 
 def login_context() -> dict[str, Any]:
@@ -40,6 +41,22 @@ class ConsoleLoginView(LoginView):
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         return {**super().get_context_data(**kwargs), **login_context()}
+
+    def form_valid(self, form: ThrottledAuthenticationForm) -> HttpResponse:
+        response = super().form_valid(form)
+        if decided := form.directory_login:  # a directory set the role: say which, as single sign-on does
+            audit_write_system(
+                user=decided.user, conn="", action="login.ldap", params=decided.audit_params(), outcome="ok"
+            )
+        return response
+
+    def form_invalid(self, form: ThrottledAuthenticationForm) -> HttpResponse:
+        if decided := form.directory_login:  # the password was right, the groups gave no role
+            audit_write_system(
+                user=decided.user, conn="", action="login.ldap", params=decided.audit_params(),
+                outcome="denied", error="no group maps to a role",
+            )
+        return super().form_invalid(form)
 
 
 # Exempt from the console's login-required middleware: this is where anonymous users are sent.

@@ -5,7 +5,8 @@ throttle, the messages); their groups are changed in the directory between login
 Checked: the role from the groups at every login (down as well as up; none deactivates and says why), a
 demoted user's open tail closing at their next login, a wrong password, a directory that cannot be
 reached (said so, not counted as a guess), no takeover of a local account of the same name, passwords of
-local accounts switched off while the directory's still work, and the settings. Expected roles come from
+local accounts switched off while the directory's still work, the ``login.ldap`` audit rows, and the
+settings. Expected roles come from
 the ROLES string below, read by eye.
 """
 
@@ -22,6 +23,7 @@ from django.test import Client
 
 from streams_app.accounts.ldap_config import LdapSettings, ldap_settings_from_env
 from streams_app.accounts.oidc_config import parse_oidc_roles
+from streams_app.audit.models import AuditEvent
 from tests.console.conftest import PASSWORD as LOCAL_PASSWORD
 from tests.security.test_oidc_settings import start_settings_process as start_process
 from tests.security.test_sockets import run, tail_closes_after
@@ -179,6 +181,26 @@ def test_with_local_passwords_off_the_directorys_still_work(db, settings, ldap_l
     local = Client()
     log_in(local, admin_user.username, LOCAL_PASSWORD)
     assert signed_in_as(local) is None
+
+
+def test_every_directory_login_leaves_an_audit_row_with_the_role_it_gave(db, ldap_login, admin_user) -> None:
+    person(ldap_login, "hank", ["ops-admins", "staff"])
+    log_in(Client(), "hank")
+    person(ldap_login, "hank", ["oncall"])
+    log_in(Client(), "hank")
+    person(ldap_login, "hank", ["marketing"])
+    log_in(Client(), "hank")  # the right password; no group gives a role
+    log_in(Client(), "hank", "not-his-password")  # no row: the directory decided nothing
+    log_in(Client(), admin_user.username, LOCAL_PASSWORD)  # a local login: no directory row
+    rows = [
+        (e.username, e.outcome, e.error, e.parameters["role"], e.parameters["previous_role"], e.parameters["groups"])
+        for e in AuditEvent.objects.filter(action="login.ldap").order_by("id")
+    ]
+    assert rows == [
+        ("hank", "ok", "", "admin", None, ["ops-admins", "staff"]),
+        ("hank", "ok", "", "operator", "admin", ["oncall"]),
+        ("hank", "denied", "no group maps to a role", None, "operator", ["marketing"]),
+    ]
 
 
 # ------------------------------------------------------------------------------------------ settings
