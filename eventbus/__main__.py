@@ -1,5 +1,5 @@
 """Command line: ``python -m eventbus {worker,publish,migrate,demo,list,inspect,groups,pending,dlq,stats,
-requeue,claim} ...``.
+requeue,claim,journey} ...``.
 
 The console's screens on the command line (``list`` ... ``claim``) are :mod:`eventbus.cli`.
 Every command but ``worker`` uses ``--url``, else ``$BUS_REDIS_URL``, else db 0 of the private Redis that
@@ -21,7 +21,7 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from urllib.parse import urlsplit
 
 from .bus import Bus
@@ -41,7 +41,8 @@ DESCRIPTION = """\
 The event bus's command line: run workers, publish an event, move keys left
 under pre-cluster names, run demo traffic; and the console's screens without
 the console: list streams, inspect entries, groups, pending entries, DLQs,
-stats, requeue dead letters, claim pending entries (tables, or --json).
+stats, requeue dead letters, claim pending entries, follow one event's journey
+(tables, or --json).
 
 Redis: every command but worker connects to --url, else $BUS_REDIS_URL, else
 redis://127.0.0.1:$BUSCONSOLE_REDIS_PORT/0 (port 6390 when unset): the private
@@ -338,12 +339,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None, *, shown: Shown | None = None) -> int:
+def main(
+    argv: Sequence[str] | None = None, *, shown: Shown | None = None, journey_steps: Callable | None = None
+) -> int:
     """Run one command. ``shown`` is what the commands may show of an entry (:data:`.cli_reads.Shown`):
-    the bytes as stored when None; the console's ``manage.py bus`` passes its masking rules."""
+    the bytes as stored when None; the console's ``manage.py bus`` passes its masking rules, and
+    ``journey_steps`` (a :class:`eventbus.journey.Journey` in, the same with the operator actions of its
+    audit log added, out) for ``journey``."""
     parser = build_parser()
     args = parser.parse_args(argv)
     args.shown = shown
+    args.journey_steps = journey_steps
     for dest, flag in GLOBAL_OPTIONS.items():
         if getattr(args, dest) not in (None, False) and dest not in args.global_options:
             parser.error(f"{args.command} does not take {flag}")  # given before it: exit 2

@@ -1,5 +1,5 @@
 """The console's screens on the command line: ``python -m eventbus list|inspect|groups|pending|dlq|stats|
-requeue|claim``, registered on :mod:`eventbus.__main__`'s parser by :func:`add_commands`.
+requeue|claim|journey``, registered on :mod:`eventbus.__main__`'s parser by :func:`add_commands`.
 
 Each command prints a table for a human, or with ``--json`` one JSON document for a script, and exits
 with a status a script can trust (:data:`EXIT_STATUS`). Reads are :mod:`eventbus.cli_reads`, actions
@@ -18,7 +18,7 @@ from typing import Any
 
 import redis
 
-from . import cli_actions, cli_reads
+from . import cli_actions, cli_reads, journey
 from .cli_reads import CommandError, check_id
 from .conventions import PATTERNS_VARIABLE, DlqPattern, PatternError, detect_dlq, parse_dlq_patterns
 from .text import as_bytes
@@ -178,6 +178,24 @@ def _claim(client: Any, args: argparse.Namespace) -> Output:
     return result, "\n".join(lines), 0 if done else 1
 
 
+def _journey(client: Any, args: argparse.Namespace) -> Output:
+    patterns = _patterns(args)
+    try:
+        start = journey.start_of(args.value, [_bytes(s) for s in args.stream], args.by)
+        query = cli_reads.search_query(start.value, patterns) if start.by == "search" else None
+        trace = journey.trace(client, start, patterns=patterns, shown=args.shown, query=query, cursor=args.cursor,
+                              budget=args.budget)  # fmt: skip
+    except journey.JourneyError as exc:
+        raise CommandError(str(exc), 2) from exc
+    hook = getattr(args, "journey_steps", None)
+    found = journey.journey_of(trace)
+    if hook is not None:  # the console's manage.py bus: its audit rows, as its pages show them
+        found = hook(found)
+    else:
+        found.trace.notes.append(journey.NO_CONSOLE)
+    return found.json(), found.text(), 0 if trace.found_any else 1
+
+
 # ----------------------------------------------------------------------------------------------- plumbing
 
 
@@ -316,6 +334,29 @@ def add_commands(
     _ids_or_all(requeue, "DLQ entries")
     requeue.add_argument("--up-to", metavar="ID", help="with --all: the newest entry requeued")
     requeue.add_argument("--batch", type=_batch, default=500, help="entries per script call (default: 500)")
+
+    journey_cmd = command(
+        "journey", "every place one event has been: its stream, groups, retries, dead letters, requeues",
+        "  python -m eventbus journey 1700000000000-0 --stream orders\n"
+        "  python -m eventbus journey 3f2a...e1 --stream orders          (the bus's event id)\n"
+        "  python -m eventbus journey 'data.order_id == 7' --stream orders --stream payments\n"
+        "  python -m eventbus journey req-42 --by correlation --stream orders --json\n"
+        "\nStarts from an entry ID (one --stream), the bus's event id, a correlation id (--by\n"
+        "correlation) or a search query (plain text or CEL, as inspect --search takes it), and\n"
+        "shows one timeline: the publish, each group's delivery (pending, acknowledged, not yet),\n"
+        "the handler's failures, the retries, the dead letters in every convention and the\n"
+        "requeued copies. Bounded: it says how many entries of how many it read; --cursor\n"
+        "continues a scan that stopped. Operator actions are in the console's audit log: run\n"
+        "manage.py bus journey, or open the console's journey page, to see them too.\n",
+        _journey, dlq=True,
+    )  # fmt: skip
+    journey_cmd.add_argument("value", metavar="START", help="an entry ID, an event id, a correlation id or a query")
+    journey_cmd.add_argument("--stream", action="append", required=True, help="a stream to look in (repeatable)")
+    journey_cmd.add_argument("--by", choices=("auto", *journey.BY), default="auto",
+                             help="what START is (default: an entry ID's or an event id's shape, else a query)")  # fmt: skip
+    journey_cmd.add_argument("--cursor", default=None, help="the 'next' of an earlier answer: continue its scan")
+    journey_cmd.add_argument("--budget", type=_positive, default=journey.BUDGET,
+                             help="entries read at most (default: 50000)")  # fmt: skip
 
     claim = command(
         "claim", "give pending entries idle for --min-idle to another consumer",

@@ -1,0 +1,16 @@
+"""The journey of one event: every place it has been, on one timeline, read with bounded cost.
+
+:mod:`.trace` reads (what ties an event's entries together, and each read's bound, are in its
+docstring), :mod:`.timeline` orders what was read into steps, and :mod:`.reader` is the one door to Redis
+that counts and bounds every command. Django-free: ``python -m eventbus journey`` runs it with Redis
+alone, and the console (``streams_app.journey``) runs the same code with its masking, adding the
+operator actions its audit log holds.
+"""
+
+from __future__ import annotations
+
+from .timeline import NO_CONSOLE, Journey, Step, journey_of
+from .trace import BUDGET, BY, Delivery, JourneyError, Probe, Start, Trace, start_of, trace
+
+__all__ = ["BUDGET", "BY", "NO_CONSOLE", "Delivery", "Journey", "JourneyError", "Probe", "Start", "Step", "Trace",
+           "journey_of", "start_of", "trace"]

@@ -1,0 +1,621 @@
+"""Where one event has been: the reads of a journey, bounded, from whatever the operator has.
+
+**Start.** An entry ID with its stream, the bus's event ``id``, a correlation id, or a search query
+(plain text or CEL, :mod:`eventbus.search`) with the streams to look in. An entry ID is read at once.
+An event id carries no time (a uuid4): the stream's metric events (``{S}:metrics``, capped, so bounded
+whatever the stream's length) name every entry of it that failed, which finds it at once when it ever
+failed; otherwise, and for a correlation id or a query, the streams are scanned newest first within the
+budget, and the answer says where to continue (``next``), as search does.
+
+**The event.** What ties entries together: the event ``id`` field (kept by retries, dead letters and
+requeues), the bus's ``_first_id``/``_failed_id`` (each retry names the first publish and the attempt that
+failed), ``_requeued_from`` (a requeued copy names its dead letter) and ``_replayed_from``. An event
+without an ``id`` (another bus: the seed ``streams`` module, OmniDaemon) is followed by its entry IDs,
+the dead letters that name them, and its payload: the fields without the bookkeeping a retry, a
+requeue or a dead letter adds (two events with the very same payload are then one).
+
+**The reads, each bounded and independent of the stream's length.** The entries named by ID (one
+pipelined XRANGE id id each); the metric events from the first publish on (the stream is capped at
+~10,000 entries by the workers); ``ZSCAN MATCH`` of the retry set (Redis filters, only the event's
+members travel); each dead-letter queue of the stream in every convention (``{S}:dlq`` in both namings,
+``omni-dlq:{group}`` per group, configured patterns whose key follows from the stream) from the first
+publish on, up to where the metric events say the last dead-lettering happened; XINFO GROUPS and one
+XPENDING id id per group and entry. One read is bounded only by the budget: a copy the metric events
+do not name (the retry that succeeded, the requeued copy, a foreign bus's retries) is looked for
+forward from the moment it can have been made, stopping as soon as it is found; the console first
+probes the copies its audit rows name (:data:`Probe`), so a requeue through it is found by ID.
+
+Written here rather than taken from a library: it is a bounded walk over the bus's own keys and field
+names, which nothing off the shelf knows; it is Django-free so that ``python -m eventbus journey``
+(Redis only) and the console run this one copy.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgpack
+
+from .. import keys as bus_keys
+from ..conventions import DlqPattern, detect_dlq, dlq_candidates, parse_dlq_entry
+from ..text import id_ms
+from .reader import Fields, Reader, Shown
+
+ENTRY_ID = re.compile(r"[0-9]{1,20}-[0-9]{1,20}")
+EVENT_ID = re.compile(r"[0-9a-f]{32}")
+BY = ("entry", "event", "correlation", "search")
+
+#: Entries one journey reads at most, and its time budget.
+BUDGET = 50_000
+BUDGET_MS = 3_000
+#: Shares of it: the metric events (twice their ~10,000 cap), each DLQ, the follow-up for unnamed copies.
+METRICS_READ = 20_000
+DLQ_READ = 10_000
+FOLLOW_READ = 10_000
+#: ZSCAN calls of a retry set (1,000 members each), and how many other events a scan lists.
+RETRY_ROUNDS = 200
+OTHERS = 20
+#: How far after the last dead-lettering its DLQ entry may sit (a slow script, clocks of two hosts).
+AFTER_MS = 60_000
+
+#: Fields a retry, a dead letter or a requeue adds: left out of a foreign event's payload signature.
+BOOKKEEPING = frozenset({b"_retries", b"_group", b"_first_id", b"_failed_id", b"_failed_at", b"_requeued_from",
+                         b"_replayed_from"})  # fmt: skip
+
+Probe = Callable[[bytes, Sequence[bytes], int], Sequence[tuple[bytes, str]]]
+"""``(stream, dlq keys, since ms) -> [(key, entry ID)]``: entries someone else knows were made from this
+event's keys (the console: the copies its audit rows name), looked up by ID before anything is scanned."""
+
+
+class JourneyError(ValueError):
+    """A start that names no journey (a bad ID, no stream to look in): the caller's mistake."""
+
+
+@dataclass(frozen=True, slots=True)
+class Start:
+    by: str
+    value: str
+    streams: tuple[bytes, ...]
+
+    def __post_init__(self) -> None:
+        if self.by not in BY:
+            raise JourneyError(f"Start from one of {', '.join(BY)}, not {self.by!r}.")
+        if not self.value:
+            raise JourneyError("Give what to start from: an entry ID, an event id, a correlation id or a query.")
+        if not self.streams:
+            raise JourneyError("Name the stream to look in.")
+        if self.by == "entry" and (len(self.streams) != 1 or not ENTRY_ID.fullmatch(self.value)):
+            raise JourneyError("An entry ID (<ms>-<seq>) is read from exactly one stream: name it.")
+
+
+def start_of(value: str, streams: Sequence[bytes], by: str = "auto") -> Start:
+    """``by="auto"``: an entry ID's shape is an entry, 32 hex digits an event id, anything else a query."""
+    value = value.strip()
+    if by == "auto":
+        by = "entry" if ENTRY_ID.fullmatch(value) else "event" if EVENT_ID.fullmatch(value) else "search"
+    return Start(by=by, value=value, streams=tuple(streams))
+
+
+@dataclass(frozen=True, slots=True)
+class Metric:
+    """A per-event metric event of a handler (:mod:`eventbus.metrics`)."""
+
+    kind: str
+    group: str
+    entry_id: str
+    error: str | None
+    duration_ms: float | None
+    consumer: str
+    ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class Waiting:
+    """A retry waiting in ``{S}:retry`` (:mod:`eventbus.retry`)."""
+
+    due_ms: int
+    attempt: int | None
+    group: str | None
+    failed_id: str | None
+    failed_at_ms: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    key: bytes
+    id: str
+    convention: str
+    group: str | None
+    error: str | None
+    retries: int | None
+    failed_at_ms: int | None
+    original_id: str | None
+    present: bool = True  # False: known only from a requeued copy's ``_requeued_from`` (requeued or deleted)
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """One group and one entry of the event: ``state`` is pending, acked, skipped or not_delivered."""
+
+    entry_id: str
+    group: str
+    state: str
+    certain: bool = True  # acked: False when nothing shows it was delivered (Redis keeps no acked IDs)
+    consumer: str | None = None
+    idle_ms: int | None = None
+    deliveries: int | None = None
+    aimed_at: str | None = None
+
+
+@dataclass
+class Trace:
+    start: Start
+    stream: bytes | None = None
+    event_id: str | None = None
+    first_id: str | None = None
+    entries: dict[str, Fields] = field(default_factory=dict)
+    metrics: list[Metric] = field(default_factory=list)
+    waiting: list[Waiting] = field(default_factory=list)
+    dead: list[DeadLetter] = field(default_factory=list)
+    deliveries: list[Delivery] = field(default_factory=list)
+    groups: list[str] = field(default_factory=list)
+    bus_metrics: bool = False  # the stream has the bus's metric events: its workers are ours
+    others: list[tuple[bytes, str]] = field(default_factory=list)  # other events a scan matched: (stream, entry)
+    next: str | None = None  # where a start's scan continues: "<stream index>:<entry ID>"
+    complete: bool = True
+    too_costly: int = 0
+    notes: list[str] = field(default_factory=list)
+    now_ms: int = 0
+    reader: Reader | None = None
+
+    @property
+    def found_any(self) -> bool:
+        return bool(self.entries)
+
+
+def _get(fields: Fields, name: bytes) -> bytes | None:
+    return next((v for n, v in fields if n == name), None)
+
+
+def _text(value: bytes | None) -> str | None:
+    return value.decode("utf-8", "replace") if value else None
+
+
+def _ms(entry_id: str) -> int:
+    return id_ms(entry_id) or 0
+
+
+def _signature(fields: Fields) -> tuple[tuple[bytes, bytes], ...]:
+    return tuple((n, v) for n, v in fields if n not in BOOKKEEPING and not n.startswith(b"dlq_"))
+
+
+class _Entry:
+    """What a search query reads of an entry (:class:`eventbus.search.SearchEntry`)."""
+
+    __slots__ = ("fields", "id")
+
+    def __init__(self, entry_id: str, fields: Fields) -> None:
+        self.id, self.fields = entry_id, tuple(fields)
+
+
+def trace(
+    client: Any,
+    start: Start,
+    *,
+    patterns: Sequence[DlqPattern] = (),
+    shown: Shown | None = None,
+    query: Any = None,
+    cursor: str | None = None,
+    budget: int = BUDGET,
+    budget_ms: int = BUDGET_MS,
+    probe: Probe | None = None,
+) -> Trace:
+    """The reads of one journey (module docstring). ``query`` is the compiled query of a ``search``
+    start (:func:`eventbus.search.compile_query`, or the console's); ``cursor`` a previous ``next``."""
+    reader = Reader(client, budget=budget, deadline_ms=budget_ms, shown=shown)
+    out = Trace(start=start, reader=reader)
+    kinds = reader.sizes(start.streams)
+    for key in start.streams:
+        if kinds[key] != "stream":
+            raise JourneyError(f"{key.decode('utf-8', 'replace')!r} is " + ("not there." if kinds[key] == "none"
+                               else f"a {kinds[key]}, not a stream."))  # fmt: skip
+    if start.by == "entry":
+        seeds = reader.lookup(start.streams[0], [start.value])
+        if not seeds:
+            out.notes.append(f"No entry {start.value} in this stream (never added, deleted or trimmed away).")
+            return _finish(out)
+        out.stream = start.streams[0]
+        out.entries.update(seeds)
+        out.event_id = _text(_get(seeds[start.value], b"id"))
+    else:
+        # the scan for the start leaves a part of the budget, and a third of the time, to follow what it finds
+        reader.deadline_ms = budget_ms * 2 // 3
+        found = _seek(reader, out, start, query, cursor, patterns, limit=max(1, budget - FOLLOW_READ))
+        reader.deadline_ms = budget_ms
+        if not found:
+            return _finish(out)
+    _follow(reader, out, patterns, probe)
+    return _finish(out)
+
+
+def _finish(out: Trace) -> Trace:
+    assert out.reader is not None
+    out.now_ms = out.reader.server_ms()
+    return out
+
+
+# ----------------------------------------------------------------------------------------- finding it
+
+
+def _seek(
+    reader: Reader, out: Trace, start: Start, query: Any, cursor: str | None, patterns: Sequence[DlqPattern],
+    *, limit: int,
+) -> bool:
+    """Find the event's entries for an event id, a correlation id or a query; False when none was."""
+    value = start.value.encode()
+    if start.by == "event":
+        for key in start.streams:
+            ids = _event_in_metrics(reader, key, value)
+            found = reader.lookup(key, ids) if ids else {}
+            if found:
+                out.stream, out.event_id = key, start.value
+                out.entries.update(found)
+                return True
+
+    def keep(key: bytes) -> Callable[[str, Fields], bool]:
+        if start.by == "event":
+            return lambda _i, f: _get(f, b"id") == value
+        if start.by == "correlation":
+            return lambda _i, f: _get(f, b"correlation_id") == value
+        dlq = detect_dlq(key, patterns) is not None
+        return lambda i, f: bool(query.matches(_Entry(i, f), dlq=dlq, key=key))
+
+    first_stream, high = 0, "+"
+    if cursor:
+        index, _, after = cursor.partition(":")
+        if not index.isdigit() or int(index) >= len(start.streams) or not ENTRY_ID.fullmatch(after):
+            raise JourneyError("cursor must be the 'next' of an earlier answer.")
+        first_stream, high = int(index), "(" + after
+    identity: bytes | None = None
+    for index in range(first_stream, len(start.streams)):
+        key = start.streams[index]
+        test = keep(key)
+        found: list[tuple[str, Fields]] = []
+
+        def wanted(entry_id: str, fields: Fields, key: bytes = key, test: Callable = test) -> bool:
+            nonlocal identity
+            if not test(entry_id, fields):
+                return False
+            mine = _get(fields, b"id") or _get(fields, b"_first_id") or entry_id.encode()
+            if identity is None:
+                identity = mine
+                out.stream = key
+            if mine == identity and key == out.stream:
+                return True
+            if len(out.others) < OTHERS and all(o[0] != key or o[1] != entry_id for o in out.others):
+                out.others.append((key, entry_id))
+            return False
+
+        found, last, complete = reader.scan(
+            key, high=high if index == first_stream else "+", forward=False, limit=max(0, limit - reader.entries),
+            keep=wanted,
+            done=lambda: start.by == "event" and identity is not None,
+        )
+        out.entries.update(found)
+        if query is not None:
+            out.too_costly = getattr(query, "too_costly", 0)
+        if not complete:
+            out.complete = False
+            out.next = f"{index}:{last}" if last else cursor
+            break
+        if start.by == "event" and identity is not None:
+            break
+    if not out.entries:
+        what = {"event": "event id", "correlation": "correlation id", "search": "query"}[start.by]
+        out.notes.append(f"No entry matched the {what} in what was read" + ("." if out.complete else
+                         "; continue to read further back."))  # fmt: skip
+        return False
+    out.event_id = _text(_get(next(iter(out.entries.values())), b"id"))
+    return True
+
+
+def _event_in_metrics(reader: Reader, stream: bytes, event_id: bytes) -> list[str]:
+    """Entry IDs of an event id that failed somewhere, from the newest metric events (bounded by their cap)."""
+    key = bus_keys.metrics_key(stream)
+    if reader.sizes([key])[key] != "stream":
+        return []
+    kept, _, _ = reader.scan(key, forward=False, limit=min(METRICS_READ, reader.left()),
+                             keep=lambda _i, f: _get(f, b"event_id") == event_id)  # fmt: skip
+    return [i.decode() for i in dict.fromkeys(_get(f, b"entry_id") or b"" for _, f in kept) if ENTRY_ID.fullmatch(i.decode())]
+
+
+# ----------------------------------------------------------------------------------------- following it
+
+
+class _Ties:
+    """What makes an entry this event's (module docstring), growing as entries are found."""
+
+    def __init__(self, out: Trace) -> None:
+        self.out = out
+        self.event = out.event_id.encode() if out.event_id else None
+        self.ids: set[bytes] = set()
+        self.dead: set[bytes] = set()
+        self.signatures: set[tuple] = set()
+        for entry_id, fields in out.entries.items():
+            self.add(entry_id, fields)
+
+    def add(self, entry_id: str, fields: Fields) -> list[str]:
+        """Record an entry of the event; returns the IDs it names that are not known yet."""
+        self.ids.add(entry_id.encode())
+        if self.event is None:
+            self.signatures.add(_signature(fields))
+        named = []
+        for name in (b"_first_id", b"_failed_id", b"_replayed_from"):
+            value = _get(fields, name)
+            if value and ENTRY_ID.fullmatch(value.decode("ascii", "replace")):
+                named.append(value.decode())
+                self.ids.add(value)
+        requeued = _get(fields, b"_requeued_from")
+        if requeued:
+            self.dead.add(requeued)
+        return [i for i in named if i not in self.out.entries]
+
+    def holds(self, entry_id: str, fields: Fields) -> bool:
+        if entry_id.encode() in self.ids:
+            return True
+        if self.event is not None and _get(fields, b"id") == self.event:
+            return True
+        for name, known in ((b"_first_id", self.ids), (b"_failed_id", self.ids), (b"_replayed_from", self.ids),
+                            (b"_requeued_from", self.dead)):  # fmt: skip
+            value = _get(fields, name)
+            if value and value in known:
+                return True
+        return self.event is None and _get(fields, b"id") is None and _signature(fields) in self.signatures
+
+
+def _follow(reader: Reader, out: Trace, patterns: Sequence[DlqPattern], probe: Probe | None) -> None:
+    stream = out.stream
+    assert stream is not None
+    ties = _Ties(out)
+    _named(reader, out, ties)
+    first_ms = min(_ms(i) for i in out.entries)
+    out.first_id = min(out.entries, key=lambda i: (_ms(i), int(i.split("-")[1])))
+    groups = reader.groups(stream)
+    out.groups = [_name(g.get("name")) for g in groups]
+    metrics_key = bus_keys.metrics_key(stream)
+    retry_key = bus_keys.in_slot_of(stream, bus_keys.RETRY_SUFFIX.encode())
+    dlqs = list(dlq_candidates(stream, [_raw(g.get("name")) for g in groups]))
+    dlqs += [k for k in _configured(stream, patterns) if k not in dlqs]
+    kinds = reader.sizes([metrics_key, retry_key, *dlqs])
+    out.bus_metrics = kinds[metrics_key] == "stream"
+    if out.bus_metrics:
+        _metrics(reader, out, ties, metrics_key, first_ms)
+    if kinds[retry_key] == "zset":
+        _retries(reader, out, ties, retry_key)
+    present = [k for k in dlqs if kinds[k] == "stream"]
+    for key in present:
+        _dead_letters(reader, out, ties, key, first_ms, patterns)
+    if probe is not None:
+        for key, entry_id in probe(stream, present, first_ms):
+            if key == stream and entry_id not in out.entries and ENTRY_ID.fullmatch(entry_id):
+                for found_id, fields in reader.lookup(stream, [entry_id]).items():
+                    if ties.holds(found_id, fields):
+                        out.entries[found_id] = fields
+                        ties.add(found_id, fields)
+    _copies(reader, out, ties, first_ms)
+    _named(reader, out, ties)
+    _gone_dead_letters(out, ties)
+    _deliveries(reader, out, groups)
+
+
+def _name(raw: Any) -> str:
+    return raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
+
+
+def _raw(raw: Any) -> bytes:
+    return raw if isinstance(raw, bytes) else str(raw).encode()
+
+
+def _configured(stream: bytes, patterns: Sequence[DlqPattern]) -> list[bytes]:
+    """DLQ keys of configured conventions that follow from the stream's name (a ``field:`` target or a
+    ``fixed:`` one names no key: their DLQs are not looked in, and the notes say so)."""
+    out = []
+    for pattern in patterns:
+        kind, arg = pattern.target_kind, pattern.target_arg
+        candidate = stream + arg if kind == "strip_suffix" else arg + stream if kind == "strip_prefix" else None
+        if candidate is not None and pattern.matches(candidate):
+            out.append(candidate)
+    return out
+
+
+def _named(reader: Reader, out: Trace, ties: _Ties) -> None:
+    """Look up, by ID, the entries the known ones name (first publish, failed attempts), until none is new."""
+    assert out.stream is not None
+    wanted = [i.decode() for i in ties.ids if i.decode() not in out.entries]
+    for _ in range(4):
+        if not wanted:
+            return
+        found = reader.lookup(out.stream, wanted)
+        wanted = []
+        for entry_id, fields in found.items():
+            out.entries[entry_id] = fields
+            wanted += ties.add(entry_id, fields)
+
+
+def _metrics(reader: Reader, out: Trace, ties: _Ties, key: bytes, first_ms: int) -> None:
+    """The event's per-event metric events, from its first publish on."""
+    stream_name = out.stream
+
+    def keep(_entry_id: str, fields: Fields) -> bool:
+        if ties.event is not None and _get(fields, b"event_id") == ties.event:
+            return True
+        return (_get(fields, b"entry_id") or b"-") in ties.ids and _get(fields, b"stream") in (None, stream_name)
+
+    kept, _, complete = reader.scan(key, low=str(max(0, first_ms - 1000)), limit=min(METRICS_READ, reader.left()),
+                                    keep=keep)  # fmt: skip
+    if not complete:
+        out.complete = False
+        out.notes.append("The metric events were not read to their end (budget).")
+    for entry_id, fields in kept:
+        failed_entry = (_get(fields, b"entry_id") or b"").decode("ascii", "replace")
+        duration = _get(fields, b"duration_ms")
+        ts = _get(fields, b"ts")
+        out.metrics.append(Metric(
+            kind=_text(_get(fields, b"event")) or "", group=_text(_get(fields, b"group")) or "",
+            entry_id=failed_entry, error=_text(_get(fields, b"error")),
+            duration_ms=float(duration) if duration else None, consumer=_text(_get(fields, b"consumer")) or "",
+            ms=int(ts) if ts and ts.isdigit() else _ms(entry_id),
+        ))  # fmt: skip
+        if ENTRY_ID.fullmatch(failed_entry):
+            ties.ids.add(failed_entry.encode())
+    _named(reader, out, ties)
+
+
+def _retries(reader: Reader, out: Trace, ties: _Ties, key: bytes) -> None:
+    """The event's retries waiting in the retry set: Redis filters the members (ZSCAN MATCH)."""
+    needle = ties.event or (out.first_id or "").encode()
+    members, complete = reader.zscan(key, b"*" + _glob_escape(needle) + b"*", rounds=RETRY_ROUNDS)
+    if not complete:
+        out.complete = False
+        out.notes.append(f"The retry set was scanned {RETRY_ROUNDS} times without reaching its end.")
+    for member, due in members:
+        try:
+            flat = msgpack.unpackb(member, raw=True)
+        except (ValueError, msgpack.UnpackException):
+            continue
+        if not isinstance(flat, list):
+            continue
+        fields = [(bytes(flat[i]), bytes(flat[i + 1])) for i in range(0, len(flat) - 1, 2)]
+        if reader.shown is not None:
+            fields = reader.shown(out.stream or b"", f"{due}-0", fields)
+        if not ties.holds("0-0", fields):
+            continue
+        attempt = _get(fields, b"_retries")
+        failed_at = _get(fields, b"_failed_at")
+        out.waiting.append(Waiting(
+            due_ms=due, attempt=int(attempt) if attempt and attempt.isdigit() else None,
+            group=_text(_get(fields, b"_group")), failed_id=_text(_get(fields, b"_failed_id")),
+            failed_at_ms=int(failed_at) if failed_at and failed_at.isdigit() else None,
+        ))  # fmt: skip
+
+
+def _glob_escape(value: bytes) -> bytes:
+    return re.sub(rb"([*?\[\]\\])", rb"\\\1", value)
+
+
+def _dead_letters(
+    reader: Reader, out: Trace, ties: _Ties, key: bytes, first_ms: int, patterns: Sequence[DlqPattern]
+) -> None:
+    """The event's dead letters in one DLQ, read from its first publish up to where the metric events say
+    the last dead-lettering happened (to its end when they do not say)."""
+    lettered = [m.ms for m in out.metrics if m.kind == "dead_lettered"]
+    high = str(max(lettered) + AFTER_MS) if lettered else "+"
+    wanted = sum(1 for m in out.metrics if m.kind == "dead_lettered")
+
+    def keep(entry_id: str, fields: Fields) -> bool:
+        parsed = parse_dlq_entry(key, entry_id, fields, patterns)
+        named = {parsed.original_id, parsed.first_id} - {None}
+        if any(i.encode() in ties.ids for i in named) or ties.holds("0-0", parsed.payload_fields or fields):
+            out.dead.append(DeadLetter(
+                key=key, id=entry_id, convention=parsed.convention, group=parsed.group, error=parsed.error,
+                retries=parsed.retries, failed_at_ms=parsed.failed_at_ms, original_id=parsed.original_id,
+            ))  # fmt: skip
+            ties.dead.add(entry_id.encode())
+            return True
+        return False
+
+    found_before = len(out.dead)
+    _, _, complete = reader.scan(
+        key, low=str(first_ms), high=high, limit=min(DLQ_READ, reader.left()), keep=keep,
+        done=lambda: bool(wanted) and len(out.dead) - found_before >= wanted,
+    )  # fmt: skip
+    if not complete:
+        out.complete = False
+        out.notes.append(f"{key.decode('utf-8', 'replace')} was not read to the end of the event's window (budget).")
+
+
+def _copies(reader: Reader, out: Trace, ties: _Ties, first_ms: int) -> None:
+    """Copies nothing names by ID: the retry that ran last (no failure names it), the requeued copy of a
+    dead letter no longer in its DLQ, a foreign bus's retries. Read forward from the earliest moment one
+    can have been made, stopping once every one expected is found."""
+    assert out.stream is not None
+
+    def open_leads() -> list[int]:
+        leads = []
+        for m in out.metrics:
+            if m.kind == "retried":
+                made = any(_get(f, b"_failed_id") == m.entry_id.encode() for f in out.entries.values())
+                if not made and not any(w.failed_id == m.entry_id for w in out.waiting):
+                    leads.append(m.ms)
+            elif m.kind == "dead_lettered":
+                still = any(d.original_id == m.entry_id and d.present for d in out.dead)
+                copied = any(_ms(_get(f, b"_requeued_from").decode()) >= m.ms - 1000
+                             for f in out.entries.values() if _get(f, b"_requeued_from"))  # fmt: skip
+                if not still and not copied:
+                    leads.append(m.ms)
+        if not out.bus_metrics:  # another bus: its retries and requeues are named by nothing
+            leads.append(first_ms)
+        return leads
+
+    leads = open_leads()
+    if not leads:
+        return
+    low = str(min(leads))
+    done = (lambda: not open_leads()) if out.bus_metrics else (lambda: False)
+
+    def keep(entry_id: str, fields: Fields) -> bool:
+        if entry_id in out.entries or not ties.holds(entry_id, fields):
+            return False
+        out.entries[entry_id] = fields
+        ties.add(entry_id, fields)
+        return True
+
+    _, _, complete = reader.scan(out.stream, low=low, limit=min(FOLLOW_READ, reader.left()), keep=keep, done=done)
+    if not complete:
+        out.complete = False
+        out.notes.append(
+            "Stopped looking for copies not named by ID (a last retry, a requeued copy) after "
+            f"{min(FOLLOW_READ, reader.budget)} entries of the stream from {low}."
+        )
+
+
+def _gone_dead_letters(out: Trace, ties: _Ties) -> None:
+    """Dead letters known only from a requeued copy: no longer in their DLQ (requeued, or deleted after)."""
+    present = {d.id for d in out.dead}
+    for fields in out.entries.values():
+        source = _get(fields, b"_requeued_from")
+        if source and source.decode() not in present and ENTRY_ID.fullmatch(source.decode("ascii", "replace")):
+            present.add(source.decode())
+            out.dead.append(DeadLetter(
+                key=b"", id=source.decode(), convention="", group=None, error=None, retries=None,
+                failed_at_ms=_ms(source.decode()), original_id=None, present=False,
+            ))  # fmt: skip
+
+
+def _deliveries(reader: Reader, out: Trace, groups: list[dict[str, Any]]) -> None:
+    """Each group and each entry of the event: pending (XPENDING id id), not delivered yet (after the
+    group's last-delivered-id), or not pending any more (acknowledged, or skipped by the group)."""
+    assert out.stream is not None
+    ids = sorted(out.entries, key=lambda i: (_ms(i), int(i.split("-")[1])))
+    pairs_ = [(_raw(g.get("name")), i) for g in groups for i in ids]
+    pending = reader.pending(out.stream, pairs_)
+    failed = {(m.group, m.entry_id) for m in out.metrics}
+    for (group, entry_id), held in zip(pairs_, pending, strict=True):
+        info = next(g for g in groups if _raw(g.get("name")) == group)
+        name = _name(group)
+        last = _name(info.get("last-delivered-id") or "0-0")
+        aimed = _text(_get(out.entries[entry_id], b"_group"))
+        key = (_ms(entry_id), int(entry_id.split("-")[1]))
+        if held is not None:
+            out.deliveries.append(Delivery(entry_id, name, "pending", consumer=_name(held[0]), idle_ms=held[1],
+                                           deliveries=held[2], aimed_at=aimed))  # fmt: skip
+        elif key > (_ms(last), int(last.split("-")[1])):
+            out.deliveries.append(Delivery(entry_id, name, "not_delivered", aimed_at=aimed))
+        elif aimed is not None and aimed != name:
+            out.deliveries.append(Delivery(entry_id, name, "skipped", certain=False, aimed_at=aimed))
+        else:
+            out.deliveries.append(Delivery(entry_id, name, "acked", certain=(name, entry_id) in failed,
+                                           aimed_at=aimed))  # fmt: skip
