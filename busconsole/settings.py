@@ -73,6 +73,11 @@ REDIS_TLS = tls_options(REDIS_URL)
 
 BUSCONSOLE_READ_ONLY = envbool("BUSCONSOLE_READ_ONLY", False)
 BUSCONSOLE_DLQ_PATTERNS = envstr("BUSCONSOLE_DLQ_PATTERNS", "")
+# DLQ triage (streams_app/triage): the newest dead letters one count reads at most (the page says "of M");
+# bench/dlq_triage.py measures the page at this bound.
+BUSCONSOLE_DLQ_TRIAGE_LIMIT = envint("BUSCONSOLE_DLQ_TRIAGE_LIMIT", 10000)
+if not 1 <= BUSCONSOLE_DLQ_TRIAGE_LIMIT <= 200000:
+    raise ImproperlyConfigured(f"BUSCONSOLE_DLQ_TRIAGE_LIMIT must be 1 to 200000, not {BUSCONSOLE_DLQ_TRIAGE_LIMIT}")
 # Masking of payload values (streams_app/masking): JSON list of {"stream": glob, "field": path, "action":
 # "mask"|"hash"|"remove"}, refused at start-up when malformed; more rules live on the admin page. The roles
 # listed in BUSCONSOLE_UNMASKED_ROLES may reveal masked values page by page (?unmasked=1), audited.

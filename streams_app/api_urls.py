@@ -19,6 +19,7 @@ from streams_app.views.api import saved_views as saved_view_api
 from streams_app.views.api import search as search_api
 from streams_app.views.api import search_actions as search_action_api
 
+from streams_app.views.api import triage as triage_api
 STREAM = "c/<conn:conn>/streams/<seg:key>/"
 GROUP = STREAM + "groups/<seg:group>/"
 CONSUMER = GROUP + "consumers/<seg:consumer>/"
@@ -63,6 +64,8 @@ dlq_routes = [
     path("c/<conn:conn>/dlq/", actions.dlq_list, name="api-dlq-list"),
     path(DLQ, actions.dlq_entries, name="api-dlq"),
     *action(DLQ + "requeue", actions.dlq_requeue, "api-dlq-requeue"),
+    path(DLQ + "triage/", triage_api.dlq_triage_route, name="api-dlq-triage"),
+    *action(DLQ + "triage/requeue", triage_api.dlq_requeue_filtered_route, "api-dlq-triage-requeue"),
     *action(DLQ + "delete", actions.dlq_delete, "api-dlq-delete"),
     *action(DLQ + "purge", actions.dlq_purge, "api-dlq-purge"),
 ]

@@ -28,6 +28,7 @@ class StreamsAppConfig(AppConfig):
         from streams_app.jobs import kinds, runner
         from streams_app.lake import run
         from streams_app.search import requeue as search_requeue
+        from streams_app.triage import requeue as triage_requeue
 
         # A malformed BUSCONSOLE_DLQ_PATTERNS stops `check` and start-up with a named error.
         checks.register(check_dlq_patterns)
@@ -39,6 +40,7 @@ class StreamsAppConfig(AppConfig):
         runner.kinds_register({
             runner.KIND_REQUEUE_ALL: kinds.requeue_all_run,
             runner.KIND_REQUEUE_MATCHING: search_requeue.requeue_matching_run,
+            runner.KIND_REQUEUE_FILTERED: triage_requeue.requeue_filtered_run,
             runner.KIND_REPLAY: kinds.replay_run,
             runner.KIND_PIPELINE: run.pipeline_job_run,
             runner.KIND_EXPORT: export_files.export_job_run,

@@ -20,6 +20,7 @@ from streams_app.views import (
     confirm,
     dlq,
     dlq_entry,
+    dlq_triage,
     entry_add,
     group,
     handlers,
@@ -99,6 +100,9 @@ dlq_routes = [
     path(DLQ + "requeue/confirm/", confirm.dlq_requeue_all_confirm, name="dlq-requeue-confirm"),
     path(DLQ + "delete/", actions.dlq_delete, name="dlq-delete"),
     path(DLQ + "purge/", actions.dlq_purge, name="dlq-purge"),
+    # a triage count's "requeue these": its confirm page (GET), and the job's start (POST)
+    path(DLQ + "triage/requeue/confirm/", dlq_triage.requeue_filtered_confirm, name="dlq-triage-requeue-confirm"),
+    path(DLQ + "triage/requeue/", dlq_triage.requeue_filtered_start, name="dlq-triage-requeue"),
 ]
 
 # A dead letter's own page and adding an entry by hand.

@@ -100,7 +100,8 @@ KIND_REPLAY = "replay"
 KIND_PIPELINE = "pipeline"  # export, Spark rollups and load: streams_app.lake.run
 KIND_EXPORT = "export"  # a range written to a file for download: streams_app.exports.files
 KIND_REQUEUE_MATCHING = "dlq.requeue_matching"  # the dead letters a search matches: streams_app.search.requeue
-KINDS = (KIND_REQUEUE_ALL, KIND_REPLAY, KIND_PIPELINE, KIND_EXPORT, KIND_REQUEUE_MATCHING)
+KIND_REQUEUE_FILTERED = "dlq.requeue_filtered"  # a DLQ triage count's dead letters: streams_app.triage.requeue
+KINDS = (KIND_REQUEUE_ALL, KIND_REPLAY, KIND_PIPELINE, KIND_EXPORT, KIND_REQUEUE_MATCHING, KIND_REQUEUE_FILTERED)
 #: Kinds that never change a monitored Redis, so a read-only process may run them. The pipeline reads
 #: the monitored Redis only (SCAN, XINFO, XRANGE pages) and writes the lake and the console's own
 #: tables, which read-only mode does not protect: a read-only console keeps its reports fresh. Every

@@ -38,6 +38,7 @@ ACTION_ROLES: dict[str, Role] = {
     "dlq.requeue": Role.OPERATOR,
     "dlq.requeue_all": Role.OPERATOR,
     "dlq.requeue_matching": Role.OPERATOR,  # the dead letters a search matches, by a job
+    "dlq.requeue_filtered": Role.OPERATOR,  # a triage count's dead letters (signature, group, origin), by a job
     "replay": Role.OPERATOR,
     "replay.count": Role.OPERATOR,
     "job.cancel": Role.VIEWER,  # one's own job: anyone stops what they started

@@ -16,6 +16,7 @@ from django import forms
 
 from streams_app.redis_ops.errors import InvalidArgument
 from streams_app.redis_ops.ids import parse_id, parse_position, parse_time
+from streams_app.triage.counts import TriageFilter
 
 #: Entries one selection may name: one bounded Redis call (the access layer's own limit).
 MAX_SELECTION = 1000
@@ -202,18 +203,43 @@ class RewindForm(forms.Form):
 # ---------------------------------------------------------------------------------------- DLQs
 
 
-class DlqPageForm(forms.Form):
-    error = forms.CharField(required=False, max_length=200)
-    # an error signature from /reports/ (pipeline.signatures.normalize_error): exactly its entries
+class TriageFilterForm(forms.Form):
+    """The dead letters of one triage count (:class:`streams_app.triage.counts.TriageFilter`): an error
+    signature (the reports' and the triage's, ``pipeline.signatures.normalize_error``), a group and an
+    origin stream as the page shows them, or ``no_group``/``no_origin`` for the dead letters that record
+    none. ``filter`` is the one object, None when no part is given."""
+
     signature = forms.CharField(required=False, max_length=300, strip=False)
+    group = forms.CharField(required=False, max_length=512, strip=False)
+    origin = forms.CharField(required=False, max_length=512, strip=False)
+    no_group = forms.BooleanField(required=False)
+    no_origin = forms.BooleanField(required=False)
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        for name in ("signature", "group", "origin"):
+            data[name] = data.get(name) or None
+        if self.errors:
+            return data
+        try:
+            where = TriageFilter.from_params(data)
+        except InvalidArgument as exc:
+            raise forms.ValidationError(exc.message) from None
+        data["filter"] = where or None
+        return data
+
+
+class DlqPageForm(TriageFilterForm):
+    error = forms.CharField(required=False, max_length=200)
     before = EntryIdField(required=False)
     count = forms.IntegerField(required=False, min_value=1, max_value=500)
+    # the triage counts' window: the dead letters older than this (None: the newest)
+    triage_before = EntryIdField(required=False)
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
         data["count"] = data.get("count") or 50
         data["error"] = data.get("error") or None
-        data["signature"] = data.get("signature") or None
         return data
 
 

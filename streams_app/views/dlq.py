@@ -15,6 +15,7 @@ from streams_app.views import links
 from streams_app.views.action_forms import DlqPageForm
 from streams_app.views.actions import requeued_links_take
 from streams_app.views.common import connection_context, is_htmx, render_screen
+from streams_app.views.dlq_triage import filter_query, triage_context
 from streams_app.views.forms import validated
 from streams_app.views.masking import masking_context, request_masker
 
@@ -75,7 +76,7 @@ def dlq_detail(request: HttpRequest, conn: str, key: bytes) -> HttpResponse:
         before=params["before"],
         count=params["count"],
         error_contains=params["error"],
-        error_signature=params["signature"],
+        where=params["filter"].matches if params["filter"] else None,  # a triage count's dead letters
         mask=masker.entry,
     )
     # Masked before the parse and the error filter: a rule on the error hides it and cannot be searched.
@@ -92,6 +93,13 @@ def dlq_detail(request: HttpRequest, conn: str, key: bytes) -> HttpResponse:
         # "Requeue all up to the newest entry on screen": entries dead-lettered after this page was
         # rendered have newer IDs and are never touched by that button.
         newest_on_screen=rows[0].id if rows else None,
+        filtered=bool(params["error"] or params["filter"]),
+        # the counts by signature, group and origin the page opens with (not on the entries' live refresh)
+        triage=None if is_htmx(request) else triage_context(request, conn, key, before=params["triage_before"]),
+        requeue_these_url=(
+            f"{links.dlq_url(conn, key)}triage/requeue/confirm/?{filter_query(params['filter'])}"
+            if params["filter"] else None
+        ),
         sources=[
             (display_text(s), links.stream_url(conn, s)) for s in conventions.dlq_source_streams(key, entries)
         ],

@@ -131,6 +131,10 @@ ROWS.update(
             "api/v1/c/<conn:conn>/streams/<seg:key>/retries/dead-letter",
             "api/v1/c/<conn:conn>/streams/<seg:key>/retries/delete",
             "api/v1/c/<conn:conn>/dlq/<seg:key>/search/requeue",
+            # a triage count's "requeue these": the confirm page names the filter and a count, no entry
+            "c/<conn:conn>/dlq/<seg:key>/triage/requeue/confirm/",
+            "c/<conn:conn>/dlq/<seg:key>/triage/requeue/",
+            "api/v1/c/<conn:conn>/dlq/<seg:key>/triage/requeue",
         ],
         NONE,
     )
@@ -153,6 +157,7 @@ ROWS.update(
         "c/<conn:conn>/dlq/<seg:key>/search/": Row(True, "?q=t1"),
         "api/v1/c/<conn:conn>/streams/<seg:key>/entries/": SHOWS,
         "api/v1/c/<conn:conn>/dlq/<seg:key>/": SHOWS,
+        "api/v1/c/<conn:conn>/dlq/<seg:key>/triage/": SHOWS,  # the error signatures, from masked errors
         "api/v1/c/<conn:conn>/streams/<seg:key>/retries/": SHOWS,
         "api/v1/c/<conn:conn>/streams/<seg:key>/export": Row(True, "?format=ndjson"),
         "api/v1/c/<conn:conn>/streams/<seg:key>/search/": Row(True, "?q=t1"),

@@ -208,6 +208,15 @@ def test_every_operation_answers_as_documented(doc, admin_user, api_token, bus, 
     nothing = {"q": "matches-no-dead-letter", "up_to": counted["up_to"] or bus.dlq_ids[0]}  # moves none
     c.call("post", D + "{key}/search/requeue", nothing, status=202, **dlq)
     c.call("post", D + "{key}/search/requeue", {"q": "type ==", "dry_run": True}, status=400, **dlq)
+    # DLQ triage: the counts, one count's dead letters listed and requeued (a dry run, a job), bad filters
+    triage = c.call("get", D + "{key}/triage/", status=200, query="?limit=100", **dlq)
+    first = triage["signatures"][0]["filter"]
+    c.call("get", D + "{key}/", status=200, query="?no_group=true", **dlq)
+    counted = c.call("post", D + "{key}/triage/requeue", {**first, "dry_run": True}, status=200, **dlq)
+    nothing = {"signature": "matches-no-dead-letter", "up_to": counted["up_to"] or bus.dlq_ids[0]}
+    c.call("post", D + "{key}/triage/requeue", nothing, status=202, **dlq)
+    c.call("post", D + "{key}/triage/requeue", {"group": "x", "no_group": True, "dry_run": True}, status=400, **dlq)
+    c.call("get", D + "{key}/triage/", status=400, query="?before=x", **dlq)
     c.call("post", D + "{key}/delete", {"ids": [bus.dlq_ids[1]]}, status=200, **dlq)
     c.call("post", D + "{key}/purge", {"up_to": bus.dlq_ids[2], "confirm": "orders:dlq"}, status=200, **dlq)
 

@@ -157,6 +157,11 @@ ROUTES: dict[str, Route] = {
     "c/<conn:conn>/streams/<seg:key>/search/replay/": OPERATOR,
     "c/<conn:conn>/streams/<seg:key>/groups/<seg:group>/search/ack/confirm/": Route("read", "none", query="?q=order"),
     "c/<conn:conn>/streams/<seg:key>/groups/<seg:group>/search/ack/": OPERATOR,
+    # a DLQ triage count's "requeue these": its confirm page and the job's start; the counts in the API
+    "c/<conn:conn>/dlq/<seg:key>/triage/requeue/confirm/": Route("read", "none", query="?group=workers"),
+    "c/<conn:conn>/dlq/<seg:key>/triage/requeue/": OPERATOR,
+    "api/v1/c/<conn:conn>/dlq/<seg:key>/triage/": READ,
+    "api/v1/c/<conn:conn>/dlq/<seg:key>/triage/requeue": OPERATOR,
     "api/v1/c/<conn:conn>/dlq/<seg:key>/search/requeue": OPERATOR,
     "api/v1/c/<conn:conn>/streams/<seg:key>/search/": Route("read", "none", query="?q=data.n%20%3E%200"),
     # saved views: any signed-in user lists and saves; owners rename and delete

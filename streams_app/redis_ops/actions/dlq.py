@@ -16,13 +16,11 @@ CROSSSLOT: the work is split by slot before it is sent.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import redis
-
-from pipeline.signatures import normalize_error
 
 from ..client import get_client, is_cluster, slot_of
 from ..commands import entries_by_id, require_stream, stream_read
@@ -352,7 +350,7 @@ def dlq_entries(
     before: str | None = None,
     count: int = 50,
     error_contains: str | None = None,
-    error_signature: str | None = None,
+    where: Callable[[DlqEntry], bool] | None = None,
     scan_limit: int = 5000,
     mask: EntryMask | None,
 ) -> tuple[list[DlqEntry], str | None]:
@@ -361,10 +359,10 @@ def dlq_entries(
     Returns the page and the cursor to pass as ``before`` for the next (older) page, or None when the
     range is exhausted. With ``error_contains`` only entries whose error text contains it (case
     insensitive) are kept, and at most ``scan_limit`` entries are read per call: the page may then be
-    short (even empty) with a cursor to continue the search from. With ``error_signature`` only
-    entries whose error normalizes to exactly it (:func:`pipeline.signatures.normalize_error`, the
-    rule the reports group dead letters by) are kept, scanned the same way. ``mask`` is what the
-    reader may see of a raw entry (:meth:`streams_app.masking.apply.Masker.entry`): it is applied before
+    short (even empty) with a cursor to continue the search from. With ``where`` only the parsed entries
+    it accepts are kept, scanned the same way: the triage's filters by error signature, group and origin
+    (:class:`streams_app.triage.counts.TriageFilter`, so the signature rule stays above this layer).
+    ``mask`` is what the reader may see of a raw entry (:meth:`streams_app.masking.apply.Masker.entry`): it is applied before
     the parse and the filters, so a masked error is neither shown nor found by its text.
     """
     _key(dlq_key, "DLQ key")
@@ -373,7 +371,7 @@ def dlq_entries(
     upper = "(" + str(parse_id(before, allow_bare=False, what="before")) if before else "+"
     lower = "(" + str(parse_id(after, allow_bare=False, what="after")) if after else "-"
     needle = error_contains.casefold() if error_contains else None
-    filtered = needle is not None or error_signature is not None
+    filtered = needle is not None or where is not None
     client = get_client(conn)
     page: list[DlqEntry] = []
     scanned = 0
@@ -387,7 +385,7 @@ def dlq_entries(
             for item in raw:
                 scanned += 1
                 entry = _parsed(dlq_key, item, mask)
-                if _error_matches(entry, needle, error_signature):
+                if _error_matches(entry, needle, where):
                     page.append(entry)
                     if len(page) == count:
                         return page, entry.id
@@ -398,10 +396,10 @@ def dlq_entries(
                 return page, reply_text(raw[-1][0])
 
 
-def _error_matches(entry: DlqEntry, needle: str | None, signature: str | None) -> bool:
+def _error_matches(entry: DlqEntry, needle: str | None, where: Callable[[DlqEntry], bool] | None) -> bool:
     if needle is not None and not (entry.error and needle in entry.error.casefold()):
         return False
-    return signature is None or normalize_error(entry.error) == signature
+    return where is None or where(entry)
 
 
 def _parsed(dlq_key: bytes, raw: Sequence, mask: EntryMask | None) -> DlqEntry:

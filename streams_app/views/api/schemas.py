@@ -549,12 +549,60 @@ class ConsumersQuery(Query):
     count: query_int(ge=1, le=MAX_PAGE) = DEFAULT_PAGE  # type: ignore[valid-type]
 
 
-class DlqEntriesQuery(Query):
-    """``error`` keeps entries whose error contains that text; ``before`` pages to older entries."""
+class TriageFilterFields(BaseModel):
+    """The dead letters of one triage count: ``signature`` (an error signature as ``/reports/`` and the
+    triage show it), ``group`` and ``origin`` (the stream it came from) as the triage shows them, or
+    ``no_group``/``no_origin`` for those that record none. All given parts must hold."""
+
+    signature: text(max_length=300) | None = None  # type: ignore[valid-type]
+    group: text(max_length=512) | None = None  # type: ignore[valid-type]
+    origin: text(max_length=512) | None = None  # type: ignore[valid-type]
+    no_group: bool = False
+    no_origin: bool = False
+
+    @model_validator(mode="after")
+    def _one_of_each(self) -> Self:
+        if self.group is not None and self.no_group:
+            raise _refuse("filter", "Give either group or no_group, not both.")
+        if self.origin is not None and self.no_origin:
+            raise _refuse("filter", "Give either origin or no_origin, not both.")
+        return self
+
+    def triage_filter(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in ("signature", "group", "origin", "no_group", "no_origin")}
+
+
+class DlqEntriesQuery(TriageFilterFields, Query):
+    """``error`` keeps entries whose error contains that text; the triage's filters (``signature``,
+    ``group``, ``origin``, ``no_group``, ``no_origin``) keep a count's dead letters; ``before`` pages to
+    older entries. A filtered page may be short with a ``next`` to go on from: each call reads a bounded
+    number of entries."""
 
     error: text(max_length=200) | None = None  # type: ignore[valid-type]
     before: EntryId | None = None
     count: query_int(ge=1, le=500) = 50  # type: ignore[valid-type]
+
+
+class DlqTriageQuery(Query):
+    """``before``: count the dead letters older than this ID (a previous answer's ``next``); ``limit``:
+    how many to read at most (default ``BUSCONSOLE_DLQ_TRIAGE_LIMIT``)."""
+
+    before: EntryId | None = None
+    limit: query_int(ge=1, le=200_000) | None = None  # type: ignore[valid-type]
+
+
+class RequeueFilteredBody(TriageFilterFields, Body):
+    """Requeue the dead letters of one triage count (at least one filter part). ``dry_run``: count them
+    up to the newest dead letter now (200, with that ID as ``up_to``). Otherwise ``up_to`` is required:
+    a background job requeues the matching dead letters up to it, each exactly once (202)."""
+
+    up_to: EntryId | None = None
+    dry_run: bool = False
+
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"signature": "ValueError: order <num> not found", "up_to": EXAMPLE_ID},
+                                        {"group": "billing", "dry_run": True}]}
+    )
 
 
 class JobsQuery(Query):
