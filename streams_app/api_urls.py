@@ -12,7 +12,7 @@ from typing import Any
 
 from django.urls import URLPattern, path
 
-from streams_app.views.api import actions, admin_actions, entries, openapi, read
+from streams_app.views.api import actions, admin_actions, annotations, entries, openapi, read
 from streams_app.views.api import export as export_api
 from streams_app.views.api import retries as retry_api
 from streams_app.views.api import saved_views as saved_view_api
@@ -107,6 +107,11 @@ saved_view_routes = [
     *action("views/<int:view_id>/delete", saved_view_api.view_delete, "api-view-delete"),
 ]
 
+# Annotations (deploy markers, notes) on the charts and the incident timeline: GET lists, POST writes.
+annotation_routes = [
+    *action("annotations", annotations.annotations_route, "api-annotations"),
+]
+
 # The OpenAPI description of every route here, and its reference page.
 meta_routes = [
     path("openapi.json", openapi.openapi_json, name="api-openapi"),
@@ -117,4 +122,5 @@ urlpatterns = [
     *saved_view_routes,
     *streams_routes, *stream_routes, *group_routes, *dlq_routes, *retry_routes, *export_routes, *jobs_routes, *audit_routes, *meta_routes,
     *search_routes,
+    *annotation_routes,
 ]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from streams_app.accounts.models import ApiToken, OidcIdentity
 from streams_app.alerts.models import Alert, AlertRule
+from streams_app.annotations.models import Annotation
 from streams_app.audit.models import AuditEvent
 from streams_app.jobs.models import Job
 from streams_app.lake.models import (
@@ -37,6 +38,7 @@ from streams_app.saved.models import SavedView
 __all__ = [
     "Alert",
     "AlertRule",
+    "Annotation",
     "AnomalyRollup",
     "ApiToken",
     "AuditEvent",

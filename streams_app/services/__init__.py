@@ -41,6 +41,7 @@ from streams_app.services.alert_rules import (
     alert_rule_update,
     alert_rules_editable,
 )
+from streams_app.services.annotations import annotation_create
 from streams_app.services.audit import (
     ACTION_ROLES,
     READ_ONLY_ALLOWED,
@@ -106,6 +107,8 @@ __all__ = [
     "action_authorize",
     "action_input",
     "action_run",
+    # annotations on the charts and the timeline
+    "annotation_create",
     # groups: pending entries and rewind
     "group_rewind",
     "group_rewind_preview",

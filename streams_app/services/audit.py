@@ -80,6 +80,8 @@ ACTION_ROLES: dict[str, Role] = {
     "view.share": Role.OPERATOR,
     "view.rename": Role.VIEWER,  # the owner only (checked in services/saved_views.py)
     "view.delete": Role.VIEWER,  # the owner, or an admin for a shared view
+    # annotations (a deploy marker, an incident note) show on everyone's charts: operators write them
+    "annotation.create": Role.OPERATOR,
 }
 
 #: Actions on the console's own records that read-only mode allows: it protects the monitored Redis,
@@ -92,6 +94,8 @@ READ_ONLY_ALLOWED |= {"export", "export.job"}
 READ_ONLY_ALLOWED |= {"job.cancel", "job.cancel.any"}
 #: Saved views are bookmarks in the console's own database: read-only mode leaves them alone too.
 READ_ONLY_ALLOWED |= {"view.save", "view.share", "view.rename", "view.delete"}
+#: Annotations are notes in the console's own database: an incident on a read-only console gets its notes.
+READ_ONLY_ALLOWED |= {"annotation.create"}
 
 
 

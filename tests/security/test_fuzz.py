@@ -363,9 +363,10 @@ def routed(response: Response) -> bool:
 
 #: POSTs that change nothing on a monitored bus, so a viewer and a read-only console may send them: a
 #: background export (it reads the stream into a file), saved views (bookmarks in the console's database)
-#: and a job's cancel (one's own job, for a viewer: it stops work, what was done stays done).
+#: and a job's cancel (one's own job, for a viewer: it stops work, what was done stays done). An annotation
+#: is a note in the console's database too: a read-only console takes it (a viewer still may not write one).
 READ_POSTS = frozenset({"/api/v1/c/{conn}/streams/{key}/export", "/api/v1/views/", "/api/v1/views/{view_id}/delete",
-                        "/api/v1/jobs/{job_id}/cancel"})
+                        "/api/v1/jobs/{job_id}/cancel", "/api/v1/annotations"})
 
 
 @schemathesis.check

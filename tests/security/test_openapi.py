@@ -248,6 +248,11 @@ def test_every_operation_answers_as_documented(doc, admin_user, api_token, bus, 
     c.call("post", "/api/v1/views/{view_id}/delete", status=200, view_id=str(saved["id"]))
     c.call("post", "/api/v1/views/", {"name": "away", "url": "https://evil.example/"}, status=400)
     c.call("post", "/api/v1/views/{view_id}/delete", status=404, view_id=str(saved["id"]))
+    # annotations: a deploy marker on a stream, the list, a refusal
+    c.call("post", "/api/v1/annotations", {"text": "deploy v1.4", "tags": ["deploy"], "connection": "default",
+                                           "stream": "orders", "time": 1_795_350_600_000}, status=201)
+    c.call("get", "/api/v1/annotations", status=200, query="?connection=default&from=2026-11-22T10:00:00Z")
+    c.call("post", "/api/v1/annotations", {"text": ""}, status=400)
 
     c.call("post", K + "trim", {"maxlen": 8, "dry_run": True}, status=200)
     c.call("post", K + "trim", {"minid": bus.ids[1]}, status=200)

@@ -204,6 +204,7 @@ ROUTES: dict[str, Route] = {
     "api/v1/jobs/<int:job_id>/cancel": OWNER,
     "api/v1/jobs/<int:job_id>/resume": OPERATOR,
     "api/v1/audit/": READ,
+    "api/v1/annotations": Route("read", "operator"),  # GET lists, POST writes one (issue 30)
     "api/v1/openapi.json": READ,
     "api/v1/docs/": Route("read", "none", html=True),
 }

@@ -87,6 +87,7 @@ _TAGS = [
     ("jobs", "Background jobs (bulk requeue, replay)."),
     ("audit", "The audit trail: one row per action attempt."),
     ("views", "Saved views: named links to console pages with their filters, private or shared."),
+    ("annotations", "Annotations: deploy markers and notes shown on the charts and the incident timeline."),
     ("meta", "This description and its reference page."),
 ]
 
