@@ -34,6 +34,7 @@ from streams_app.views import (
     tokens,
 )
 from streams_app.views import export as export_views
+from streams_app.views import journey as journey_views
 from streams_app.views import retries as retry_views
 from streams_app.views import saved_views as saved_view_pages
 from streams_app.views import search as search_views
@@ -183,6 +184,11 @@ search_routes = [
     path(GROUP + "search/ack/", search_action_views.group_ack_matching_start, name="group-search-ack"),
 ]
 
+# The journey of one event: every place it has been, from an entry ID, an event id or a query (issue 30).
+journey_routes = [
+    path("c/<conn:conn>/journey/", journey_views.journey_page, name="journey"),
+]
+
 # Prometheus scrape endpoint: a bearer token, no session, no page.
 metrics_routes = [
     path("metrics", metrics.metrics, name="metrics"),
@@ -208,5 +214,6 @@ urlpatterns = [
     *saved_view_routes,
     *metrics_routes,
     *search_routes,
+    *journey_routes,
     path("api/v1/", include("streams_app.api_urls")),
 ]

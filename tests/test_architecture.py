@@ -182,7 +182,7 @@ def test_loading_the_site_does_not_load_spark(module: str) -> None:
 # ------------------------------------------------------------------------- the one masked reader
 
 #: What a read that hands out entry bytes returns (an annotation naming one of these).
-_ENTRY_TYPES = ("Entry", "EntryPage", "RawEntry", "ProgressEvent", "RetryPage", "DlqEntry")
+_ENTRY_TYPES = ("Entry", "EntryPage", "RawEntry", "ProgressEvent", "RetryPage", "DlqEntry", "Journey")
 #: redis_ops modules that only parse bytes they are given (no Redis read): their functions take no mask.
 _PARSERS = ("streams_app.redis_ops.parsers", "streams_app.redis_ops.conventions", "streams_app.redis_ops.types")
 #: Calls that read entry bytes with ``mask=None`` on purpose, and why (nowhere else may pass None itself).

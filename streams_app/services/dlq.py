@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 
+from streams_app.audit.records import AUDIT_MAX_IDS
 from streams_app.jobs import runner as jobs
 from streams_app.jobs.models import Job
 from streams_app.masking.apply import search_mask
@@ -123,6 +124,8 @@ def dlq_requeue(*, user: UserLike | None, conn: str, key: bytes, ids: Sequence[s
         record.params.update(
             missing=list(result.missing),
             targets=sorted({display_text(r.stream) for r in result.requeued}),
+            # each dead letter and the copy it became, so the event's journey finds the copy by its ID
+            requeued=[[r.dlq_id, display_text(r.stream), r.new_id] for r in result.requeued[:AUDIT_MAX_IDS]],
         )
     return result
 

@@ -19,7 +19,7 @@ import logging
 import re
 import time
 from collections.abc import Callable
-from urllib.parse import quote, unquote_to_bytes
+from urllib.parse import quote, unquote_to_bytes, urlencode
 
 from django.core.cache import cache
 from django.http import HttpRequest, HttpResponse
@@ -203,6 +203,11 @@ def api_dlq_url(conn: str, key: bytes) -> str:
 def dlq_entry_url(conn: str, key: bytes, entry_id: str) -> str:
     """One dead letter's own page: its parsed error, origin and payload, with its buttons."""
     return f"{dlq_url(conn, key)}entries/{entry_id}/"
+
+
+def journey_url(conn: str, key: bytes, entry_id: str) -> str:
+    """The journey of the event an entry belongs to (``/c/<conn>/journey/?q=<id>&stream=<key>``)."""
+    return f"/c/{conn}/journey/?" + urlencode({"q": entry_id, "stream": key.decode("utf-8", "replace")})
 
 
 def job_url(job_id: int) -> str:

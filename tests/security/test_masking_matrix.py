@@ -161,6 +161,9 @@ ROWS.update(
         "api/v1/c/<conn:conn>/streams/<seg:key>/retries/": SHOWS,
         "api/v1/c/<conn:conn>/streams/<seg:key>/export": Row(True, "?format=ndjson"),
         "api/v1/c/<conn:conn>/streams/<seg:key>/search/": Row(True, "?q=t1"),
+        # the journey of the event the search finds: its entries' fields, its dead letter's error, masked
+        "c/<conn:conn>/journey/": Row(True, "?q=t1&stream=orders"),
+        "api/v1/c/<conn:conn>/journey/": Row(True, "?q=t1&stream=orders"),
     }
 )
 ROWS.update({route + "/": row for route, row in list(ROWS.items()) if route + "/" in ROUTES and route[-1] != "/"})

@@ -182,6 +182,10 @@ def test_every_operation_answers_as_documented(doc, admin_user, api_token, bus, 
     found = c.call("get", K + "search/", status=200, query="?q=type%20%3D%3D%20%22order.created%22&limit=2")
     assert found["matches"] and found["scanned"] >= len(found["matches"])
     c.call("get", K + "search/", status=400, query="?q=type%20%3D%3D")
+    # the journey of one event: from a search of the stream; an entry ID without its one stream is a 400
+    trip = c.call("get", "/api/v1/c/{conn}/journey/", status=200, query="?q=order.created&stream=orders")
+    assert trip["found"] and trip["steps"][0]["kind"] == "publish"
+    c.call("get", "/api/v1/c/{conn}/journey/", status=400, query="?q=1-1&stream=orders&stream=x")
     # export: the GET's body is a streamed file, read here rather than by call()
     exported = c.web.get(_fill(K + "export") + "?format=csv", **c.headers)
     assert exported.status_code == 200

@@ -164,6 +164,9 @@ ROUTES: dict[str, Route] = {
     "api/v1/c/<conn:conn>/dlq/<seg:key>/triage/requeue": OPERATOR,
     "api/v1/c/<conn:conn>/dlq/<seg:key>/search/requeue": OPERATOR,
     "api/v1/c/<conn:conn>/streams/<seg:key>/search/": Route("read", "none", query="?q=data.n%20%3E%200"),
+    # the journey of one event (issue 30): a page and its JSON, which every role may read
+    "c/<conn:conn>/journey/": Route("read", "none", query="?q=payload&stream=orders"),
+    "api/v1/c/<conn:conn>/journey/": Route("read", "none", query="?q=payload&stream=orders"),
     # saved views: any signed-in user lists and saves; owners rename and delete
     "views/": Route("read", "any"),
     "views/<int:view_id>/rename/": Route("post", "any"),

@@ -3,10 +3,11 @@
 ``python -m eventbus list|inspect|groups|pending|dlq|stats|requeue|claim`` shows entries as Redis stores
 them: it is the bus's own tool, run with the URL's credentials, which read everything anyway. This is the
 same tool for an operator's terminal, seen as the console shows things (issue 28: every output of entry
-bytes goes through the masker): every entry ``inspect`` and ``dlq`` print, search or parse is masked by
+bytes goes through the masker): every entry ``inspect``, ``dlq`` and ``journey`` print, search or parse is masked by
 the console's rules (``BUSCONSOLE_MASK_RULES`` and the admin page's), as :meth:`Masker.entry` masks the
 pages, before it is searched or printed; it never reveals. The URL is the console's connection
-(``--conn``, default ``default``) unless ``--url`` is given.
+(``--conn``, default ``default``) unless ``--url`` is given. ``journey`` also shows the operator actions
+the console's audit log holds for the event (which ``python -m eventbus journey``, Redis only, cannot).
 """
 
 from __future__ import annotations
@@ -14,16 +15,18 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from eventbus.__main__ import main as bus_main
+from streams_app.journey import operator_steps
 from streams_app.masking.apply import Masker, rules_load
 from streams_app.redis_ops.types import Entry
 
-COMMANDS = ("list", "inspect", "groups", "pending", "dlq", "stats", "requeue", "claim")
+COMMANDS = ("list", "inspect", "groups", "pending", "dlq", "stats", "requeue", "claim", "journey")
 
 
 def shown_by_console(conn: str) -> Any:
@@ -66,7 +69,8 @@ def run_bus(argv: Sequence[str]) -> int:
         return 2
     if not any(arg == "--url" or arg.startswith("--url=") for arg in rest):
         rest = [*rest, "--url", settings.BUS_REDIS_URLS[conn]]
-    return bus_main(rest, shown=shown_by_console(conn))
+    # journey: the operator actions of the console's audit log on the same timeline, as its page shows them
+    return bus_main(rest, shown=shown_by_console(conn), journey_steps=partial(operator_steps, conn))
 
 
 class Command(BaseCommand):
