@@ -30,7 +30,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Literal
 
 Point = tuple[datetime, float | None]
-Size = Literal["spark", "full"]
+Size = Literal["spark", "full", "wide"]
 Unit = Literal["count", "rate", "ms"]
 
 
@@ -108,7 +108,68 @@ GEOMETRY: dict[str, Geometry] = {
     "spark": Geometry(width=160, height=32, left=1, right=3, top=3, bottom=2, max_points=60),
     # About one viewBox unit per CSS pixel where three charts share a row, so 10-unit labels read as 10px.
     "full": Geometry(width=440, height=140, left=40, right=8, top=10, bottom=20, max_points=220),
+    # The incident timeline's rows: one per line of the page, all on the same time axis.
+    "wide": Geometry(width=900, height=110, left=48, right=12, top=10, bottom=20, max_points=450),
 }
+
+
+@dataclass(frozen=True, slots=True)
+class Note:
+    """An annotation as a chart is handed it: a moment (``end == at``) or a span, with its words."""
+
+    at: datetime
+    end: datetime
+    text: str
+    tags: tuple[str, ...] = ()
+    ident: int = 0
+
+    @property
+    def summary(self) -> str:
+        """What the marker says on hover and to a screen reader: when, what, and its tags."""
+        when = f"{self.at:%Y-%m-%d %H:%M:%S}"
+        if self.end > self.at:
+            when += f" to {self.end:%Y-%m-%d %H:%M:%S}" if self.end.date() != self.at.date() else f"–{self.end:%H:%M:%S}"
+        tags = f" [{', '.join(self.tags)}]" if self.tags else ""
+        return f"{when} UTC: {self.text}{tags}"
+
+
+@dataclass(frozen=True, slots=True)
+class Mark:
+    """A :class:`Note` placed on a chart: a line at ``x``, or a band from ``x`` to ``x2`` (viewBox units,
+    clipped to the plot), and ``hit_x``/``hit_width``: the wider strip that answers the pointer."""
+
+    x: float
+    x2: float
+    note: Note
+
+    @property
+    def span(self) -> bool:
+        return self.x2 > self.x
+
+    @property
+    def width(self) -> float:
+        return round(self.x2 - self.x, 1)
+
+    @property
+    def hit_x(self) -> float:
+        return round(self.x - 4, 1)
+
+    @property
+    def hit_width(self) -> float:
+        return round(self.x2 - self.x + 8, 1)
+
+
+def marks_place(notes: Sequence[Note], *, start: datetime, end: datetime, geo: Geometry) -> tuple[Mark, ...]:
+    """The notes that meet ``[start, end]``, placed on the plot of ``geo``; a span is clipped to it."""
+    span_s = (end - start).total_seconds()
+    if span_s <= 0:
+        return ()
+
+    def x_of(t: datetime) -> float:
+        seconds = min(max((t - start).total_seconds(), 0.0), span_s)
+        return round(geo.left + seconds / span_s * geo.plot_width, 1)
+
+    return tuple(Mark(x=x_of(n.at), x2=x_of(n.end), note=n) for n in notes if n.at <= end and n.end >= start)
 
 
 #: The shortest time a sparkline spans: a stream seen for a few seconds gets a minute's width, not the whole.
@@ -146,6 +207,8 @@ class Chart:
     latest_missing: bool = False  # the newest sample has no value (a lag Redis cannot tell now): not the last known
     #: what ``last_label`` is, said beside it with ``last_at``: the newest snapshot, or the newest rollup
     last_what: str = "last snapshot"
+    #: the annotations whose time falls in the window, placed on the plot (full-size charts only)
+    marks: tuple[Mark, ...] = ()
 
     @property
     def empty(self) -> bool:
@@ -284,11 +347,14 @@ def chart_build(
     empty_text: str = "no samples in this window yet",
     tone: str = "accent",
     last_what: str = "last snapshot",
+    notes: Sequence[Note] = (),
 ) -> Chart:
     """The chart of ``points`` (sorted by time) over ``window`` ending at ``end``; ``last_what`` says what
-    a point is (a snapshot, or a rollup of them), shown with the newest one's time."""
+    a point is (a snapshot, or a rollup of them), shown with the newest one's time. ``notes`` (annotations)
+    are drawn where they fall on the time axis; a sparkline has no room for them and draws none."""
     geo = GEOMETRY[size]
     start = end - window.delta
+    marks = marks_place(notes, start=start, end=end, geo=geo) if size != "spark" else ()
     inside = [(t, v) for t, v in points if start <= t <= end]
     since = None
     if size == "spark" and inside and inside[0][0] > start:
@@ -297,7 +363,7 @@ def chart_build(
     values = [v for _, v in inside if v is not None]
     if not values:
         return Chart(title=title, size=size, window=window, geometry=geo, empty_text=empty_text,
-                     x_ticks=_time_ticks(window, start, end, geo) if size == "full" else (), tone=tone)
+                     x_ticks=_time_ticks(window, start, end, geo) if size != "spark" else (), tone=tone, marks=marks)
 
     lo = min(0.0, min(values))
     hi = nice_ceiling(max(values)) if max(values) > 0 else 1.0
@@ -345,7 +411,7 @@ def chart_build(
 
     last_t, last_v = next((t, v) for t, v in reversed(inside) if v is not None)
     y_ticks = ()
-    if size == "full":
+    if size != "spark":
         y_ticks = tuple(Tick(pos=round(y_of(v), 1), label=format_value(v, unit)) for v in (lo, (lo + hi) / 2, hi))
     return Chart(
         title=title,
@@ -354,7 +420,7 @@ def chart_build(
         geometry=geo,
         line_path=" ".join(line),
         area_path=" ".join(area),
-        x_ticks=_time_ticks(window, start, end, geo) if size == "full" else (),
+        x_ticks=_time_ticks(window, start, end, geo) if size != "spark" else (),
         y_ticks=y_ticks,
         last_dot=(round(x_of(last_t), 1), round(y_of(last_v), 1)),
         points=len(values),
@@ -367,6 +433,7 @@ def chart_build(
         since=since,
         latest_missing=inside[-1][1] is None,
         last_what=last_what,
+        marks=marks,
     )
 
 

@@ -19,8 +19,9 @@ from django.conf import settings
 from django.db.models import Avg
 from django.utils import timezone
 
+from streams_app.annotations.models import Annotation
 from streams_app.metrics import snapshots
-from streams_app.metrics.charts import WINDOWS, Chart, Unit, Window, chart_build, format_value
+from streams_app.metrics.charts import WINDOWS, Chart, Note, Unit, Window, chart_build, format_value
 from streams_app.metrics.models import (
     GroupMirror,
     Resolution,
@@ -33,6 +34,8 @@ from streams_app.redis_ops.conventions import is_internal_stream
 
 #: How many streams the overview charts (busiest, deepest DLQs).
 OVERVIEW_ROWS = 8
+#: The most annotations one panel draws (the newest of a busier window are left out, and the panel says so).
+NOTES_MAX = 50
 #: How far back "busiest" looks (at least one snapshot interval): the rate every row shows and is ranked by.
 BUSIEST_SPAN = timedelta(minutes=1)
 
@@ -63,6 +66,8 @@ class Panel(_WindowSwitch):
     no_data: bool = False
     note: str = ""
     as_of: datetime | None = None
+    notes: list[Note] = field(default_factory=list)  # the annotations in the window, drawn on every chart
+    notes_left_out: int = 0
 
 
 @dataclass
@@ -134,13 +139,27 @@ def _chart(
     unit: Unit = "count",
     size: str = "full",
     tone: str = "accent",
+    notes: Sequence[Note] = (),
 ) -> Chart:
     points = snapshots.series(kind=kind, obj_id=obj_id, metric=metric, since=now - window.delta, until=now)
     resolution = snapshots.series_resolution(since=now - window.delta, now=now)
     return chart_build(
         points, title=title, window=window, end=now, size=size, unit=unit, tone=tone,  # type: ignore[arg-type]
-        last_what=LAST_WHAT.get(resolution, LAST_WHAT[Resolution.RAW]),
+        last_what=LAST_WHAT.get(resolution, LAST_WHAT[Resolution.RAW]), notes=notes,
     )
+
+
+def notes_in(
+    *, conn: str, keys: Sequence[bytes] | None, start: datetime, end: datetime, limit: int = NOTES_MAX
+) -> tuple[list[Note], int]:
+    """The annotations the charts of ``keys`` on ``conn`` (``None``: of the whole connection, every
+    stream's included) show over ``[start, end]``, oldest first: at most ``limit`` (the newest of them),
+    and how many more there were."""
+    shown = Annotation.objects.shown_on(conn=conn, keys=keys or (), every_stream=keys is None)
+    rows = shown.overlapping(start, end)
+    newest = list(rows.order_by("-at", "-pk")[: limit + 1])
+    notes = [Note(at=a.at, end=a.end_at, text=a.text, tags=tuple(a.tags), ident=a.pk) for a in reversed(newest[:limit])]
+    return notes, (rows.count() - limit if len(newest) > limit else 0)
 
 
 def _stream_mirror(conn: str, key: bytes) -> StreamMirror | None:
@@ -162,6 +181,10 @@ def _panel(
         panel.no_data = True
         return panel
     now = timezone.now()
+    stream = mirror.stream if isinstance(mirror, GroupMirror) else mirror
+    # A DLQ's charts show its origin streams' annotations too: a deploy of the service is why it grew.
+    keys = [stream.key_bytes, *(str(k).encode() for k in (stream.dlq_sources or [])[:10])]
+    panel.notes, panel.notes_left_out = notes_in(conn=stream.connection, keys=keys, start=now - window.delta, end=now)
     panel.charts = [
         _chart(
             spec.kind,
@@ -172,6 +195,7 @@ def _panel(
             now=now,
             unit=spec.unit,
             tone=spec.tone,
+            notes=panel.notes,
         )
         for spec in specs
     ]
