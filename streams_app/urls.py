@@ -31,6 +31,7 @@ from streams_app.views import (
     reports,
     stream,
     streams,
+    timeline,
     tokens,
 )
 from streams_app.views import export as export_views
@@ -189,6 +190,14 @@ journey_routes = [
     path("c/<conn:conn>/journey/", journey_views.journey_page, name="journey"),
 ]
 
+# The incident timeline of a connection and of a stream (issue 30), and its "add an annotation" form.
+timeline_routes = [
+    path("c/<conn:conn>/timeline/", timeline.connection_timeline, name="timeline"),
+    path("c/<conn:conn>/timeline/annotate/", timeline.connection_annotate, name="timeline-annotate"),
+    path(STREAM + "timeline/", timeline.stream_timeline, name="stream-timeline"),
+    path(STREAM + "timeline/annotate/", timeline.stream_annotate, name="stream-timeline-annotate"),
+]
+
 # Prometheus scrape endpoint: a bearer token, no session, no page.
 metrics_routes = [
     path("metrics", metrics.metrics, name="metrics"),
@@ -215,5 +224,6 @@ urlpatterns = [
     *metrics_routes,
     *search_routes,
     *journey_routes,
+    *timeline_routes,
     path("api/v1/", include("streams_app.api_urls")),
 ]

@@ -105,6 +105,9 @@ ROWS.update(
             "c/<conn:conn>/streams/<seg:key>/retries/delete/",
             "c/<conn:conn>/streams/<seg:key>/retries/all/preview/",
             "c/<conn:conn>/streams/<seg:key>/tail/",
+            # the incident timeline: snapshots, alerts, actions (no parameters) and annotations, no entry
+            "c/<conn:conn>/streams/<seg:key>/timeline/",
+            "c/<conn:conn>/streams/<seg:key>/timeline/annotate/",
             "c/<conn:conn>/dlq/<seg:key>/search/requeue/confirm/",
             "c/<conn:conn>/dlq/<seg:key>/search/requeue/",
             "c/<conn:conn>/streams/<seg:key>/search/replay/confirm/",

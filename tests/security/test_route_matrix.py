@@ -132,6 +132,11 @@ ROUTES: dict[str, Route] = {
     "c/<conn:conn>/streams/<seg:key>/retries/delete/": ADMIN,
     "c/<conn:conn>/streams/<seg:key>/retries/all/preview/": OPERATOR,
     "c/<conn:conn>/streams/<seg:key>/tail/": READ,
+    # the incident timeline of a connection and of a stream, and its "add an annotation" form (issue 30)
+    "c/<conn:conn>/timeline/": READ,
+    "c/<conn:conn>/timeline/annotate/": OPERATOR,
+    "c/<conn:conn>/streams/<seg:key>/timeline/": READ,
+    "c/<conn:conn>/streams/<seg:key>/timeline/annotate/": OPERATOR,
     "c/<conn:conn>/progress/<seg:key>/events/": READ,
     "jobs/": READ,
     "jobs/<int:job_id>/": READ,
