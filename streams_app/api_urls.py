@@ -14,6 +14,7 @@ from django.urls import URLPattern, path
 
 from streams_app.views.api import actions, admin_actions, annotations, entries, openapi, read
 from streams_app.views.api import export as export_api
+from streams_app.views.api import journey as journey_api
 from streams_app.views.api import retries as retry_api
 from streams_app.views.api import saved_views as saved_view_api
 from streams_app.views.api import search as search_api
@@ -112,6 +113,11 @@ annotation_routes = [
     *action("annotations", annotations.annotations_route, "api-annotations"),
 ]
 
+# The journey of one event (issue 30): what the journey page shows, as JSON.
+journey_routes = [
+    path("c/<conn:conn>/journey/", journey_api.journey, name="api-journey"),
+]
+
 # The OpenAPI description of every route here, and its reference page.
 meta_routes = [
     path("openapi.json", openapi.openapi_json, name="api-openapi"),
@@ -122,5 +128,6 @@ urlpatterns = [
     *saved_view_routes,
     *streams_routes, *stream_routes, *group_routes, *dlq_routes, *retry_routes, *export_routes, *jobs_routes, *audit_routes, *meta_routes,
     *search_routes,
+    *journey_routes,
     *annotation_routes,
 ]

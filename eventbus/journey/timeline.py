@@ -46,8 +46,10 @@ class Step:
     audit: dict[str, Any] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
-    def sort_key(self) -> tuple[int, int]:
-        return self.at_ms, _ORDER.get(self.kind, 6)
+    def sort_key(self) -> tuple[int, int, int, int]:
+        """Time, then cause, then (for entries added in the same millisecond) the ID's order."""
+        ms, _, seq = (self.entry_id or "0-0").partition("-")
+        return self.at_ms, _ORDER.get(self.kind, 6), int(ms or 0), int(seq or 0)
 
     def json(self) -> dict[str, Any]:
         out = asdict(self)

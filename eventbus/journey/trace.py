@@ -279,7 +279,7 @@ def _seek(
         if not index.isdigit() or int(index) >= len(start.streams) or not ENTRY_ID.fullmatch(after):
             raise JourneyError("cursor must be the 'next' of an earlier answer.")
         first_stream, high = int(index), "(" + after
-    identity: bytes | None = None
+    identity: object = None
     for index in range(first_stream, len(start.streams)):
         key = start.streams[index]
         test = keep(key)
@@ -289,7 +289,8 @@ def _seek(
             nonlocal identity
             if not test(entry_id, fields):
                 return False
-            mine = _get(fields, b"id") or _get(fields, b"_first_id") or entry_id.encode()
+            # an event without an id (another bus) is its payload: its retries and requeues repeat it
+            mine = _get(fields, b"id") or _get(fields, b"_first_id") or _signature(fields)
             if identity is None:
                 identity = mine
                 out.stream = key
