@@ -119,6 +119,37 @@ def time_interleaved(cases: dict[str, Callable[[], object]]) -> dict[str, list[f
     return out
 
 
+def commands_of(raw, web, url: str) -> tuple[int, dict[str, int], int]:
+    """What one request of ``url`` sends to Redis: the round trips the console's redis-py makes (a
+    pipeline is one) and the commands the server ran (INFO commandstats between two CONFIG RESETSTAT),
+    so the cost of a page is read from Redis itself, not from the code under test."""
+    from redis.connection import AbstractConnection
+
+    web.get(url)  # warm: connections, cached health
+    trips = []
+    original = AbstractConnection.send_packed_command  # a pipeline sends its commands in one call
+
+    def counting(self, *args, **kwargs):
+        trips.append(1)
+        return original(self, *args, **kwargs)
+
+    raw.config_resetstat()
+    AbstractConnection.send_packed_command = counting
+    try:
+        status = web.get(url).status_code
+    finally:
+        AbstractConnection.send_packed_command = original
+    stats = raw.info("commandstats")
+    if status != 200:
+        raise RuntimeError(f"{url}: {status}")
+    calls = {
+        name.removeprefix("cmdstat_"): row["calls"]
+        for name, row in stats.items()
+        if name not in ("cmdstat_config|resetstat", "cmdstat_info", "cmdstat_config")
+    }
+    return len(trips), calls, sum(calls.values())
+
+
 def p95(values: list[float]) -> float:
     return sorted(values)[max(0, round(0.95 * len(values)) - 1)]
 
@@ -187,6 +218,19 @@ def run(server: RedisServer) -> None:
     body = web.get(group_page).content.decode()
     if "1–50 of 10000" not in body:
         raise RuntimeError("the group page does not say 1–50 of 10000")
+
+    # What a page of the pending list costs in Redis commands and round trips (issue 30 item 4: its
+    # payload previews must cost a bounded number of pipelined commands, whatever the page's size).
+    print(f"{'commands per request':<62} {'trips':>6} {'cmds':>6} {'XRANGE':>7} {'XPENDING':>9}")
+    for name, url in (
+        ("group page, pending 50 (default)", group_page),
+        ("group page, pending 200", group_page + "?count=200"),
+        ("API pending (first page)", api_pending),
+        ("API pending, 200", api_pending.replace("count=50", "count=200")),
+    ):
+        trips, calls, total = commands_of(raw, web, url)
+        print(f"{name:<62} {trips:>6} {total:>6} {calls.get('xrange', 0):>7} {calls.get('xpending', 0):>9}")
+    print()
 
     cases: dict[str, Callable[[], object]] = {
         name: (lambda u=url: web.get(u)) for name, url in {**pages, **apis}.items()

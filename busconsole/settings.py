@@ -87,6 +87,10 @@ BUSCONSOLE_UNMASKED_ROLES = parse_unmasked_roles(envlist("BUSCONSOLE_UNMASKED_RO
 BUSCONSOLE_REDIS_TIMEOUT = float(envint("BUSCONSOLE_REDIS_TIMEOUT_MS", 5000)) / 1000
 # How many keys one streams-list page may SCAN before it stops and hands back a cursor.
 BUSCONSOLE_SCAN_BUDGET = envint("BUSCONSOLE_SCAN_BUDGET", 20000)
+# Characters of the payload preview a pending row or a dead letter's row shows (page and API), ellipsis included.
+BUSCONSOLE_PREVIEW_CHARS = envint("BUSCONSOLE_PREVIEW_CHARS", 80)
+if not 8 <= BUSCONSOLE_PREVIEW_CHARS <= 1000:
+    raise ImproperlyConfigured(f"BUSCONSOLE_PREVIEW_CHARS must be 8 to 1000, not {BUSCONSOLE_PREVIEW_CHARS}")
 # Bytes of field names and values one entry added from the console may hold (the "Add entry" form and API).
 BUSCONSOLE_ENTRY_MAX_BYTES = envint("BUSCONSOLE_ENTRY_MAX_BYTES", 1048576)
 # Live tail (streams_app/live/hub.py): per-client queue, reconnect replay cap, XREAD BLOCK, and how long

@@ -477,6 +477,45 @@ def pending_page(
     Pending entries whose message was XDELed (or trimmed away) stay in the PEL until acked or
     claimed; they are marked ``exists=False`` so an operator can ack them away.
     """
+    page, _ = _pending_read(conn, key, group, consumer=consumer, min_idle_ms=min_idle_ms, after=after, count=count)
+    return page
+
+
+def pending_page_messages(
+    conn: str,
+    key: bytes,
+    group: bytes,
+    *,
+    consumer: bytes | None = None,
+    min_idle_ms: int | None = None,
+    after: str | None = None,
+    count: int = DEFAULT_PAGE,
+    mask: EntryMask | None,
+) -> tuple[PendingPage, tuple[Entry | None, ...]]:
+    """:func:`pending_page` and each row's message as ``mask`` shows it (None: no longer in the stream),
+    for the rows' payload previews.
+
+    The messages are the replies of the existence check's ``XRANGE id id`` (one per row, in the same
+    pipeline): a preview costs no command beyond what telling a deleted message apart already costs.
+    """
+    page, replies = _pending_read(
+        conn, key, group, consumer=consumer, min_idle_ms=min_idle_ms, after=after, count=count
+    )
+    messages = tuple(masked(mask, [parse_entry(raw[0])])[0] if raw else None for raw in replies)
+    return page, messages
+
+
+def _pending_read(
+    conn: str,
+    key: bytes,
+    group: bytes,
+    *,
+    consumer: bytes | None,
+    min_idle_ms: int | None,
+    after: str | None,
+    count: int,
+) -> tuple[PendingPage, list]:
+    """The page and the raw ``XRANGE id id`` reply of each of its rows (empty: the message is gone)."""
     _validate_key(key)
     count = _check_count(count)
     if min_idle_ms is not None and min_idle_ms < 0:
@@ -498,9 +537,10 @@ def pending_page(
         rows = rows[:count]
         found = pipelined(client, [lookup(key, row[0]) for row in rows]) if rows else []
     entries = tuple(parse_pending_entry(row, exists=bool(hit)) for row, hit in zip(rows, found, strict=True))
-    return PendingPage(
+    page = PendingPage(
         summary=parse_pending_summary(summary_raw), entries=entries, next=entries[-1].id if more else None
     )
+    return page, list(found)
 
 
 @dataclass(frozen=True, slots=True)

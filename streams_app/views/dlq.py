@@ -18,6 +18,7 @@ from streams_app.views.common import connection_context, is_htmx, render_screen
 from streams_app.views.dlq_triage import filter_query, triage_context
 from streams_app.views.forms import validated
 from streams_app.views.masking import masking_context, request_masker
+from streams_app.views.presenters import RowPreview, row_preview
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +28,7 @@ class DlqEntryView:
     id: str
     entry: DlqEntry
     fields: list[DecodedField]
+    preview: RowPreview  # the row's one line: the payload's type and start, masked as ``fields`` are
     url: str  # the raw entry on the stream page (all fields, raw downloads)
     original_stream_text: str | None
     original_stream_url: str | None
@@ -38,6 +40,7 @@ def dlq_entry_view(conn: str, key: bytes, entry: DlqEntry) -> DlqEntryView:
         id=entry.id,
         entry=entry,
         fields=decode_fields(entry.payload_fields),
+        preview=row_preview(entry.payload_fields),
         url=links.entry_url(conn, key, entry.id),
         original_stream_text=display_text(stream) if stream else None,
         original_stream_url=links.stream_url(conn, stream) if stream else None,

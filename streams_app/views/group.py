@@ -67,9 +67,10 @@ def group_detail(request: HttpRequest, conn: str, key: bytes, group: bytes) -> H
     rank = ranking(request.GET, sorts=reads.CONSUMER_SORTS)
     info = reads.group_info(conn, key, group)
     consumer = params["consumer"].encode() if params["consumer"] else None
-    pending = reads.pending_page(
+    # Each row's message comes with the existence check's read (one pipeline), masked for this reader.
+    pending, messages = reads.pending_page_messages(
         conn, key, group, consumer=consumer, min_idle_ms=params["min_idle_ms"],
-        after=params["after"], count=params["count"],
+        after=params["after"], count=params["count"], mask=masker.entry,
     )
     context.update(
         key=key,
@@ -82,8 +83,8 @@ def group_detail(request: HttpRequest, conn: str, key: bytes, group: bytes) -> H
         ),
         consumer_choices=len(pending.summary.consumers) <= CONSUMER_CHOICES,
         pending=pending,
-        # The message of each row (its type, or the start of its payload): one pipelined read per page.
-        pending_rows=list(zip(pending.entries, pending_previews(conn, key, pending.entries, masker=masker), strict=True)),
+        # What each row's message holds: its type and the start of its payload, masked, or "deleted".
+        pending_rows=list(zip(pending.entries, pending_previews(messages), strict=True)),
         params=params,
         # A live refresh never runs while a box is ticked, so only the whole page takes the selection.
         kept_selection=frozenset() if is_htmx(request) else _kept_selection(request, conn, key, group),

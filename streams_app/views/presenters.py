@@ -10,9 +10,10 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from django.conf import settings
+
 from streams_app.alerts.models import Alert, AlertRule
-from streams_app.masking.apply import Masker
-from streams_app.redis_ops import conventions, reads
+from streams_app.redis_ops import conventions
 from streams_app.redis_ops.decoding import DecodedField, decode_fields, display_text, escape_bidi
 from streams_app.redis_ops.ids import id_ms, id_time
 from streams_app.redis_ops.reads import GROUP_SORTS, ranked
@@ -29,6 +30,12 @@ from streams_app.views import links
 
 #: Fields longer than this are cut in the one-line summary of an entry.
 SUMMARY_CHARS = 160
+#: A field the bus (or the console's requeue and replay) writes about the event's handling starts so
+#: (``eventbus/keys.py``: ``_retries``, ``_group``, ``_unique``, ``_first_id``, ``_failed_id``,
+#: ``_failed_at``; ``eventbus/conventions.py``: ``_requeued_from``, ``_replayed_from``).
+BUS_FIELD_PREFIX = b"_"
+#: Badges of bus fields a search result shows at most, and the characters of each value.
+BUS_FIELDS_MAX, BUS_FIELD_CHARS = 12, 48
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +49,18 @@ class EntryView:
     key: bytes
     #: The time in the ID, UTC to the millisecond (``2026-01-01 00:00:00.123``); empty for an ID without one.
     time_text: str
+
+    @property
+    def bus_fields(self) -> list[tuple[str, str]]:
+        """The bus's own fields of the entry (``_retries``, ``_group``, ``_requeued_from``, ``_first_id``,
+        ...: every field named with a leading ``_``, as the event bus and the console's requeue and replay
+        write them), as (name, value) for a search result's badges, at most :data:`BUS_FIELDS_MAX`."""
+        out = [
+            (display_text(name), _cut(display_text(value[: BUS_FIELD_CHARS * 4]), BUS_FIELD_CHARS))
+            for name, value in self.entry.fields
+            if name.startswith(BUS_FIELD_PREFIX)
+        ]
+        return out[:BUS_FIELDS_MAX]
 
 
 def entry_view(conn: str, key: bytes, entry: Entry) -> EntryView:
@@ -60,59 +79,67 @@ def _id_time_text(entry_id: str) -> str:
     return "" if ms is None else id_time(ms).replace(tzinfo=None).isoformat(" ", "milliseconds")
 
 
-def _oneline(field: DecodedField) -> str:
+def _oneline(field: DecodedField, chars: int = SUMMARY_CHARS) -> str:
     # A JSON value is shown compact from its data, which keeps bidi controls: escape them as ``pretty`` does.
     text = field.decoded.pretty if field.decoded.format != "json" else escape_bidi(_compact(field.decoded.value))
-    return " ".join(text.split())[:SUMMARY_CHARS]
+    return " ".join(text.split())[:chars]
 
 
 def _compact(value: object) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
-#: Characters of the payload a pending row shows when the entry has no ``type`` field.
-PENDING_PREVIEW_CHARS = 80
-#: Bytes of each field decoded for that preview: enough for a line, however big the payload.
-PENDING_PREVIEW_BYTES = 1024
+#: Bytes of each field decoded for a row's preview: enough for a line, however big the payload.
+PREVIEW_FIELD_BYTES = 1024
 #: The field that names an event's type (the event bus's, SPEC section 5).
 TYPE_FIELD = b"type"
 
 
 @dataclass(frozen=True, slots=True)
-class PendingPreview:
-    """What a pending row says of its message: ``kind`` is ``type`` (the entry's type field),
-    ``payload`` (the start of its decoded fields) or ``deleted`` (no longer in the stream)."""
+class RowPreview:
+    """What a pending row or a dead letter's row says of its message (issue 30 item 4): its ``type``
+    field (None without one) and the start of its other fields decoded (``text``), each cut to
+    ``BUSCONSOLE_PREVIEW_CHARS`` with an ellipsis; ``deleted``: the message is no longer in the stream.
+    Built from fields the reader's mask already applied to; templates escape it, the API serialises it."""
 
-    kind: str
+    type: str | None
     text: str
-
-    @property
-    def deleted(self) -> bool:
-        return self.kind == "deleted"
+    deleted: bool = False
 
 
-def pending_preview(entry: Entry | None) -> PendingPreview:
-    """The type field when the entry has one, else a short preview of its decoded payload."""
-    if entry is None:
-        return PendingPreview("deleted", "deleted")
-    for name, value in entry.fields:
-        if name == TYPE_FIELD and value:
-            return PendingPreview("type", _cut(display_text(value[: PENDING_PREVIEW_CHARS * 4])))
-    fields = decode_fields(list(entry.fields), limit=PENDING_PREVIEW_BYTES)
-    return PendingPreview("payload", _cut("  ".join(f"{f.name}={_oneline(f)}" for f in fields[:4])))
+DELETED = RowPreview(type=None, text="", deleted=True)
 
 
-def pending_previews(
-    conn: str, key: bytes, entries: Sequence[PendingEntry], *, masker: Masker
-) -> list[PendingPreview]:
-    """:func:`pending_preview` of each pending entry, read in ONE pipelined round trip for the page
-    (:func:`streams_app.redis_ops.reads.entries_at`), masked by ``masker`` (:mod:`streams_app.masking`)."""
-    found = reads.entries_at(conn, key, [p.id for p in entries], mask=masker.entry)
-    return [pending_preview(found.get(p.id)) for p in entries]
+def row_preview(fields: Sequence[tuple[bytes, bytes]] | None) -> RowPreview:
+    """The preview of a message's ``fields`` (None: deleted from the stream)."""
+    if fields is None:
+        return DELETED
+    limit = settings.BUSCONSOLE_PREVIEW_CHARS
+    type_text = next(
+        (_cut(display_text(value[: limit * 4]), limit) for name, value in fields if name == TYPE_FIELD and value),
+        None,
+    )
+    parts: list[str] = []
+    for field in decode_fields([f for f in fields if f[0] != TYPE_FIELD], limit=PREVIEW_FIELD_BYTES):
+        parts.append(f"{field.name}={_oneline(field, limit)}")
+        if sum(map(len, parts)) >= limit:  # enough for the line: the rest would be cut anyway
+            break
+    return RowPreview(type=type_text, text=_cut("  ".join(parts), limit))
 
 
-def _cut(text: str) -> str:
-    return text if len(text) <= PENDING_PREVIEW_CHARS else text[: PENDING_PREVIEW_CHARS - 1] + "…"
+def pending_previews(messages: Sequence[Entry | None]) -> list[RowPreview]:
+    """The preview of each pending row's message, as :func:`~streams_app.redis_ops.reads.pending_page_messages`
+    read and masked it (None: deleted)."""
+    return [row_preview(None if m is None else m.fields) for m in messages]
+
+
+def preview_json(preview: RowPreview) -> dict | None:
+    """A row's preview for the API: null for a deleted message."""
+    return None if preview.deleted else {"type": preview.type, "text": preview.text}
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def key_text(key: bytes) -> str:
@@ -219,7 +246,12 @@ def pending_idle_json(figure: PendingIdle | None) -> dict | None:
     return None if figure is None else {"id": figure.id, "idle_ms": figure.idle_ms, "exact": figure.exact}
 
 
-def pending_json(summary: PendingSummary, entries: tuple[PendingEntry, ...], nxt: str | None) -> dict:
+def pending_json(
+    summary: PendingSummary,
+    entries: tuple[PendingEntry, ...],
+    nxt: str | None,
+    previews: Sequence[RowPreview],
+) -> dict:
     return {
         "summary": {
             "count": summary.count,
@@ -234,8 +266,9 @@ def pending_json(summary: PendingSummary, entries: tuple[PendingEntry, ...], nxt
                 "idle_ms": e.idle_ms,
                 "deliveries": e.deliveries,
                 "exists": e.exists,
+                "preview": preview_json(preview),
             }
-            for e in entries
+            for e, preview in zip(entries, previews, strict=True)
         ],
         "next": nxt,
     }

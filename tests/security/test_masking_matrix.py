@@ -82,7 +82,6 @@ ROWS.update(
             "c/<conn:conn>/streams/<seg:key>/trim/",
             "c/<conn:conn>/streams/<seg:key>/delete/preview/",
             "c/<conn:conn>/streams/<seg:key>/delete/",
-            "c/<conn:conn>/streams/<seg:key>/groups/<seg:group>/",
             "c/<conn:conn>/streams/<seg:key>/groups/<seg:group>/charts/",
             "c/<conn:conn>/streams/<seg:key>/groups/<seg:group>/handlers/",
             "c/<conn:conn>/streams/<seg:key>/groups/<seg:group>/claim/",
@@ -119,7 +118,6 @@ ROWS.update(
             "api/v1/c/<conn:conn>/streams/<seg:key>/replay",
             "api/v1/c/<conn:conn>/streams/<seg:key>/trim",
             "api/v1/c/<conn:conn>/streams/<seg:key>/delete",
-            "api/v1/c/<conn:conn>/streams/<seg:key>/groups/<seg:group>/pending/",
             "api/v1/c/<conn:conn>/streams/<seg:key>/groups/<seg:group>/consumers/",
             "api/v1/c/<conn:conn>/streams/<seg:key>/groups/<seg:group>/claim",
             "api/v1/c/<conn:conn>/streams/<seg:key>/groups/<seg:group>/autoclaim",
@@ -147,8 +145,8 @@ ROWS.update(
         "c/<conn:conn>/streams/<seg:key>/": SHOWS,
         "c/<conn:conn>/streams/<seg:key>/entries/<eid:entry_id>/": SHOWS,
         "c/<conn:conn>/streams/<seg:key>/entries/<eid:entry_id>/raw/": Row(True, "?field=1"),  # data
-        # the group page previews each pending entry by its type when it has one (the canary entries do):
-        # checked for leaks like every route, but nothing masked is there to see
+        # a pending row previews its message: its type and the start of its payload, masked (issue 30)
+        "c/<conn:conn>/streams/<seg:key>/groups/<seg:group>/": SHOWS,
         "c/<conn:conn>/dlq/<seg:key>/": SHOWS,
         "c/<conn:conn>/dlq/<seg:key>/entries/<eid:entry_id>/": SHOWS,
         "c/<conn:conn>/streams/<seg:key>/add/": SHOWS,  # prefilled from the newest entry
@@ -159,7 +157,8 @@ ROWS.update(
         "c/<conn:conn>/streams/<seg:key>/search/": Row(True, "?q=t1"),  # a search step: matches shown
         "c/<conn:conn>/dlq/<seg:key>/search/": Row(True, "?q=t1"),
         "api/v1/c/<conn:conn>/streams/<seg:key>/entries/": SHOWS,
-        "api/v1/c/<conn:conn>/dlq/<seg:key>/": SHOWS,
+        "api/v1/c/<conn:conn>/dlq/<seg:key>/": SHOWS,  # each dead letter's payload and its preview
+        "api/v1/c/<conn:conn>/streams/<seg:key>/groups/<seg:group>/pending/": SHOWS,  # each row's preview
         "api/v1/c/<conn:conn>/dlq/<seg:key>/triage/": SHOWS,  # the error signatures, from masked errors
         "api/v1/c/<conn:conn>/streams/<seg:key>/retries/": SHOWS,
         "api/v1/c/<conn:conn>/streams/<seg:key>/export": Row(True, "?format=ndjson"),

@@ -17,7 +17,7 @@ from streams_app.jobs.models import Job
 from streams_app.redis_ops import actions, client, conventions
 from streams_app.redis_ops.decoding import decode_fields, display_text
 from streams_app.triage.counts import TriageFilter
-from streams_app.views import links
+from streams_app.views import links, presenters
 from streams_app.views.api import replies
 from streams_app.views.api import schemas as s
 from streams_app.views.api.endpoint import api_endpoint, body_input, flag, read_json
@@ -147,6 +147,7 @@ def dlq_entry_json(entry: conventions.DlqEntry) -> dict[str, Any]:
             {"name": f.name, "format": f.decoded.format, "value": f.decoded.value, "truncated": f.decoded.truncated}
             for f in decode_fields(entry.payload_fields)
         ],
+        "preview": presenters.preview_json(presenters.row_preview(entry.payload_fields)),
     }
 
 

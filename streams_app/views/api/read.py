@@ -146,16 +146,19 @@ def entries(request: HttpRequest, conn: str, key: bytes) -> JsonResponse:
 @api_endpoint(method="GET", summary="A group's pending entries (XPENDING)", tag="groups", query=PendingQuery,
               replies={200: replies.PendingReply})
 def pending(request: HttpRequest, conn: str, key: bytes, group: bytes) -> JsonResponse:
-    """The summary and one page of the pending list, each entry marked if it still exists."""
+    """The summary and one page of the pending list, each entry marked if it still exists, with a short
+    preview of its message (masked; null when the message was deleted)."""
     client.connection(conn)
     params = query(PendingQuery, request.GET)
-    page = reads.pending_page(
+    masker = request_masker(request, conn, key)
+    page, messages = reads.pending_page_messages(
         conn, key, group, consumer=params.consumer.encode() if params.consumer else None,
-        min_idle_ms=params.min_idle_ms, after=params.after, count=params.count,
+        min_idle_ms=params.min_idle_ms, after=params.after, count=params.count, mask=masker.entry,
     )
-    body = presenters.pending_json(page.summary, page.entries, page.next)
+    body = presenters.pending_json(page.summary, page.entries, page.next, presenters.pending_previews(messages))
     longest = reads.pending_longest_idle(conn, key, group, pending=page.summary.count) if page.summary.count else None
     body["summary"]["longest_idle"] = presenters.pending_idle_json(longest)
+    masker.reveal_record()
     return JsonResponse(body)
 
 

@@ -231,14 +231,25 @@ class PendingSummary(Reply):
     longest_idle: LongestIdle | None = None  # null when nothing is pending
 
 
+class RowPreview(Reply):
+    """What a row's message holds, masked: its ``type`` field (null without one) and the start of its
+    other fields decoded (``name=value``), each at most ``BUSCONSOLE_PREVIEW_CHARS`` characters, cut
+    with an ellipsis."""
+
+    type: str | None
+    text: str
+
+
 class PendingRow(Reply):
-    """``exists`` is false for an entry deleted from the stream but still pending."""
+    """``exists`` is false for an entry deleted from the stream but still pending; its ``preview`` is then
+    null."""
 
     id: EntryIdText
     consumer: str
     idle_ms: int
     deliveries: int
     exists: bool
+    preview: RowPreview | None
 
 
 class PendingReply(Reply):
@@ -341,6 +352,7 @@ class DlqEntryRow(Reply):
     retries: int | None
     failed_at_ms: int | None
     payload: list[DlqPayloadField]
+    preview: RowPreview  # of the payload a requeue writes back
 
 
 class DlqEntriesReply(Reply):
