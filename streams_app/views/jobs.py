@@ -40,6 +40,7 @@ class KindDisplay:
 _ENTRIES = "entries"
 KIND_DISPLAY = {
     runner.KIND_REQUEUE_ALL: KindDisplay(unit=_ENTRIES, key_label="DLQ", connection=True, scope=""),
+    runner.KIND_REQUEUE_FILTERED: KindDisplay(unit=_ENTRIES, key_label="DLQ", connection=True, scope=""),
     runner.KIND_REPLAY: KindDisplay(unit=_ENTRIES, key_label="Stream", connection=True, scope=""),
     runner.KIND_PIPELINE: KindDisplay(
         unit="steps",
@@ -61,7 +62,7 @@ def job_links(job: Job) -> dict[str, str | None]:
     key = bytes.fromhex(params.get("key", ""))
     out: dict[str, str | None] = {"key": None, "target": None}
     if key and job.connection:
-        is_dlq = job.kind == "dlq.requeue_all"
+        is_dlq = job.kind in (runner.KIND_REQUEUE_ALL, runner.KIND_REQUEUE_FILTERED)
         out["key"] = links.dlq_url(job.connection, key) if is_dlq else links.stream_url(job.connection, key)
     if params.get("target") and job.connection:
         out["target"] = links.stream_url(job.connection, bytes.fromhex(params["target"]))

@@ -195,6 +195,8 @@ def test_requeue_these_requeues_exactly_the_matching_ones(operator_client: Clien
     assert (event.parameters["up_to"], event.parameters["counted"]) == (up_to, 3)
     [end] = AuditEvent.objects.filter(action="dlq.requeue_filtered.finished")
     assert end.affected == 3
+    job_page = operator_client.get(f"/jobs/{job.pk}/").content.decode()
+    assert f'href="{dlq_url(DLQ)}"' in job_page and ">DLQ<" in job_page  # the job names its DLQ, linked
 
     # run again (a redelivered task): nothing moves twice
     Job.objects.filter(pk=job.pk).update(state="queued")
