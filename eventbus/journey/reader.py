@@ -38,9 +38,10 @@ def pairs(raw: Any) -> Fields:
     """An entry's fields in order: redis-py's parsed dict, or Redis's flat list."""
     if raw is None:
         return []
-    if isinstance(raw, dict):
-        return [(_bytes(k), _bytes(v)) for k, v in raw.items()]
-    return [(_bytes(raw[i]), _bytes(raw[i + 1])) for i in range(0, len(raw) - 1, 2)]
+    items = list(raw.items()) if isinstance(raw, dict) else list(zip(raw[::2], raw[1::2], strict=False))
+    if items and not (isinstance(items[0][0], bytes) and isinstance(items[0][1], bytes)):  # a decoding client
+        return [(_bytes(k), _bytes(v)) for k, v in items]
+    return items
 
 
 def row(raw: Any) -> dict[str, Any]:
@@ -110,14 +111,14 @@ class Reader:
     # ------------------------------------------------------------------------------ entries
 
     def _entries(self, key: bytes, raw: Any) -> list[tuple[str, Fields]]:
-        out = []
+        shown, out = self.shown, []
         for entry_id, flat in raw or ():
-            text_id = _text(entry_id)
+            text_id = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
             fields = pairs(flat)
-            if self.shown is not None:
-                fields = self.shown(key, text_id, fields)
+            if shown is not None:
+                fields = shown(key, text_id, fields)
             out.append((text_id, fields))
-            self.seen.add((key, text_id))
+        self.seen.update((key, i) for i, _ in out)
         self.entries += len(out)
         return out
 
@@ -152,16 +153,19 @@ class Reader:
         limit: int,
         keep: Callable[[str, Fields], bool],
         done: Callable[[], bool] = lambda: False,
+        first_page: int = PAGE,
     ) -> tuple[list[tuple[str, Fields]], str | None, bool]:
         """Read ``key`` between ``low`` and ``high`` page by page, at most ``limit`` entries, keeping what
         ``keep`` accepts, until the range ends (``complete``) or ``done()`` says nothing more is wanted.
 
         Returns the kept entries, the last ID read (the cursor to continue from) and whether the range
-        was read to its end (or ``done``)."""
+        was read to its end (or ``done``). ``first_page``: a smaller first page, for a read that is likely to
+        be done at once (a dead letter found right after the failure that filed it)."""
         kept: list[tuple[str, Fields]] = []
-        read, last = 0, None
+        read, last, size = 0, None, first_page
         while True:
-            want = min(PAGE, limit - read, self.left())
+            want = min(size, limit - read, self.left())
+            size = PAGE
             if want <= 0:
                 return kept, last, False
             page = self.page(key, low, high, forward=forward, count=want)

@@ -40,7 +40,7 @@ from typing import Any
 import msgpack
 
 from .. import keys as bus_keys
-from ..conventions import DlqPattern, detect_dlq, dlq_candidates, parse_dlq_entry
+from ..conventions import OMNI_DLQ_PREFIX, DlqPattern, detect_dlq, dlq_candidates, parse_dlq_entry
 from ..text import id_ms
 from .reader import Fields, Reader, Shown
 
@@ -177,7 +177,10 @@ class Trace:
 
 
 def _get(fields: Fields, name: bytes) -> bytes | None:
-    return next((v for n, v in fields if n == name), None)
+    for field_name, value in fields:  # a loop, not next(genexpr): this runs for every entry read
+        if field_name == name:
+            return value
+    return None
 
 
 def _text(value: bytes | None) -> str | None:
@@ -328,8 +331,16 @@ def _event_in_metrics(reader: Reader, stream: bytes, event_id: bytes) -> list[st
     key = bus_keys.metrics_key(stream)
     if reader.sizes([key])[key] != "stream":
         return []
-    kept, _, _ = reader.scan(key, forward=False, limit=min(METRICS_READ, reader.left()),
-                             keep=lambda _i, f: _get(f, b"event_id") == event_id)  # fmt: skip
+    kept: list = []
+
+    def keep(_entry_id: str, fields: Fields) -> bool:
+        if _get(fields, b"event_id") == event_id:
+            kept.append(fields)
+        return False
+
+    # from the newest down to the event's newest metric event: the entry it names leads to the others
+    reader.scan(key, forward=False, limit=min(METRICS_READ, reader.left()), keep=keep, done=lambda: bool(kept))
+    kept = [(None, f) for f in kept]
     return [i.decode() for i in dict.fromkeys(_get(f, b"entry_id") or b"" for _, f in kept) if ENTRY_ID.fullmatch(i.decode())]
 
 
@@ -450,7 +461,15 @@ def _metrics(reader: Reader, out: Trace, ties: _Ties, key: bytes, first_ms: int)
     """The event's per-event metric events, from its first publish on."""
     stream_name = out.stream
 
+    wanted = ties.ids if ties.event is None else ties.ids | {ties.event}  # the scan adds no ID to ties
+
     def keep(_entry_id: str, fields: Fields) -> bool:
+        # one pass over the values first: nearly every metric event is another event's
+        for _name, value in fields:
+            if value in wanted:
+                break
+        else:
+            return False
         if ties.event is not None and _get(fields, b"event_id") == ties.event:
             return True
         return (_get(fields, b"entry_id") or b"-") in ties.ids and _get(fields, b"stream") in (None, stream_name)
@@ -516,7 +535,16 @@ def _dead_letters(
     high = str(max(lettered) + AFTER_MS) if lettered else "+"
     wanted = sum(1 for m in out.metrics if m.kind == "dead_lettered")
 
+    wanted_values = ties.ids | ({ties.event} if ties.event else set())
+    parse_all = ties.event is None and key.startswith(OMNI_DLQ_PREFIX)  # its JSON document names the entry
+
     def keep(entry_id: str, fields: Fields) -> bool:
+        # a quick look first: a dead letter of this event holds its id or one of its entry IDs as a value
+        # (or, for an event without an id, its payload); only those are parsed by their convention
+        if not parse_all and not any(value in wanted_values for _name, value in fields) and (
+            ties.event is not None or _signature(fields) not in ties.signatures
+        ):
+            return False
         parsed = parse_dlq_entry(key, entry_id, fields, patterns)
         named = {parsed.original_id, parsed.first_id} - {None}
         if any(i.encode() in ties.ids for i in named) or ties.holds("0-0", parsed.payload_fields or fields):
@@ -531,7 +559,7 @@ def _dead_letters(
     found_before = len(out.dead)
     _, _, complete = reader.scan(
         key, low=str(first_ms), high=high, limit=min(DLQ_READ, reader.left()), keep=keep,
-        done=lambda: bool(wanted) and len(out.dead) - found_before >= wanted,
+        done=lambda: bool(wanted) and len(out.dead) - found_before >= wanted, first_page=50,
     )  # fmt: skip
     if not complete:
         out.complete = False
