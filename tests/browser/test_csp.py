@@ -52,6 +52,7 @@ QUERIES = {
     "entry-raw": "?field=0",
     "autoclaim-confirm": "?consumer=sweeper&min_idle_ms=0&count=10",
     "dlq-requeue-confirm": "?up_to=9999999999999-0",
+    "dlq-triage-requeue-confirm": "?group=billing",
     "stream-search": "?q=order",
     "dlq-search": "?q=order",
     "dlq-search-requeue-confirm": "?q=order",
