@@ -230,9 +230,14 @@ def trace(
         if not seeds:
             out.notes.append(f"No entry {start.value} in this stream (never added, deleted or trimmed away).")
             return _finish(out)
-        out.stream = start.streams[0]
+        key = start.streams[0]
+        if detect_dlq(key, patterns) is not None:  # a dead letter: the journey of its event, in its stream
+            key, seeds = _from_dead_letter(reader, out, key, start.value, seeds[start.value], patterns)
+            if key is None:
+                return _finish(out)
+        out.stream = key
         out.entries.update(seeds)
-        out.event_id = _text(_get(seeds[start.value], b"id"))
+        out.event_id = next((_text(_get(f, b"id")) for f in seeds.values() if _get(f, b"id")), None)
     else:
         # the scan for the start leaves a part of the budget, and a third of the time, to follow what it finds
         reader.deadline_ms = budget_ms * 2 // 3
@@ -242,6 +247,38 @@ def trace(
             return _finish(out)
     _follow(reader, out, patterns, probe)
     return _finish(out)
+
+
+def _from_dead_letter(
+    reader: Reader, out: Trace, key: bytes, entry_id: str, fields: Fields, patterns: Sequence[DlqPattern]
+) -> tuple[bytes | None, dict[str, Fields]]:
+    """The stream a dead letter came from and its event's entries there: by the IDs the dead letter names
+    (the first publish, the last attempt), else (a convention that names none) the newest entry with its
+    id or its payload, read back within the budget."""
+    parsed = parse_dlq_entry(key, entry_id, fields, patterns)
+    origin = parsed.original_stream
+    if not origin or reader.sizes([origin])[origin] != "stream":
+        out.notes.append(f"Dead letter {entry_id} does not say which stream it came from, or that stream is gone.")
+        return None, {}
+    ids = [i for i in (parsed.first_id, parsed.original_id) if i and ENTRY_ID.fullmatch(i)]
+    found = reader.lookup(origin, ids) if ids else {}
+    if not found:
+        event = _get(parsed.payload_fields, b"id")
+        signature = _signature(parsed.payload_fields)
+        hits: list[tuple[str, Fields]] = []
+
+        def keep(found_id: str, f: Fields) -> bool:
+            if (_get(f, b"id") == event) if event else _signature(f) == signature:
+                hits.append((found_id, f))
+            return False
+
+        reader.scan(origin, forward=False, limit=max(0, reader.left() - FOLLOW_READ), keep=keep,
+                    done=lambda: bool(hits))  # fmt: skip
+        found = dict(hits[:1])
+    if not found:
+        out.notes.append(f"The entries of dead letter {entry_id}'s event are no longer in its stream.")
+        return None, {}
+    return origin, found
 
 
 def _finish(out: Trace) -> Trace:

@@ -74,6 +74,12 @@ def stream_url(conn: str, key: bytes) -> str:
 
 
 @register.simple_tag
+def journey_url(conn: str, key: bytes, entry_id: str) -> str:
+    """The journey of the event an entry (or a dead letter) belongs to."""
+    return links.journey_url(conn, key, entry_id)
+
+
+@register.simple_tag
 def group_url(conn: str, key: bytes, group: bytes) -> str:
     return links.group_url(conn, key, group)
 

@@ -43,7 +43,8 @@ def _row(e: EntryView, selectable: bool, revealing: bool) -> str:
         else ""
     )
     return (
-        f'\n      <tr>\n        <td class="mono nowrap">{tick}<a href="{escape(e.url)}">{entry_id}</a></td>'
+        f'\n      <tr>\n        <td class="mono nowrap">{tick}<a href="{escape(e.url)}">{entry_id}</a>'
+        f' <a class="small journey-link" href="{escape(links.journey_url(e.conn, e.key, e.id))}" data-journey>journey</a></td>'
         f'\n        <td class="nowrap small">{escape(e.time_text)}</td>'
         f'\n        <td>\n          <details>\n            <summary class="mono small">{escape(e.summary)}</summary>'
         f"\n            {entry_fields(e, revealing)}\n          </details>\n        </td>\n      </tr>"
