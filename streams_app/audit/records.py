@@ -61,6 +61,8 @@ def audit_write(
     params = _jsonable(record.params)
     if len(ids) > AUDIT_MAX_IDS:
         params["ids_count"] = len(ids)
+        # the lowest and highest of them too, so what the row names can still be found by ID (a journey)
+        params["ids_range"] = [min(ids, key=_id_order), max(ids, key=_id_order)]
         ids = ids[:AUDIT_MAX_IDS]
     authenticated = user is not None and user.is_authenticated
     if identity is None and authenticated:
@@ -107,6 +109,12 @@ def audit_write_system(
     return audit_write(
         user=user, record=record, outcome=outcome, error=error, duration_ms=duration_ms, identity=identity
     )
+
+
+def _id_order(entry_id: str) -> tuple[int, int]:
+    """An entry ID's place in a stream (text that is no ID sorts first)."""
+    ms, _, seq = entry_id.partition("-")
+    return (int(ms), int(seq or 0)) if ms.isdigit() and (seq or "0").isdigit() else (-1, -1)
 
 
 def _jsonable(value: Any) -> Any:

@@ -38,6 +38,7 @@ from streams_app.jobs.models import Job
 from streams_app.jobs.replay_resume import replay_resume
 from streams_app.jobs.runner import Progress
 from streams_app.redis_ops import actions, reads
+from streams_app.redis_ops.commands import server_ms
 from streams_app.redis_ops.ids import parse_id
 from streams_app.search.replay import replay_matching_run
 
@@ -68,7 +69,9 @@ def requeue_all_run(job: Job, progress: Progress) -> None:
         total = _count_up_to(conn, key, up_to)
     elif not progress.settled and "dlq" in state:
         done += _left_since(conn, key, state["dlq"], at_most=max(0, (total or 0) - done))
-    state = {"cursor": cursor, "missing": missing, "failed": failed, "reasons": reasons, "dlq": _dlq_mark(conn, key)}
+    audit = state.get("audit") or _audit_start(conn, key, up_to)
+    state = {"cursor": cursor, "missing": missing, "failed": failed, "reasons": reasons, "dlq": _dlq_mark(conn, key),
+             "audit": audit}  # fmt: skip
     progress.save(done=done, total=total, progress=state, force=True)
     batch = _batch(job)
     while True:
@@ -84,8 +87,9 @@ def requeue_all_run(job: Job, progress: Progress) -> None:
         cursor = step.cursor
         if cursor is None or progress.due():
             # The DLQ's mark goes with the count it matches, in the same save (see the module docstring).
+            audit = {**audit, "copies_ms": [audit["copies_ms"][0], server_ms(conn)], "moved": done}
             state = {"cursor": cursor, "missing": missing, "failed": failed, "reasons": reasons,
-                     "dlq": _dlq_mark(conn, key)}
+                     "dlq": _dlq_mark(conn, key), "audit": audit}
             progress.save(done=done, total=total, progress=state, force=True)
         if cursor is None:
             break
@@ -95,6 +99,13 @@ def requeue_all_run(job: Job, progress: Progress) -> None:
             f"{failed} entr{'y' if failed == 1 else 'ies'} could not be requeued and stay in the DLQ: "
             + "; ".join(reasons)
         )
+
+
+def _audit_start(conn: str, key: bytes, up_to: str) -> dict[str, Any]:
+    """What the job's audit row will say it covered: the DLQ's entries from its oldest now up to ``up_to``,
+    and the time its copies are made from (their IDs in the target streams start there)."""
+    first = reads.stream_info(conn, key).first_id
+    return {"dlq_range": [first or str(parse_id(up_to)), str(parse_id(up_to))], "copies_ms": [server_ms(conn), None]}
 
 
 def _dlq_mark(conn: str, key: bytes) -> dict[str, Any]:

@@ -516,6 +516,9 @@ def _finished_audit(job: Job, started: float, *, outcome: str | None = None) -> 
     params: dict[str, Any] = {"job": job.pk, "state": job.state, "total": job.total}
     if costly := (job.progress or {}).get("too_costly"):
         params["too_costly"] = costly
+    recorded = (job.progress or {}).get("audit")
+    if isinstance(recorded, dict):  # what the kind recorded for the trail: the IDs it moved, and when
+        params.update(recorded)
     if outcome is None:
         outcome = AuditEvent.Outcome.ERROR if job.state == Job.State.FAILED else AuditEvent.Outcome.OK
     try:

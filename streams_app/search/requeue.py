@@ -17,10 +17,12 @@ not requeued: the job counts it (``too_costly``) and its note says how many stay
 
 from __future__ import annotations
 
+from streams_app.audit.records import AUDIT_MAX_IDS
 from streams_app.jobs.models import Job
 from streams_app.jobs.runner import Progress
 from streams_app.masking.apply import search_mask
 from streams_app.redis_ops import actions
+from streams_app.redis_ops.decoding import display_text
 
 from .query import compile_query
 from .scan import search_page
@@ -28,6 +30,16 @@ from .scan import search_page
 STEP_ENTRIES = 5000
 STEP_MATCHES = 500
 STEP_MS = 1000
+
+
+def _audit_update(audit: dict, requeued: tuple) -> dict:
+    """The job's audit row: each dead letter and the copy it became (the first :data:`AUDIT_MAX_IDS`), and
+    the range of the dead letters it requeued, so a journey finds the copies by ID."""
+    pairs = list(audit.get("requeued") or [])
+    pairs += [[r.dlq_id, display_text(r.stream), r.new_id] for r in requeued][: max(0, AUDIT_MAX_IDS - len(pairs))]
+    ids = [r.dlq_id for r in requeued] + list(audit.get("dlq_range") or [])
+    ordered = sorted(ids, key=lambda i: tuple(int(p) for p in i.split("-")))
+    return {"requeued": pairs, "dlq_range": [ordered[0], ordered[-1]] if ordered else None}
 
 
 def requeue_matching_run(job: Job, progress: Progress) -> None:
@@ -45,6 +57,7 @@ def requeue_matching_run(job: Job, progress: Progress) -> None:
     reasons: list[str] = list(state.get("reasons", []))
     done = job.done
     mask = search_mask(job.created_by, conn, key)  # it selects what its creator could find
+    audit: dict = dict(state.get("audit") or {"requeued": [], "dlq_range": None})
     while True:
         page = search_page(
             conn, key, query, end=up_to, direction="asc", cursor=cursor, limit=STEP_MATCHES,
@@ -55,6 +68,7 @@ def requeue_matching_run(job: Job, progress: Progress) -> None:
         if page.matches:
             result = actions.requeue(conn, key, ids=[m.id for m in page.matches], owner=f"job:{job.pk}")
             done += len(result.requeued)
+            audit = _audit_update(audit, result.requeued)
             missing += len(result.missing)
             failed += len(result.failed)
             for failure in result.failed:
@@ -69,6 +83,7 @@ def requeue_matching_run(job: Job, progress: Progress) -> None:
                 "failed": failed,
                 "reasons": reasons,
                 "too_costly": costly,
+                "audit": audit,
             }
             progress.save(done=done, total=None, progress=state, force=True)
         if page.complete:

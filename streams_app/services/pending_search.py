@@ -123,11 +123,18 @@ def pending_ack_matching(
     with action_audit(user=user, conn=conn, action="ack", stream=key, group=group, params=params) as record:
         compiled = search.compile_query(query)
         up_to = str(parse_id(up_to, allow_bare=False, what="up_to"))
+        seen: list[str] = []
+
+        def ack(ids: list[str]) -> int:
+            seen.extend((ids[0], ids[-1]))
+            return actions.ack(conn, key, group, ids=ids)
+
         scanned, matched, acked, complete = _scan(
-            conn, key, group, compiled, up_to=up_to, mask=search_mask(user, conn, key),
-            each=lambda ids: actions.ack(conn, key, group, ids=ids),
+            conn, key, group, compiled, up_to=up_to, mask=search_mask(user, conn, key), each=ack,
         )  # fmt: skip
         record.affected = acked
+        if seen:  # pages come in ID order: the first and the last acked bound the range (a journey finds it)
+            record.params["acked_range"] = [seen[0], seen[-1]]
         record.params.update(
             scanned=scanned, matched=matched, complete=complete, too_costly=compiled.too_costly
         )

@@ -1,0 +1,89 @@
+"""Bulk actions record enough in their audit rows for a journey to find them (issue 30 item 1): the
+requeue-all job its DLQ range and when its copies were made, the search-driven requeue each dead letter
+and its copy, the search-driven ack the range it acked, a selection too big for a row its ID range. Each
+is checked against the IDs Redis holds, then on the journey of one of the events they touched."""
+
+from __future__ import annotations
+
+import json
+
+import redis
+from django.test import Client
+
+from streams_app.audit.models import AuditEvent
+from streams_app.audit.records import AUDIT_MAX_IDS, ActionRecord, audit_write
+from streams_app.jobs import runner
+from tests.console.helpers import api, group_url, seg
+
+DLQ = "{orders}:dlq"
+
+
+def _dead_letters(r: redis.Redis, n: int) -> tuple[list[str], list[str]]:
+    """``n`` events of orders and their dead letters, as the bus files them."""
+    firsts, dead = [], []
+    for i in range(n):
+        fields = {"type": "order.created", "data": json.dumps({"order_id": i}), "id": f"{i:032x}"}
+        firsts.append(r.xadd("orders", fields).decode())
+        dead.append(r.xadd(DLQ, {**fields, "dlq_original_stream": "orders", "dlq_original_id": firsts[-1],
+                                 "dlq_group": "billing", "dlq_error": "ValueError: no", "dlq_retries": "0"}).decode())  # fmt: skip
+    return firsts, dead
+
+
+def _ms(entry_id: str) -> int:
+    return int(entry_id.split("-")[0])
+
+
+def test_requeue_all_records_its_range_and_the_journey_shows_it(r: redis.Redis, operator_client: Client,
+                                                                viewer_client: Client, operator) -> None:  # fmt: skip
+    firsts, dead = _dead_letters(r, 3)
+    reply = operator_client.post(api(f"/c/default/dlq/{seg(DLQ)}/requeue"), {"all": True, "up_to": dead[-1]},
+                                 content_type="application/json")  # fmt: skip
+    assert reply.status_code == 202, reply.content
+    runner.job_run(reply.json()["job"])
+    copies = [(i.decode(), f) for i, f in r.xrange("orders") if b"_requeued_from" in f]
+    assert [f[b"_requeued_from"].decode() for _, f in copies] == dead
+    finished = AuditEvent.objects.get(action="dlq.requeue_all.finished")
+    low, high = finished.parameters["dlq_range"]
+    assert _ms(low) <= _ms(dead[0]) and _ms(dead[-1]) <= _ms(high) and finished.parameters["moved"] == 3
+    start_ms, end_ms = finished.parameters["copies_ms"]
+    assert all(start_ms <= _ms(i) <= end_ms for i, _ in copies)
+
+    doc = viewer_client.get(api("/c/default/journey/"), {"q": firsts[1], "stream": "orders"}).json()
+    [requeue] = [s for s in doc["steps"] if s["kind"] == "requeue"]
+    assert requeue["entry_id"] == copies[1][0] and requeue["audit"]["action"] == "dlq.requeue_all"
+    assert requeue["audit"]["user"] == operator.username and requeue["audit"]["ids"] == [dead[1]]
+    [operator_step] = [s for s in doc["steps"] if s["kind"] == "operator"]
+    assert operator_step["audit"]["id"] == finished.pk
+
+
+def test_requeue_matching_records_each_copy(r: redis.Redis, operator_client: Client) -> None:
+    _, dead = _dead_letters(r, 4)
+    reply = operator_client.post(api(f"/c/default/dlq/{seg(DLQ)}/search/requeue"),
+                                 {"q": "data.order_id >= 2", "up_to": dead[-1]}, content_type="application/json")  # fmt: skip
+    assert reply.status_code == 202, reply.content
+    runner.job_run(reply.json()["job"])
+    made = {f[b"_requeued_from"].decode(): i.decode() for i, f in r.xrange("orders") if b"_requeued_from" in f}
+    finished = AuditEvent.objects.get(action="dlq.requeue_matching.finished")
+    assert finished.parameters["requeued"] == [[d, "orders", made[d]] for d in dead[2:]]
+    assert finished.parameters["dlq_range"] == [dead[2], dead[3]]
+
+
+def test_ack_matching_records_its_range(r: redis.Redis, operator_client: Client) -> None:
+    ids = [r.xadd("orders", {"type": "t", "data": json.dumps({"n": n})}).decode() for n in range(6)]
+    r.xgroup_create("orders", "billing", id="0")
+    r.xreadgroup("billing", "w1", {"orders": ">"}, count=10)
+    response = operator_client.post(group_url("orders", "billing") + "search/ack/",
+                                    {"q": "data.n >= 2 && data.n <= 4", "up_to": ids[-1]})  # fmt: skip
+    assert response.status_code == 302
+    row = AuditEvent.objects.get(action="ack")
+    assert row.parameters["acked_range"] == [ids[2], ids[4]] and row.affected == 3
+    assert [p["message_id"].decode() for p in r.xpending_range("orders", "billing", "-", "+", 10)] == \
+        [ids[0], ids[1], ids[5]]  # fmt: skip
+
+
+def test_a_selection_bigger_than_a_row_keeps_its_range(db) -> None:
+    ids = [f"{1000 + n}-{n % 3}" for n in range(AUDIT_MAX_IDS + 500)]
+    row = audit_write(user=None, record=ActionRecord(action="ack", conn="default", stream=b"orders", ids=ids),
+                      outcome="ok", error="")  # fmt: skip
+    assert row.parameters["ids_count"] == len(ids) and len(row.target_ids) == AUDIT_MAX_IDS
+    assert row.parameters["ids_range"] == [ids[0], ids[-1]]
