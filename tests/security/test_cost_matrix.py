@@ -252,6 +252,27 @@ def ack_start(c: dict[str, Client], arena: Arena, text: str) -> Outcome:
     return Outcome(False, detail=flash)
 
 
+def journey_api(c: dict[str, Client], arena: Arena, text: str) -> Outcome:
+    response = c["viewer"].get(api("/c/default/journey/"), {"q": text, "stream": KEY, "by": "search"})
+    if refused := _api_refusal(response):
+        return refused
+    assert response.status_code == 200, response.content[:300]
+    coverage = response.json()["coverage"]
+    assert coverage["complete"] or coverage["next"], coverage  # the whole stream, or where to continue
+    return Outcome(False, detail=f"read {coverage['entries_read']}", skipped=response.json()["too_costly"])
+
+
+def journey_page(c: dict[str, Client], arena: Arena, text: str) -> Outcome:
+    response = c["viewer"].get("/c/default/journey/", {"q": text, "stream": KEY, "by": "search"})
+    body = response.content.decode()
+    if response.status_code == 400:
+        refused = re.search(r'<p class="warn-text" role="alert" id="journey-error">(.*?)</p>', body, re.S)
+        assert refused, body[:500]
+        return Outcome(True, unescape(refused.group(1)))
+    assert response.status_code == 200 and 'id="journey-summary"' in body
+    return Outcome(False, detail="shown")
+
+
 SURFACES: dict[str, Callable[[dict[str, Client], Arena, str], Outcome]] = {
     "search page": search_page,
     "search API": search_api,
@@ -263,6 +284,8 @@ SURFACES: dict[str, Callable[[dict[str, Client], Arena, str], Outcome]] = {
     "requeue matching, job": requeue_start,
     "ack matching, count": ack_preview,
     "ack matching": ack_start,
+    "journey page": journey_page,
+    "journey API": journey_api,
 }
 
 
@@ -289,7 +312,7 @@ def test_every_surface_of_a_search_query_is_in_the_matrix() -> None:
     assert set(SURFACES) == {
         "search page", "search API", "export, streamed", "export, background job", "replay matching, count",
         "replay matching, job", "requeue matching, count", "requeue matching, job", "ack matching, count",
-        "ack matching",
+        "ack matching", "journey page", "journey API",
     }  # fmt: skip
 
 
