@@ -190,8 +190,8 @@ class Masker:
             found = self._omni[origin] = tuple(sorted(merged, key=lambda r: _ORDER[r.action]))
         return found
 
-    def _dlq_rules(self, entry: Entry) -> tuple[Rule, ...]:
-        parsed = conventions.parse_dlq_entry(self.key, entry.id, entry.fields)
+    def _dlq_rules(self, parsed: conventions.DlqEntry) -> tuple[Rule, ...]:
+        """The rules of a dead letter of this DLQ key, ``parsed`` as stored."""
         if parsed.convention == conventions.OMNIDAEMON:
             return self._omni_rules(parsed.original_stream)
         return self._with_origin(parsed.original_stream)
@@ -232,9 +232,24 @@ class Masker:
         """The entry as this response may show it (for a DLQ key, its origin's rules apply too)."""
         if not self.active:
             return entry
-        rules = self._dlq_rules(entry) if self._dlq else self._rules
-        fields = self._masked(entry.id, entry.fields, rules)
+        if self._dlq:
+            return self.dead_letter(entry)[0]
+        fields = self._masked(entry.id, entry.fields, self._rules)
         return entry if self.revealing else Entry(id=entry.id, fields=tuple(fields))
+
+    def dead_letter(self, entry: Entry) -> tuple[Entry, bool]:
+        """:meth:`entry` of a raw dead letter of this DLQ key, and whether the rules may hide an error it
+        records: it records one (not empty) and the shown entry differs from it. So a shown dead letter
+        without an error is told apart: a rule removed its error (``remove`` leaves no trace in the shown
+        entry), or it records none. Taken from the parse the masking needs anyway (the rules depend on the
+        origin); it tells nothing of the error but that there is one, as ``mask`` would show ``••••``."""
+        if not self._dlq:
+            return self.entry(entry), False
+        parsed = conventions.parse_dlq_entry(self.key, entry.id, entry.fields)
+        fields = self._masked(entry.id, entry.fields, self._dlq_rules(parsed))
+        if self.revealing or fields == list(entry.fields):
+            return entry, False
+        return Entry(id=entry.id, fields=tuple(fields)), bool(parsed.error)
 
     def dlq_parse(self, entry: Entry) -> conventions.DlqEntry:
         """A raw dead letter of this DLQ key as this response may show it: masked by :meth:`entry` first,

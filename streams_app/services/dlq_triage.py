@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from streams_app.jobs import runner as jobs
 from streams_app.jobs.models import Job
-from streams_app.masking.apply import search_mask
+from streams_app.masking.apply import masker_for
 from streams_app.redis_ops import reads
 from streams_app.redis_ops.errors import InvalidArgument
 from streams_app.redis_ops.ids import parse_id
@@ -36,7 +36,7 @@ def dlq_triage(
     """The DLQ's counts by signature, group and origin, as ``user`` may see its dead letters (masked,
     never revealed: a count is a search over every entry looked at)."""
     dlq_require(conn=conn, key=key)
-    return triage_count(conn, key, mask=search_mask(user, conn, key), before=before, limit=limit)
+    return triage_count(conn, key, masker=masker_for(user, conn, key), before=before, limit=limit)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +66,7 @@ def dlq_requeue_filtered_preview(
     """Count the dead letters ``where`` matches up to the newest one now (a read: no audit row)."""
     _require_filter(where)
     dlq_require(conn=conn, key=key)
-    counted = triage_count(conn, key, mask=search_mask(user, conn, key), where=where)
+    counted = triage_count(conn, key, masker=masker_for(user, conn, key), where=where)
     return RequeueFilteredPreview(
         filter=where, up_to=counted.newest, count=sum(b.count for b in counted.signatures),
         looked=counted.looked, depth=counted.depth, complete=counted.complete,

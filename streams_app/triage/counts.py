@@ -10,6 +10,11 @@ What is counted is what the viewer may see: the mask is applied before the parse
 ``dlq_error`` makes the error ``••••``, counted as the signature ``••••``; a rule on ``dlq_group``
 hides the group the same way), so no label carries a masked value, and the filtered list and the
 requeue job, which apply the same mask before the same filter, select exactly the entries counted.
+A rule that removes the error (``remove``) leaves no trace in the shown dead letter, which would then
+read as one recording no error: :class:`ShownDeadLetters` keeps, from the masking, which dead letters
+recorded an error the rules hid, and counts those under ``••••`` too (:data:`MASKED`, what ``/reports/``
+shows for an error a rule hides), while one recording none stays under
+:data:`~pipeline.signatures.NO_ERROR`.
 The counting is plain ``collections.Counter`` work: no library counts parsed dead letters for us.
 """
 
@@ -24,11 +29,12 @@ from typing import Any
 from django.conf import settings
 
 from pipeline.signatures import normalize_error
+from streams_app.masking.apply import MASKED, Masker
 from streams_app.redis_ops import actions, reads
 from streams_app.redis_ops.conventions import DlqEntry
 from streams_app.redis_ops.decoding import display_text
 from streams_app.redis_ops.errors import InvalidArgument
-from streams_app.redis_ops.types import Entry
+from streams_app.redis_ops.types import Entry, EntryMask
 
 #: Dead letters read per XREVRANGE (the access layer's largest page).
 PAGE = 1000
@@ -47,6 +53,47 @@ def signature_of(error: str | None) -> str:
 
 def origin_text(entry: DlqEntry) -> str | None:
     return display_text(entry.original_stream) if entry.original_stream else None
+
+
+class ShownDeadLetters:
+    """A DLQ's dead letters as one reader sees them, and the signature each is counted and filtered under.
+
+    ``mask`` is what :func:`~streams_app.redis_ops.actions.dlq_entries` applies to each raw dead letter
+    (None when no rule applies): :meth:`Masker.dead_letter`, which also says whether the rules may hide
+    an error the dead letter records, from the parse the masking makes anyway (no second read, nothing
+    of the error's text). :meth:`signature` then counts a dead letter that shows no error under
+    :data:`MASKED` when it recorded one (a ``remove`` rule left it out: ``/reports/`` shows such an
+    error as :data:`MASKED` too), under :data:`~pipeline.signatures.NO_ERROR` when it recorded none.
+    Rules can differ per origin stream: the masker finds each dead letter's (cached per origin). The
+    IDs kept are those of the dead letters masked since :meth:`forget`: a caller reading page after
+    page forgets each page once it is counted.
+    """
+
+    def __init__(self, masker: Masker | None) -> None:
+        self._hid: set[str] = set()
+        self.mask: EntryMask | None = self._masking(masker) if masker is not None and masker.active else None
+
+    def _masking(self, masker: Masker) -> EntryMask:
+        def mask(entry: Entry) -> Entry:
+            shown, hiding = masker.dead_letter(entry)
+            if hiding:
+                self._hid.add(entry.id)
+            return shown
+
+        return mask
+
+    def signature(self, entry: DlqEntry) -> str:
+        """The error signature of a dead letter masked by :attr:`mask`."""
+        if not entry.error and entry.id in self._hid:
+            return MASKED  # it records an error, and a rule left it out
+        return signature_of(entry.error)
+
+    def where(self, where: TriageFilter | None) -> Callable[[DlqEntry], bool] | None:
+        """``where`` as the predicate of a ``dlq_entries`` read masked by :attr:`mask` (None: no filter)."""
+        return functools.partial(where.matches, shown=self) if where else None
+
+    def forget(self) -> None:
+        self._hid.clear()
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,8 +116,9 @@ class TriageFilter:
     def __bool__(self) -> bool:
         return any(v not in (None, False) for v in self.params().values())
 
-    def matches(self, entry: DlqEntry) -> bool:
-        if self.signature is not None and signature_of(entry.error) != self.signature:
+    def matches(self, entry: DlqEntry, *, shown: ShownDeadLetters) -> bool:
+        """Whether a dead letter masked by ``shown.mask`` is one of this filter's."""
+        if self.signature is not None and shown.signature(entry) != self.signature:
             return False
         if (self.no_group and entry.group is not None) or (self.group is not None and entry.group != self.group):
             return False
@@ -149,26 +197,30 @@ def triage_count(
     conn: str,
     key: bytes,
     *,
-    mask: Callable[[Entry], Entry] | None,
+    masker: Masker | None,
     before: str | None = None,
     limit: int | None = None,
     where: TriageFilter | None = None,
 ) -> TriageCounts:
     """Count the newest ``limit`` dead letters older than ``before`` (see the module docstring); with
-    ``where``, only those it matches are counted (what "requeue these" would move)."""
+    ``where``, only those it matches are counted (what "requeue these" would move). ``masker``: how the
+    reader sees the dead letters (None: no rule applies)."""
     limit = triage_limit(limit)
     depth = reads.stream_info(conn, key).length  # a missing DLQ is a 404 here
     by_signature: Counter[str] = Counter()
     by_group: Counter[str | None] = Counter()
     by_origin: Counter[str | None] = Counter()
     looked, cursor, newest, oldest = 0, before, None, None
+    shown = ShownDeadLetters(masker)
     while looked < limit:
-        entries, cursor = actions.dlq_entries(conn, key, before=cursor, count=min(PAGE, limit - looked), mask=mask)
+        count = min(PAGE, limit - looked)
+        entries, cursor = actions.dlq_entries(conn, key, before=cursor, count=count, mask=shown.mask)
         for entry in entries:
-            if where is None or where.matches(entry):
-                by_signature[signature_of(entry.error)] += 1
+            if where is None or where.matches(entry, shown=shown):
+                by_signature[shown.signature(entry)] += 1
                 by_group[entry.group] += 1
                 by_origin[origin_text(entry)] += 1
+        shown.forget()
         looked += len(entries)
         if entries:
             newest = newest or entries[0].id

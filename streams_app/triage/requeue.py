@@ -3,8 +3,9 @@
 The body walks the DLQ newest first from ``up_to`` (the newest dead letter when the operator confirmed:
 later arrivals are never read) with :func:`streams_app.redis_ops.actions.dlq_entries`, one bounded step
 at a time, its filter the job's :class:`~streams_app.triage.counts.TriageFilter` over each dead letter as
-its creator sees it (masked: a signature counted from a masked error selects the same entries here), and
-requeues each step's matches with the per-entry atomic move of the requeue buttons
+its creator sees it (masked, by :class:`~streams_app.triage.counts.ShownDeadLetters`: a signature counted
+from a masked error, ``••••`` for one a rule removed too, selects the same entries here), and requeues
+each step's matches with the per-entry atomic move of the requeue buttons
 (:func:`streams_app.redis_ops.actions.requeue`: "still in the DLQ? XADD + XDEL", under the job's own
 lease on a cluster). The cursor (an exclusive upper bound) is saved with the counts.
 
@@ -18,11 +19,11 @@ from __future__ import annotations
 
 from streams_app.jobs.models import Job
 from streams_app.jobs.runner import Progress
-from streams_app.masking.apply import search_mask
+from streams_app.masking.apply import masker_for
 from streams_app.redis_ops import actions
 from streams_app.redis_ops.ids import U64_MAX, parse_id
 
-from .counts import TriageFilter
+from .counts import ShownDeadLetters, TriageFilter
 
 #: Matches requeued per step, and dead letters read per step at most (a step may find no match).
 STEP_MATCHES = 500
@@ -46,11 +47,14 @@ def requeue_filtered_run(job: Job, progress: Progress) -> None:
     failed = int(state.get("failed", 0))
     reasons: list[str] = list(state.get("reasons", []))
     done = job.done
-    mask = search_mask(job.created_by, conn, key)  # it selects what its creator was shown and counted
+    # it selects what its creator was shown and counted (never revealed: a removed error is a hidden one)
+    shown = ShownDeadLetters(masker_for(job.created_by, conn, key))
     while cursor is not None:
         matches, cursor = actions.dlq_entries(
-            conn, key, before=cursor, count=STEP_MATCHES, where=where.matches, scan_limit=STEP_ENTRIES, mask=mask
-        )
+            conn, key, before=cursor, count=STEP_MATCHES, where=shown.where(where), scan_limit=STEP_ENTRIES,
+            mask=shown.mask,
+        )  # fmt: skip
+        shown.forget()
         if matches:
             result = actions.requeue(conn, key, ids=[m.id for m in matches], owner=f"job:{job.pk}")
             done += len(result.requeued)

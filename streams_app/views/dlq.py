@@ -11,6 +11,7 @@ from streams_app import services
 from streams_app.redis_ops import actions, conventions, reads
 from streams_app.redis_ops.conventions import DlqEntry
 from streams_app.redis_ops.decoding import DecodedField, decode_fields, display_text
+from streams_app.triage.counts import ShownDeadLetters
 from streams_app.views import links
 from streams_app.views.action_forms import DlqPageForm
 from streams_app.views.actions import requeued_links_take
@@ -72,6 +73,7 @@ def dlq_detail(request: HttpRequest, conn: str, key: bytes) -> HttpResponse:
     params = validated(DlqPageForm, request.GET)
     kind = services.dlq_require(conn=conn, key=key)
     masker = request_masker(request, conn, key)
+    shown = ShownDeadLetters(masker)  # a triage count's signature, •••• too for an error a rule removed
     info = reads.stream_info(conn, key)
     entries, older = actions.dlq_entries(
         conn,
@@ -79,8 +81,8 @@ def dlq_detail(request: HttpRequest, conn: str, key: bytes) -> HttpResponse:
         before=params["before"],
         count=params["count"],
         error_contains=params["error"],
-        where=params["filter"].matches if params["filter"] else None,  # a triage count's dead letters
-        mask=masker.entry,
+        where=shown.where(params["filter"]),  # a triage count's dead letters
+        mask=shown.mask,
     )
     # Masked before the parse and the error filter: a rule on the error hides it and cannot be searched.
     rows = [dlq_entry_view(conn, key, entry) for entry in entries]

@@ -16,7 +16,7 @@ from streams_app import services
 from streams_app.jobs.models import Job
 from streams_app.redis_ops import actions, client, conventions
 from streams_app.redis_ops.decoding import decode_fields, display_text
-from streams_app.triage.counts import TriageFilter
+from streams_app.triage.counts import ShownDeadLetters, TriageFilter
 from streams_app.views import links, presenters
 from streams_app.views.api import replies
 from streams_app.views.api import schemas as s
@@ -159,10 +159,11 @@ def dlq_entries(request: HttpRequest, conn: str, key: bytes) -> JsonResponse:
     params = s.query(s.DlqEntriesQuery, request.GET)
     services.dlq_require(conn=conn, key=key)
     masker = request_masker(request, conn, key)
+    shown = ShownDeadLetters(masker)  # a triage count's signature, •••• too for an error a rule removed
     where = TriageFilter.from_params(params.triage_filter())  # a triage count's dead letters
     entries, older = actions.dlq_entries(
         conn, key, before=params.before, count=params.count, error_contains=params.error,
-        where=where.matches if where else None, mask=masker.entry,
+        where=shown.where(where), mask=shown.mask,
     )  # fmt: skip
     rows = [dlq_entry_json(e) for e in entries]
     masker.reveal_record()
