@@ -10,7 +10,20 @@ operator actions its audit log holds.
 from __future__ import annotations
 
 from .timeline import NO_CONSOLE, Journey, Step, journey_of
-from .trace import BUDGET, BY, Delivery, JourneyError, Probe, Start, Trace, start_of, trace
+from .trace import (
+    BUDGET,
+    BY,
+    Delivery,
+    JourneyError,
+    Probe,
+    Replayed,
+    ReplayProbe,
+    SourceProbe,
+    Start,
+    Trace,
+    start_of,
+    trace,
+)
 
-__all__ = ["BUDGET", "BY", "NO_CONSOLE", "Delivery", "Journey", "JourneyError", "Probe", "Start", "Step", "Trace",
-           "journey_of", "start_of", "trace"]
+__all__ = ["BUDGET", "BY", "NO_CONSOLE", "Delivery", "Journey", "JourneyError", "Probe", "ReplayProbe", "Replayed",
+           "SourceProbe", "Start", "Step", "Trace", "journey_of", "start_of", "trace"]

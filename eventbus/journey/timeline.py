@@ -99,6 +99,11 @@ def steps(trace: Trace) -> list[Step]:
             text += f" (type {shown['type']})"
         out.append(Step(kind, _entry_ms(entry_id), text, key=stream, entry_id=entry_id, group=aimed,
                         attempt=int(retries) if retries and retries.isdigit() else None, fields=shown))  # fmt: skip
+    for copy in trace.replays:
+        target = display_text(copy.key)
+        out.append(Step("replay", _entry_ms(copy.id), f"replayed from {copy.source_id} of {stream}: added to {target} "
+                        f"as {copy.id}", key=target, entry_id=copy.id,
+                        fields={display_text(n): display_text(v) for n, v in copy.fields}))  # fmt: skip
     metrics_key = display_text(bus_keys.metrics_key(trace.stream or b""))
     failures = {(m.group, m.entry_id) for m in trace.metrics}
     for m in trace.metrics:

@@ -25,6 +25,16 @@ do not name (the retry that succeeded, the requeued copy, a foreign bus's retrie
 forward from the moment it can have been made, stopping as soon as it is found; the console first
 probes the copies its audit rows name (:data:`Probe`), so a requeue through it is found by ID.
 
+**Replays.** A replayed copy names its original (``_replayed_from``) but not the original's stream, and
+nothing in the original names the copy: only whoever replayed it knows where it went. The console's audit
+rows do, so it hands the journey two more hooks: where the copies of the event's entries are
+(:data:`ReplayProbe`: a window of IDs in each target stream, read within the budget, a batch's copies
+being contiguous) and, for a journey started from a copy, which streams it may have been replayed from
+(:data:`SourceProbe`): the journey is then the original's, with the copy on it. ``python -m eventbus``,
+which has no audit log, finds a replay into the same stream (its copy names an ID of that stream) and,
+from a copy found by an event id or a query over several streams, its original in the other streams named
+with ``--stream``; a copy in another stream it finds only when it scans that stream for the event.
+
 Written here rather than taken from a library: it is a bounded walk over the bus's own keys and field
 names, which nothing off the shelf knows; it is Django-free so that ``python -m eventbus journey``
 (Redis only) and the console run this one copy.
@@ -68,6 +78,13 @@ BOOKKEEPING = frozenset({b"_retries", b"_group", b"_first_id", b"_failed_id", b"
 Probe = Callable[[bytes, Sequence[bytes], int], Sequence[tuple[bytes, str]]]
 """``(stream, dlq keys, since ms) -> [(key, entry ID)]``: entries someone else knows were made from this
 event's keys (the console: the copies its audit rows name), looked up by ID before anything is scanned."""
+
+ReplayProbe = Callable[[bytes, Sequence[str], int], Sequence[tuple[bytes, str, str]]]
+"""``(stream, the event's entry IDs there, since ms) -> [(target stream, low ID, high ID)]``: where replayed
+copies of those entries are (the console: its replay jobs' audit rows), each window read within the budget."""
+
+SourceProbe = Callable[[bytes, str], Sequence[bytes]]
+"""``(stream, entry ID of a replayed copy) -> [stream]``: the streams it may have been replayed from."""
 
 
 class JourneyError(ValueError):
@@ -137,6 +154,16 @@ class DeadLetter:
 
 
 @dataclass(frozen=True, slots=True)
+class Replayed:
+    """A replayed copy of one of the event's entries in another stream (one in its own stream is an entry)."""
+
+    key: bytes
+    id: str
+    source_id: str
+    fields: Fields
+
+
+@dataclass(frozen=True, slots=True)
 class Delivery:
     """One group and one entry of the event: ``state`` is pending, acked, skipped or not_delivered."""
 
@@ -161,6 +188,7 @@ class Trace:
     waiting: list[Waiting] = field(default_factory=list)
     dead: list[DeadLetter] = field(default_factory=list)
     deliveries: list[Delivery] = field(default_factory=list)
+    replays: list[Replayed] = field(default_factory=list)
     groups: list[str] = field(default_factory=list)
     bus_metrics: bool = False  # the stream has the bus's metric events: its workers are ours
     others: list[tuple[bytes, str]] = field(default_factory=list)  # other events a scan matched: (stream, entry)
@@ -215,6 +243,8 @@ def trace(
     budget: int = BUDGET,
     budget_ms: int = BUDGET_MS,
     probe: Probe | None = None,
+    replays: ReplayProbe | None = None,
+    sources: SourceProbe | None = None,
 ) -> Trace:
     """The reads of one journey (module docstring). ``query`` is the compiled query of a ``search``
     start (:func:`eventbus.search.compile_query`, or the console's); ``cursor`` a previous ``next``."""
@@ -245,8 +275,35 @@ def trace(
         reader.deadline_ms = budget_ms
         if not found:
             return _finish(out)
-    _follow(reader, out, patterns, probe)
+    _to_original(reader, out, sources)
+    _follow(reader, out, patterns, probe, replays)
     return _finish(out)
+
+
+def _to_original(reader: Reader, out: Trace, sources: SourceProbe | None) -> None:
+    """A start on a replayed copy whose original is in another stream: the journey becomes the original's,
+    with the copy on it (module docstring). The other streams to look in: those the start names, then the
+    ones ``sources`` says the copy may have come from."""
+    assert out.stream is not None
+    copies = {i: _get(f, b"_replayed_from") for i, f in out.entries.items()}
+    wanted = {v.decode() for v in copies.values() if v and ENTRY_ID.fullmatch(v.decode("ascii", "replace"))}
+    if not wanted or reader.lookup(out.stream, sorted(wanted)):
+        return  # not a copy, or its original is in its own stream: followed as any entry it names
+    candidates = [s for s in out.start.streams if s != out.stream]
+    if sources is not None:
+        for copy_id in copies:
+            candidates += [s for s in sources(out.stream, copy_id) if s not in candidates and s != out.stream]
+    kinds = reader.sizes(candidates) if candidates else {}
+    for key in candidates:
+        found = reader.lookup(key, sorted(wanted)) if kinds.get(key) == "stream" else {}
+        if found:
+            out.replays += [Replayed(out.stream, i, v.decode(), out.entries[i]) for i, v in copies.items()
+                            if v and v.decode() in found]  # fmt: skip
+            out.stream, out.entries = key, dict(found)
+            out.event_id = next((_text(_get(f, b"id")) for f in found.values() if _get(f, b"id")), None)
+            return
+    out.notes.append("This entry is a replayed copy of " + ", ".join(sorted(wanted)) + ", which is in none of the "
+                     "streams looked in: name the stream it was replayed from.")  # fmt: skip
 
 
 def _from_dead_letter(
@@ -425,7 +482,9 @@ class _Ties:
         return self.event is None and _get(fields, b"id") is None and _signature(fields) in self.signatures
 
 
-def _follow(reader: Reader, out: Trace, patterns: Sequence[DlqPattern], probe: Probe | None) -> None:
+def _follow(
+    reader: Reader, out: Trace, patterns: Sequence[DlqPattern], probe: Probe | None, replays: ReplayProbe | None
+) -> None:
     stream = out.stream
     assert stream is not None
     ties = _Ties(out)
@@ -454,6 +513,8 @@ def _follow(reader: Reader, out: Trace, patterns: Sequence[DlqPattern], probe: P
                     if ties.holds(found_id, fields):
                         out.entries[found_id] = fields
                         ties.add(found_id, fields)
+    if replays is not None:
+        _replayed(reader, out, ties, replays(stream, sorted(out.entries), first_ms))
     _copies(reader, out, ties, first_ms)
     _named(reader, out, ties)
     _gone_dead_letters(out, ties)
@@ -646,6 +707,36 @@ def _copies(reader: Reader, out: Trace, ties: _Ties, first_ms: int) -> None:
             "Stopped looking for copies not named by ID (a last retry, a requeued copy) after "
             f"{min(FOLLOW_READ, reader.budget)} entries of the stream from {low}."
         )
+
+
+def _replayed(reader: Reader, out: Trace, ties: _Ties, windows: Sequence[tuple[bytes, str, str]]) -> None:
+    """The replayed copies of the event's entries in the windows the console's audit rows name: a copy names
+    its original (``_replayed_from``); one in the event's own stream is one of its entries."""
+    assert out.stream is not None
+    windows = list(dict.fromkeys(windows))
+    kinds = reader.sizes([w[0] for w in windows]) if windows else {}
+    known = {(r.key, r.id) for r in out.replays}
+    for key, low, high in windows:
+        if kinds.get(key) != "stream" or not (ENTRY_ID.fullmatch(low) and ENTRY_ID.fullmatch(high)):
+            continue
+        originals = {i.encode() for i in out.entries}
+
+        def keep(entry_id: str, fields: Fields, key: bytes = key, originals: set = originals) -> bool:
+            source = _get(fields, b"_replayed_from")
+            return source in originals and (ties.event is None or _get(fields, b"id") in (None, ties.event))
+
+        found, _, complete = reader.scan(key, low=low, high=high, limit=min(FOLLOW_READ, reader.left()), keep=keep)
+        for entry_id, fields in found:
+            if key == out.stream:
+                if entry_id not in out.entries:
+                    out.entries[entry_id] = fields
+                    ties.add(entry_id, fields)
+            elif (key, entry_id) not in known:
+                known.add((key, entry_id))
+                out.replays.append(Replayed(key, entry_id, (_get(fields, b"_replayed_from") or b"").decode(), fields))
+        if not complete:
+            out.complete = False
+            out.notes.append(f"Stopped looking for replayed copies in {key.decode('utf-8', 'replace')} (budget).")
 
 
 def _gone_dead_letters(out: Trace, ties: _Ties) -> None:

@@ -35,7 +35,7 @@ from __future__ import annotations
 from typing import Any
 
 from streams_app.jobs.models import Job
-from streams_app.jobs.replay_resume import replay_resume
+from streams_app.jobs.replay_resume import replay_audit, replay_resume
 from streams_app.jobs.runner import Progress
 from streams_app.redis_ops import actions, reads
 from streams_app.redis_ops.commands import server_ms
@@ -142,9 +142,11 @@ def replay_run(job: Job, progress: Progress) -> None:
         return replay_matching_run(job, progress)
     run = replay_resume(job)
     done, cursor, scanned, base, total = run.done, run.cursor, run.scanned, run.base, job.total
+    audit = run.audit
     if total is None:
         total = actions.replay_count(run.conn, run.key, start=run.start, end=run.end, match=run.match)
-    progress.save(done=done, total=total, progress={"cursor": cursor, "scanned": scanned, "base": base}, force=True)
+    progress.save(done=done, total=total, progress={"cursor": cursor, "scanned": scanned, "base": base,
+                                                    "audit": audit}, force=True)  # fmt: skip
     batch = _batch(job)
     while True:
         step = actions.replay_range(
@@ -154,7 +156,8 @@ def replay_run(job: Job, progress: Progress) -> None:
         done = base + step.counted
         scanned += step.scanned
         cursor = step.cursor
-        progress.save(done=done, total=total, progress={"cursor": cursor, "scanned": scanned, "base": base},
-                      force=cursor is None)
+        audit = replay_audit(audit, run.conn, step, done=done)
+        progress.save(done=done, total=total, progress={"cursor": cursor, "scanned": scanned, "base": base,
+                                                        "audit": audit}, force=cursor is None)  # fmt: skip
         if cursor is None:
             return

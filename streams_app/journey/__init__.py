@@ -48,9 +48,15 @@ def journey_for(
     def probe(stream: bytes, dlq_keys: Sequence[bytes], since_ms: int) -> list[tuple[bytes, str]]:
         return audit.copies_named(conn, dlq_keys, since_ms, stream)
 
+    def replays(stream: bytes, ids: Sequence[str], since_ms: int) -> list[tuple[bytes, str, str]]:
+        return audit.replay_windows(conn, stream, ids, since_ms)
+
+    def sources(stream: bytes, copy_id: str) -> list[bytes]:
+        return audit.replay_sources(conn, stream, copy_id)
+
     found = journey_reads.journey_read(
         conn, start, mask=lambda key: search_mask(user, conn, key), query=query, cursor=cursor, budget=budget,
-        probe=probe,
+        probe=probe, replays=replays, sources=sources,
     )  # fmt: skip
     return operator_steps(conn, found)
 
@@ -60,16 +66,37 @@ def operator_steps(conn: str, journey: Journey) -> Journey:
     trace = journey.trace
     if not trace.found_any or trace.stream is None or trace.reader is None:
         return journey
-    ids = set(trace.entries) | {d.id for d in trace.dead} | {m.entry_id for m in trace.metrics}
+    # A row's IDs and ranges are of its own key (a DLQ's range says nothing of the stream's IDs, which can
+    # fall inside it), so each row is matched against the IDs of the event in that key only: a dead letter
+    # gone from its DLQ (known from its copy) may be in any DLQ, and a requeue names its copies' stream.
+    in_stream = set(trace.entries) | {m.entry_id for m in trace.metrics}
+    gone = {d.id for d in trace.dead if not d.present}
+    stream_text = trace.stream.decode("utf-8", "replace")
+
+    def ids_of(row: audit.AuditEvent) -> set[str]:
+        key = bytes(row.target_stream or b"")
+        found = {d.id for d in trace.dead if d.key == key}
+        if key == trace.stream:
+            return found | in_stream
+        return found | gone | (set(trace.entries) & audit.copies_in(row, stream_text))
+
     keys = {trace.stream, *trace.reader.keys, *(d.key for d in trace.dead if d.key)}
     first_ms = min(s.at_ms for s in journey.steps) if journey.steps else 0
     copies = {s.entry_id: s for s in journey.steps if s.kind == "requeue"}
     sources = {(s.fields or {}).get("_requeued_from"): s for s in copies.values()}
+    replays = [s for s in journey.steps if s.kind == "replay"]
     for row in reversed(audit.rows_about(conn, keys, first_ms)):  # oldest first
-        hit = audit.touches(row, ids)
+        hit = audit.touches(row, ids_of(row))
         if not hit:
             continue
         shown = audit.row_json(row, hit)
+        made = [s for s in replays if s.audit is None and (s.fields or {}).get("_replayed_from") in hit
+                and audit.made_copy(row, s.key, s.entry_id or "")]  # fmt: skip
+        for step in made:  # the replay job that made this copy: who replayed it, and its row
+            step.audit = shown
+            step.text += f" by {shown['user'] or 'the console'} ({shown['action']}, audit row {row.pk})"
+        if made:
+            continue
         step = next((copies.get(i) or sources.get(i) for i in hit if copies.get(i) or sources.get(i)), None)
         if step is not None and step.audit is None:
             step.audit = shown

@@ -32,6 +32,8 @@ def journey_read(
     cursor: str | None = None,
     budget: int = core.BUDGET,
     probe: core.Probe | None = None,
+    replays: core.ReplayProbe | None = None,
+    sources: core.SourceProbe | None = None,
 ) -> core.Journey:
     """The journey of the event ``start`` names (:func:`eventbus.journey.trace`), each entry as ``mask``
     shows its key; a start that names none (a bad cursor, a key that is not a stream) is InvalidArgument."""
@@ -48,7 +50,7 @@ def journey_read(
     with translated(conn):
         try:
             found = core.trace(get_client(conn), start, patterns=dlq_patterns(), shown=shown, query=query,
-                               cursor=cursor, budget=budget, probe=probe)  # fmt: skip
+                               cursor=cursor, budget=budget, probe=probe, replays=replays, sources=sources)  # fmt: skip
         except core.JourneyError as exc:
             raise InvalidArgument(str(exc), conn=conn) from exc
     return core.journey_of(found)

@@ -14,7 +14,7 @@ crash starts from that cursor, and the script skips anything at or before it.
 from __future__ import annotations
 
 from streams_app.jobs.models import Job
-from streams_app.jobs.replay_resume import replay_resume
+from streams_app.jobs.replay_resume import replay_audit, replay_resume
 from streams_app.jobs.runner import Progress
 from streams_app.masking.apply import search_mask
 from streams_app.redis_ops import reads
@@ -31,13 +31,13 @@ STEP_MS = 1000
 def replay_matching_run(job: Job, progress: Progress) -> None:
     """Copy the entries of the job's range that match its ``query`` (module docstring)."""
     run = replay_resume(job)
-    done, cursor, scanned, base = run.done, run.cursor, run.scanned, run.base
+    done, cursor, scanned, base, audit = run.done, run.cursor, run.scanned, run.base, run.audit
     costly = int((job.progress or {}).get("too_costly", 0))
     query = compile_query(job.parameters["query"])
     mask = search_mask(job.created_by, run.conn, run.key)  # it selects what its creator could find
     progress.save(
         done=done, total=None, force=True,
-        progress={"cursor": cursor, "scanned": scanned, "base": base, "too_costly": costly},
+        progress={"cursor": cursor, "scanned": scanned, "base": base, "too_costly": costly, "audit": audit},
     )  # fmt: skip
     while True:
         page = search_page(
@@ -57,8 +57,10 @@ def replay_matching_run(job: Job, progress: Progress) -> None:
         scanned += page.scanned
         costly += page.too_costly
         cursor = step.cursor
+        audit = replay_audit(audit, run.conn, step, done=done)
         progress.save(done=done, total=done if cursor is None else None, force=cursor is None,
-                      progress={"cursor": cursor, "scanned": scanned, "base": base, "too_costly": costly})  # fmt: skip
+                      progress={"cursor": cursor, "scanned": scanned, "base": base, "too_costly": costly,
+                                "audit": audit})  # fmt: skip
         if cursor is None:
             if costly:
                 progress.note(

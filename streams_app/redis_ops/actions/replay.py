@@ -52,6 +52,10 @@ class ReplayBatch:
     #: Copies made under ``job_key`` so far, this batch included (kept in Redis by the same script);
     #: without a ``job_key``, this batch's copies.
     counted: int
+    #: (first source ID copied, last, first copy's ID, last copy's): one script adds a batch's copies, so
+    #: they are contiguous in the target and a source ID in the first pair's range has its copy in the
+    #: second's (what a job's audit row records for a journey); None when nothing was copied.
+    span: tuple[str, str, str, str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,11 +181,12 @@ def replay_range(
                 conn, key, target, job_keys, first=first, cursor=cursor, last=last, batch=batch,
                 ttl_ms=cursor_ttl_ms, pairs=pairs,
             )
-        copied, scanned, reached, done, counted = _script(client, "replay")(
+        copied, scanned, reached, done, counted, span = _script(client, "replay")(
             keys=[key, target, *job_keys], args=[first, cursor, last, batch, cursor_ttl_ms, *pairs]
         )
     return ReplayBatch(
-        copied=int(copied), scanned=int(scanned), cursor=None if done else reply_text(reached), counted=int(counted)
+        copied=int(copied), scanned=int(scanned), cursor=None if done else reply_text(reached), counted=int(counted),
+        span=copy_span(span),
     )
 
 
@@ -205,10 +210,19 @@ def _replay_across(
     entries: list[object] = []
     for entry_id, fields in raw:
         entries += (entry_id, len(fields), *fields)
-    copied, counted = _script(client, "replay_copy")(
+    copied, counted, span = _script(client, "replay_copy")(
         keys=[target, *job_keys], args=[reached, ttl_ms, len(entries), *entries, *pairs]
     )
-    return ReplayBatch(copied=int(copied), scanned=len(raw), cursor=None if done else reached, counted=int(counted))
+    return ReplayBatch(copied=int(copied), scanned=len(raw), cursor=None if done else reached, counted=int(counted),
+                       span=copy_span(span))  # fmt: skip
+
+
+def copy_span(reply: list) -> tuple[str, str, str, str] | None:
+    """The scripts' ``{first source ID, last, first copy, last copy}`` (``{}`` when nothing was copied)."""
+    if not reply:
+        return None
+    first, last, copy_first, copy_last = (reply_text(i) or "" for i in reply)
+    return first, last, copy_first, copy_last
 
 
 def cursor_key(conn: str, job_key: bytes, *, target: bytes) -> bytes:

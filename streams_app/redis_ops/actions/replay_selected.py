@@ -19,7 +19,7 @@ from ..errors import InvalidArgument, translated
 from ..ids import parse_id
 from ..types import Entry
 from ._common import REPLAY_CURSOR_TTL_MS, _key, _match_args, _script
-from .replay import ReplayBatch, _copied_key, cursor_key
+from .replay import ReplayBatch, _copied_key, copy_span, cursor_key
 
 
 def replay_entries(
@@ -47,10 +47,11 @@ def replay_entries(
     client = get_client(conn)
     with translated(conn):
         placed = cursor_key(conn, job_key, target=target)
-        copied, counted = _script(client, "replay_copy")(
+        copied, counted, span = _script(client, "replay_copy")(
             keys=[target, placed, _copied_key(placed)],
             args=[reached, cursor_ttl_ms, len(args), *args, *_match_args(match)],
         )
     return ReplayBatch(
-        copied=int(copied), scanned=len(entries), cursor=None if done else reached, counted=int(counted)
+        copied=int(copied), scanned=len(entries), cursor=None if done else reached, counted=int(counted),
+        span=copy_span(span),
     )

@@ -11,7 +11,7 @@ local function less(a, b)
 end
 
 -- add_copy(target, id, fields): XADD a copy of an entry (its flat field list) to target under a new ID, with _replayed_from set to
--- the original ID (an earlier _replayed_from of a copy of a copy is replaced, not repeated).
+-- the original ID (an earlier _replayed_from of a copy of a copy is replaced, not repeated); returns the copy's ID.
 local function add_copy(target, id, fields)
   local args = {'XADD', target, '*'}
   for f = 1, #fields, 2 do
@@ -22,5 +22,5 @@ local function add_copy(target, id, fields)
   end
   args[#args + 1] = '_replayed_from'
   args[#args + 1] = id
-  redis.call(unpack(args))
+  return redis.call(unpack(args))
 end

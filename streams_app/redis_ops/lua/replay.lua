@@ -15,7 +15,10 @@
 -- ARGV[3] last ID (inclusive), ARGV[4] COUNT, ARGV[5] cursor TTL in ms,
 -- ARGV[6..] field/value pairs an entry must all hold to be copied
 -- Returns {copied, entries read, ID of the last entry read or false, 1 if the range is done else 0,
--- copies counted under the count key after this batch (or this batch's copies without one)}.
+-- copies counted under the count key after this batch (or this batch's copies without one),
+-- {first source ID copied, last, first copy's ID, last copy's} or {} when nothing was copied}: the
+-- batch's copies are contiguous in the target (this one script adds them), so the job's audit row
+-- can say where each source entry's copy is.
 local source, target, cursor_key, count_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local first, after, last_id, count, ttl = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 
@@ -28,7 +31,7 @@ end
 if after ~= '' and not less(after, last_id) then
   local counted = 0
   if count_key then counted = tonumber(redis.call('GET', count_key) or '0') end
-  return {0, 0, after, 1, counted}
+  return {0, 0, after, 1, counted, {}}
 end
 
 local from = first
@@ -36,11 +39,13 @@ if after ~= '' and less(first, after) or after == first then
   from = '(' .. after
 end
 local entries = redis.call('XRANGE', source, from, last_id, 'COUNT', count)
-local copied = 0
+local copied, span = 0, {}
 for e = 1, #entries do
   local id, fields = entries[e][1], entries[e][2]
   if holds_all(fields, 6) then
-    add_copy(target, id, fields)
+    local copy = add_copy(target, id, fields)
+    if copied == 0 then span = {id, id, copy, copy} end
+    span[2], span[4] = id, copy
     copied = copied + 1
   end
 end
@@ -60,4 +65,4 @@ if count_key then
   counted = redis.call('INCRBY', count_key, copied)
   redis.call('PEXPIRE', count_key, ttl)
 end
-return {copied, #entries, reached, done and 1 or 0, counted}
+return {copied, #entries, reached, done and 1 or 0, counted, span}

@@ -14,13 +14,14 @@
 -- ARGV[1] ID the cursor moves to (the last entry read, or the range's end when it is done),
 -- ARGV[2] cursor TTL in ms, ARGV[3] E, ARGV[4..3+E] per entry read: its ID, N, then N field/value
 -- args; ARGV[4+E..] field/value pairs an entry must all hold to be copied (holds_all, prepended)
--- Returns {copies added, copies counted under the count key after this batch (or this batch's)}.
+-- Returns {copies added, copies counted under the count key after this batch (or this batch's),
+-- {first source ID copied, last, first copy's ID, last copy's} or {} (see replay.lua)}.
 local target, cursor_key, count_key = KEYS[1], KEYS[2], KEYS[3]
 local reached, ttl, entries_end = ARGV[1], ARGV[2], 3 + tonumber(ARGV[3])
 
 local stored = false
 if cursor_key then stored = redis.call('GET', cursor_key) end
-local copied = 0
+local copied, span = 0, {}
 local i, n = 4, entries_end
 while i <= n do
   local id = ARGV[i]
@@ -28,7 +29,9 @@ while i <= n do
   if not (stored and not less(stored, id)) then
     local fields = {unpack(ARGV, i + 2, last)}
     if holds_all(fields, entries_end + 1) then
-      add_copy(target, id, fields)
+      local copy = add_copy(target, id, fields)
+      if copied == 0 then span = {id, id, copy, copy} end
+      span[2], span[4] = id, copy
       copied = copied + 1
     end
   end
@@ -42,4 +45,4 @@ if count_key then
   counted = redis.call('INCRBY', count_key, copied)
   redis.call('PEXPIRE', count_key, ttl)
 end
-return {copied, counted}
+return {copied, counted, span}

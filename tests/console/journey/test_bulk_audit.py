@@ -87,3 +87,20 @@ def test_a_selection_bigger_than_a_row_keeps_its_range(db) -> None:
                       outcome="ok", error="")  # fmt: skip
     assert row.parameters["ids_count"] == len(ids) and len(row.target_ids) == AUDIT_MAX_IDS
     assert row.parameters["ids_range"] == [ids[0], ids[-1]]
+
+
+def test_a_dlq_range_covers_only_the_dlq_s_ids(r: redis.Redis, operator_client: Client, viewer_client: Client) -> None:
+    """A requeue-all's DLQ range is of the DLQ's IDs: a stream entry whose ID falls inside it (the two keys'
+    IDs come from one clock) is not touched by it."""
+    event = r.xadd("orders", {"type": "order.created", "id": "a" * 32}, id="100-0").decode()
+    others = [r.xadd("orders", {"type": "order.created", "id": f"{n:032x}"}, id=f"{n}-0").decode() for n in (300, 301)]
+    for dlq_id, original in zip(("50-0", "150-0"), others, strict=True):
+        r.xadd(DLQ, {"type": "order.created", "dlq_original_stream": "orders", "dlq_original_id": original,
+                     "dlq_group": "billing", "dlq_error": "ValueError: no"}, id=dlq_id)  # fmt: skip
+    reply = operator_client.post(api(f"/c/default/dlq/{seg(DLQ)}/requeue"), {"all": True, "up_to": "150-0"},
+                                 content_type="application/json")  # fmt: skip
+    assert reply.status_code == 202, reply.content
+    runner.job_run(reply.json()["job"])
+    assert AuditEvent.objects.get(action="dlq.requeue_all.finished").parameters["dlq_range"] == ["50-0", "150-0"]
+    doc = viewer_client.get(api("/c/default/journey/"), {"q": event, "stream": "orders"}).json()
+    assert [s["kind"] for s in doc["steps"]] == ["publish"], doc["steps"]
