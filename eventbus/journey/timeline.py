@@ -1,8 +1,8 @@
 """A journey's reads (:class:`~eventbus.journey.trace.Trace`) as one timeline: steps in time order, each
 one line for a human and a JSON object for a script, plus what was read and what cannot be known.
 
-Order: by time, and within one millisecond by cause (a publish before its delivery, a failure before
-the retry it schedules, before the dead letter). A step whose time Redis does not keep (an
+Order: by time, and within one millisecond by cause (a publish before its delivery or an operator's
+action on it, a failure before the retry it schedules, before the dead letter). A step whose time Redis does not keep (an
 acknowledgement) sits at the time of its entry and says its time is not known (``time_known``).
 A group's failures are told by the handler's metric events, so a group and an entry with a failure get
 no separate "acknowledged" step: the bus acknowledged it when it scheduled the retry or dead-lettered it.
@@ -24,7 +24,7 @@ NO_CONSOLE = ("Operator actions (requeues, claims, acks, replays by a person) ar
               "run `manage.py bus journey` or open the console's journey page to see them.")  # fmt: skip
 ACKED_UNKNOWN = "acknowledged, or never delivered: Redis does not keep acked IDs"
 
-_ORDER = {"publish": 0, "copy": 0, "retry": 0, "requeue": 0, "replay": 0, "operator": 0, "delivery": 1,
+_ORDER = {"publish": 0, "copy": 0, "retry": 0, "requeue": 0, "replay": 0, "operator": 1, "delivery": 1,
           "failed": 2, "reclaimed": 2, "dropped": 2, "retry_scheduled": 3, "waiting": 4, "dead_letter": 5}  # fmt: skip
 
 

@@ -39,11 +39,17 @@ from streams_app.jobs.replay_resume import replay_audit, replay_resume
 from streams_app.jobs.runner import Progress
 from streams_app.redis_ops import actions, reads
 from streams_app.redis_ops.commands import server_ms
+from streams_app.redis_ops.decoding import display_text
 from streams_app.redis_ops.ids import parse_id
 from streams_app.search.replay import replay_matching_run
 
 DEFAULT_BATCH = 1000
 MAX_BATCH = 5000
+#: Target streams a requeue-all's audit row counts by name (the most requeued); the rest are "others".
+AUDIT_TARGETS = 10
+#: Target streams a running requeue-all counts exactly; one past them is counted in "others" at once (a
+#: DLQ of more than this many origin streams then counts a stream there once per batch that names it).
+TARGETS_KEPT = 1000
 
 
 def _batch(job: Job) -> int:
@@ -70,8 +76,10 @@ def requeue_all_run(job: Job, progress: Progress) -> None:
     elif not progress.settled and "dlq" in state:
         done += _left_since(conn, key, state["dlq"], at_most=max(0, (total or 0) - done))
     audit = state.get("audit") or _audit_start(conn, key, up_to)
+    targets: dict[str, int] = dict(state.get("targets") or {})
+    more: list[int] = list(state.get("targets_more") or [0, 0])
     state = {"cursor": cursor, "missing": missing, "failed": failed, "reasons": reasons, "dlq": _dlq_mark(conn, key),
-             "audit": audit}  # fmt: skip
+             "audit": audit, "targets": targets, "targets_more": more}  # fmt: skip
     progress.save(done=done, total=total, progress=state, force=True)
     batch = _batch(job)
     while True:
@@ -79,6 +87,7 @@ def requeue_all_run(job: Job, progress: Progress) -> None:
             conn, key, up_to=up_to, after=cursor, batch=batch, owner=f"job:{job.pk}", itemize=False
         )
         done += step.moved
+        _count_targets(targets, more, step.per_target)
         missing += len(step.result.missing)
         failed += len(step.result.failed)
         for failure in step.result.failed:
@@ -87,9 +96,10 @@ def requeue_all_run(job: Job, progress: Progress) -> None:
         cursor = step.cursor
         if cursor is None or progress.due():
             # The DLQ's mark goes with the count it matches, in the same save (see the module docstring).
-            audit = {**audit, "copies_ms": [audit["copies_ms"][0], server_ms(conn)], "moved": done}
+            audit = {**audit, "copies_ms": [audit["copies_ms"][0], server_ms(conn)], "moved": done,
+                     **_targets_audit(targets, more)}  # fmt: skip
             state = {"cursor": cursor, "missing": missing, "failed": failed, "reasons": reasons,
-                     "dlq": _dlq_mark(conn, key), "audit": audit}
+                     "dlq": _dlq_mark(conn, key), "audit": audit, "targets": targets, "targets_more": more}
             progress.save(done=done, total=total, progress=state, force=True)
         if cursor is None:
             break
@@ -99,6 +109,26 @@ def requeue_all_run(job: Job, progress: Progress) -> None:
             f"{failed} entr{'y' if failed == 1 else 'ies'} could not be requeued and stay in the DLQ: "
             + "; ".join(reasons)
         )
+
+
+def _count_targets(targets: dict[str, int], more: list[int], batch: dict[bytes, int]) -> None:
+    """Add a batch's copies per target stream to the job's counts (:data:`TARGETS_KEPT` names at most)."""
+    for target, count in batch.items():
+        name = display_text(target)
+        if name in targets or len(targets) < TARGETS_KEPT:
+            targets[name] = targets.get(name, 0) + count
+        else:
+            more[0], more[1] = more[0] + 1, more[1] + count
+
+
+def _targets_audit(targets: dict[str, int], more: list[int]) -> dict[str, Any]:
+    """The audit row's copies per target: the :data:`AUDIT_TARGETS` biggest by name, the others summed."""
+    ranked = sorted(targets.items(), key=lambda item: (-item[1], item[0]))
+    out: dict[str, Any] = {"per_target": dict(ranked[:AUDIT_TARGETS])}
+    rest = ranked[AUDIT_TARGETS:]
+    if rest or more[0]:
+        out["per_target_others"] = {"streams": len(rest) + more[0], "entries": sum(n for _, n in rest) + more[1]}
+    return out
 
 
 def _audit_start(conn: str, key: bytes, up_to: str) -> dict[str, Any]:

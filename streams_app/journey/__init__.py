@@ -102,8 +102,14 @@ def operator_steps(conn: str, journey: Journey) -> Journey:
             step.audit = shown
             step.text += f" by {shown['user'] or 'the console'} ({shown['action']}, audit row {row.pk})"
             continue
-        text = (f"{shown['user'] or 'the console'}: {row.action} ({row.outcome}) touching {', '.join(hit[:5])}"
-                + (f" and {len(hit) - 5} more" if len(hit) > 5 else "") + f" (audit row {row.pk})")  # fmt: skip
+        touched = ", ".join(hit[:5]) + (f" and {len(hit) - 5} more" if len(hit) > 5 else "")
+        who = shown["user"] or "the console"
+        consumer = (row.parameters or {}).get("consumer") if isinstance(row.parameters, dict) else None
+        if row.action in ("claim", "autoclaim") and consumer:
+            text = f"{row.target_group}: {touched} claimed by {who} to {consumer} ({row.action}, {row.outcome})"
+        else:
+            text = f"{who}: {row.action} ({row.outcome}) touching {touched}"
+        text += f" (audit row {row.pk})"
         journey.steps.append(core.Step("operator", shown["at_ms"], text, key=row.target_display,
                                        group=row.target_group or None, audit=shown))  # fmt: skip
     journey.steps.sort(key=core.Step.sort_key)

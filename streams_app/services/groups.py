@@ -58,13 +58,15 @@ def pending_autoclaim(
     params: dict[str, object] = {"consumer": consumer, "min_idle_ms": min_idle_ms, "count": count}
     if limit is not None:
         params["limit"] = limit
-    return action_run(
-        user=user, conn=conn, action="autoclaim", stream=key, group=group, params=params,
-        fn=lambda: actions.autoclaim(
-            conn, key, group, consumer=consumer, min_idle_ms=min_idle_ms, count=count, limit=limit
-        ),
-        affected=lambda result: len(result.claimed) + len(result.deleted),
-    )
+    with action_audit(user=user, conn=conn, action="autoclaim", stream=key, group=group, params=params) as record:
+        result = actions.autoclaim(conn, key, group, consumer=consumer, min_idle_ms=min_idle_ms, count=count, limit=limit)
+        record.affected = len(result.claimed) + len(result.deleted)
+        # the IDs it claimed, so an event's journey shows who claimed it and to whom: the row keeps the
+        # first AUDIT_MAX_IDS, and the count and range of all (streams_app.audit.records.audit_write)
+        record.ids = list(result.claimed)
+        if result.deleted:
+            record.params["deleted"] = len(result.deleted)
+    return result
 
 
 @dataclass(frozen=True, slots=True)

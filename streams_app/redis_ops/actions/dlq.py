@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import redis
@@ -71,6 +71,8 @@ class RequeueBatch:
     cursor: str | None  # last DLQ ID handled; None when nothing is left up to ``up_to``
     scanned: int
     moved: int = 0  # entries requeued by this batch (``len(result.requeued)`` when itemized)
+    #: how many of them went to each stream, itemized or not (a bulk job's audit row counts per target)
+    per_target: dict[bytes, int] = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------- DLQ: requeue, delete, purge, list
@@ -154,6 +156,7 @@ def requeue_range(
             result = _requeue_entries(conn, client, dlq_key, [parse_entry(item) for item in raw], owner=owner)
             scanned, last = len(raw), reply_text(raw[-1][0]) if raw else None
             moved = len(result.requeued)
+            per_target = _per_target(result.requeued)
         else:
             keys, placement = [dlq_key], [b"any", b"", b""]
             if is_cluster(conn):
@@ -168,12 +171,19 @@ def requeue_range(
             scanned, last = int(reply[0]), reply_text(reply[1])
             if not scanned:
                 require_stream(conn, client.type(dlq_key))
-            result, moved = _rule_outcomes(conn, dlq_key, reply, owner=owner, itemize=itemize)
+            result, moved, per_target = _rule_outcomes(conn, dlq_key, reply, owner=owner, itemize=itemize)
     if not itemize:
         result = RequeueResult(requeued=(), missing=result.missing, failed=result.failed)
     return RequeueBatch(
-        result=result, cursor=last if scanned == batch else None, scanned=scanned, moved=moved
+        result=result, cursor=last if scanned == batch else None, scanned=scanned, moved=moved, per_target=per_target
     )
+
+
+def _per_target(requeued: Sequence[Requeued], into: dict[bytes, int] | None = None) -> dict[bytes, int]:
+    counts = {} if into is None else into
+    for item in requeued:
+        counts[item.stream] = counts.get(item.stream, 0) + 1
+    return counts
 
 
 EVENTBUS_SWITCH_FIELD = b"dlq_original_stream"
@@ -216,19 +226,24 @@ def _request_owner() -> str:
 
 def _rule_outcomes(
     conn: str, dlq_key: bytes, reply: Sequence, *, owner: str, itemize: bool
-) -> tuple[RequeueResult, int]:
+) -> tuple[RequeueResult, int, dict[bytes, int]]:
     """Turn ``requeue_rule.lua``'s reply into a result: add the entries it leased (cluster) to their
-    targets on their own nodes, and plan and move declined entries in Python. Returns the result and
-    how many entries were requeued in all; with ``itemize=False`` the result lists none of them (the
-    script did not name those it moved: ``reply[3]`` counts them)."""
+    targets on their own nodes, and plan and move declined entries in Python. Returns the result,
+    how many entries were requeued in all and how many to each stream; with ``itemize=False`` the result
+    lists none of them (the script did not name those it moved: ``reply[3]`` counts them, ``reply[6]``
+    per target)."""
     moved = 0 if itemize else int(reply[3])
+    per_target: dict[bytes, int] = {}
+    for target, count in zip(reply[2], reply[6], strict=True):
+        if int(count):
+            per_target[target] = per_target.get(target, 0) + int(count)
     requeued: list[Requeued] = []
     failed: list[RequeueFailure] = []
     declined: list[str] = []
     leased: dict[int, list[str]] = {}  # target's index -> IDs, in the order of its packed entries
     still: list[str] = []  # the batch's IDs still in the DLQ, as read
     targets = [b"", *reply[2]]
-    for i in range(6, len(reply), 3):
+    for i in range(7, len(reply), 3):
         entry_id, target, outcome = reply[i].decode(), targets[reply[i + 1]], reply[i + 2]
         if outcome is None:
             declined.append(entry_id)
@@ -249,17 +264,20 @@ def _rule_outcomes(
             if itemize:
                 requeued += [Requeued(entry_id, item.target, new_id) for entry_id, new_id in done.added]
             moved += len(done.added)
+            if done.added:
+                per_target[item.target] = per_target.get(item.target, 0) + len(done.added)
             failed += [RequeueFailure(entry_id, reason) for entry_id, reason in done.failed]
     missing: list[str] = []
     for start in range(0, len(declined), MAX_IDS):
         rest = requeue(conn, dlq_key, ids=declined[start : start + MAX_IDS], owner=owner)
         requeued += rest.requeued if itemize else ()
         moved += len(rest.requeued)
+        _per_target(rest.requeued, per_target)
         missing += rest.missing
         failed += rest.failed
     if itemize:
         moved = len(requeued)
-    return RequeueResult(requeued=tuple(requeued), missing=tuple(missing), failed=tuple(failed)), moved
+    return RequeueResult(requeued=tuple(requeued), missing=tuple(missing), failed=tuple(failed)), moved, per_target
 
 
 def _requeue_entries(

@@ -39,8 +39,9 @@
 -- both sides a fifth of the batch), ARGV[13..] field names dropped from every requeued entry
 -- Returns {entries read, last ID read or false, {targets}, entries moved here, {per target: the
 -- entries leased to the caller for it, packed, or false}, whether nothing in the DLQ is older than
--- the batch (1 or nil: the client's release may then XTRIM too), then per entry (each one, or with
--- 'count' those not moved here): ID, target (index into targets, 0 when declined), outcome};
+-- the batch (1 or nil: the client's release may then XTRIM too), {per target: entries moved here} (so a
+-- bulk job that only counts can still say how many went to each stream), then per entry (each one, or
+-- with 'count' those not moved here): ID, target (index into targets, 0 when declined), outcome};
 -- outcome is the new ID, false when declined, '!' .. error when the XADD was refused, and
 -- ('cluster') 1 when leased to the caller, '~' when leased to another owner. The leased entries of
 -- one target are rewritten here and packed in one MessagePack array of {DLQ ID, field, value, ...},
@@ -103,8 +104,8 @@ local at_head = false
 if #entries > 0 then
   at_head = ARGV[1] == '-' or redis.call('XRANGE', dlq, '-', '+', 'COUNT', 1)[1][1] == entries[1][1]
 end
-local out = {#entries, false, {}, 0, {}, at_head}
-local targets, target_index, packs = out[3], {}, {}
+local out = {#entries, false, {}, 0, {}, at_head, {}}
+local targets, target_index, packs, per_target = out[3], {}, {}, out[7]
 local moved, head = {}, 0 -- head: how many entries from the batch's first were all moved
 local n = #out
 for e = 1, #entries do
@@ -152,6 +153,7 @@ for e = 1, #entries do
       t = #targets + 1
       targets[t] = target
       target_index[target] = t
+      per_target[t] = 0
     end
     if away then
       if lease(id, held[e]) then
@@ -172,6 +174,7 @@ for e = 1, #entries do
       else
         outcome, here = new_id, true
         moved[#moved + 1] = id
+        per_target[t] = per_target[t] + 1
         if head == e - 1 then head = e end
       end
     end

@@ -104,3 +104,67 @@ def test_a_dlq_range_covers_only_the_dlq_s_ids(r: redis.Redis, operator_client: 
     assert AuditEvent.objects.get(action="dlq.requeue_all.finished").parameters["dlq_range"] == ["50-0", "150-0"]
     doc = viewer_client.get(api("/c/default/journey/"), {"q": event, "stream": "orders"}).json()
     assert [s["kind"] for s in doc["steps"]] == ["publish"], doc["steps"]
+
+
+def test_requeue_all_counts_its_copies_per_target_stream(r: redis.Redis, operator_client: Client) -> None:
+    """A DLQ holds dead letters of several streams: the finished row counts the copies per target, the
+    :data:`~streams_app.jobs.kinds.AUDIT_TARGETS` biggest by name and the rest as "others"."""
+    from streams_app.jobs.kinds import AUDIT_TARGETS
+
+    streams = [f"t{i:02}" for i in range(AUDIT_TARGETS + 2)]
+    for n, stream in enumerate(streams):
+        for _ in range(len(streams) - n):  # t00 the most, the last two the fewest
+            r.xadd(DLQ, {"type": "x", "dlq_original_stream": stream, "dlq_original_id": "1-0", "dlq_group": "g",
+                         "dlq_error": "E"})  # fmt: skip
+    up_to = r.xrevrange(DLQ, count=1)[0][0].decode()
+    reply = operator_client.post(api(f"/c/default/dlq/{seg(DLQ)}/requeue"), {"all": True, "up_to": up_to, "batch": 7},
+                                 content_type="application/json")  # fmt: skip
+    assert reply.status_code == 202, reply.content
+    runner.job_run(reply.json()["job"])
+    made = {s: sum(1 for _, f in r.xrange(s) if b"_requeued_from" in f) for s in streams}
+    finished = AuditEvent.objects.get(action="dlq.requeue_all.finished")
+    assert finished.parameters["per_target"] == {s: made[s] for s in streams[:AUDIT_TARGETS]}
+    rest = streams[AUDIT_TARGETS:]
+    assert finished.parameters["per_target_others"] == {"streams": len(rest), "entries": sum(made[s] for s in rest)}
+    assert finished.parameters["moved"] == sum(made.values()) > 0 and r.xlen(DLQ) == 0
+
+
+def test_an_autoclaim_sweep_records_what_it_claimed(r: redis.Redis, operator_client: Client, viewer_client: Client,
+                                                    operator) -> None:  # fmt: skip
+    """The sweep's row names each entry it claimed (the first AUDIT_MAX_IDS, and the range of all), so the
+    journey of any of them says who claimed it, and to whom."""
+    pipe = r.pipeline()
+    for n in range(AUDIT_MAX_IDS + 5):
+        pipe.xadd("orders", {"type": "t", "n": str(n)})
+    ids = [i.decode() for i in pipe.execute()]
+    r.xgroup_create("orders", "billing", id="0")
+    r.xreadgroup("billing", "w1", {"orders": ">"}, count=len(ids))
+    reply = operator_client.post(api("/c/default/streams/orders/groups/billing/autoclaim"),
+                                 {"consumer": "rescuer", "min_idle_ms": 0, "count": 1000},
+                                 content_type="application/json")  # fmt: skip
+    assert reply.status_code == 200, reply.content
+    claimed = [p["message_id"].decode() for p in r.xpending_range("orders", "billing", "-", "+", len(ids) + 1,
+                                                                  consumername="rescuer")]  # fmt: skip
+    assert claimed == ids
+    row = AuditEvent.objects.get(action="autoclaim")
+    assert row.target_ids == claimed[:AUDIT_MAX_IDS] and row.parameters["ids_count"] == len(claimed)
+    assert row.parameters["ids_range"] == [claimed[0], claimed[-1]]
+    for entry_id in (claimed[0], claimed[-1]):
+        doc = viewer_client.get(api("/c/default/journey/"), {"q": entry_id, "stream": "orders"}).json()
+        [step] = [s for s in doc["steps"] if s["kind"] == "operator"]
+        assert f"claimed by {operator.username} to rescuer" in step["text"] and step["audit"]["id"] == row.pk
+        [pending] = [s for s in doc["steps"] if s["kind"] == "delivery"]
+        assert pending["consumer"] == "rescuer"
+
+
+def test_an_action_in_the_publish_s_millisecond_comes_after_it(r: redis.Redis, viewer_client: Client) -> None:
+    """Both clocks count milliseconds: an action on an entry written in the millisecond it was added in
+    (an operator's add, a sweep right after) sits after it, not before."""
+    from datetime import UTC, datetime
+
+    entry_id = r.xadd("orders", {"type": "t"}, id="1700000000000-5").decode()
+    row = audit_write(user=None, record=ActionRecord(action="ack", conn="default", stream=b"orders", ids=[entry_id]),
+                      outcome="ok", error="")  # fmt: skip
+    AuditEvent.objects.filter(pk=row.pk).update(at=datetime.fromtimestamp(1_700_000_000, UTC))
+    doc = viewer_client.get(api("/c/default/journey/"), {"q": entry_id, "stream": "orders"}).json()
+    assert [s["kind"] for s in doc["steps"]] == ["publish", "operator"]
