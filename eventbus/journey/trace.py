@@ -12,7 +12,8 @@ requeues), the bus's ``_first_id``/``_failed_id`` (each retry names the first pu
 failed), ``_requeued_from`` (a requeued copy names its dead letter) and ``_replayed_from``. An event
 without an ``id`` (another bus: the seed ``streams`` module, OmniDaemon) is followed by its entry IDs,
 the dead letters that name them, and its payload: the fields without the bookkeeping a retry, a
-requeue or a dead letter adds (two events with the very same payload are then one).
+requeue or a dead letter adds (two events with the very same payload are then one), or OmniDaemon's
+task id in it (:func:`_signature`).
 
 **The reads, each bounded and independent of the stream's length.** The entries named by ID (one
 pipelined XRANGE id id each); the metric events from the first publish on (the stream is capped at
@@ -42,6 +43,7 @@ names, which nothing off the shelf knows; it is Django-free so that ``python -m 
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -220,7 +222,24 @@ def _ms(entry_id: str) -> int:
 
 
 def _signature(fields: Fields) -> tuple[tuple[bytes, bytes], ...]:
+    """What identifies an event without an ``id`` field: its payload without the bookkeeping, or, for an
+    OmniDaemon message, the task id in its ``data`` document (OmniDaemon counts ``delivery_attempts`` in
+    the copy of the message its dead letter keeps, so a requeued copy is not the same bytes)."""
+    data = _get(fields, b"data")
+    if data is not None and b'"task_id"' in data and (task := _omni_task(data)) is not None:
+        return ((b"task_id", task),)
     return tuple((n, v) for n, v in fields if n not in BOOKKEEPING and not n.startswith(b"dlq_"))
+
+
+def _omni_task(data: bytes) -> bytes | None:
+    """The topic and task id of an OmniDaemon message's ``data`` (its publish writes both), else None."""
+    try:
+        doc = json.loads(data)
+    except ValueError:
+        return None
+    if not (isinstance(doc, dict) and isinstance(doc.get("task_id"), str) and isinstance(doc.get("topic"), str)):
+        return None
+    return f"{doc['topic']}\n{doc['task_id']}".encode()
 
 
 class _Entry:

@@ -3,23 +3,38 @@
 Neither bus writes an event ``id`` or metric events: their dead letters are found by what the console's
 conventions read (the seed ``streams`` module's ``{stream}:dlq`` holds the original fields with
 ``_retries``; OmniDaemon's ``omni-dlq:{group}`` holds a JSON document naming ``original_id``), their
-retries by their payload. Each bus's steps are played here with redis-py as that bus sends them
-(XREADGROUP, XADD of a retry, XADD to the DLQ, XACK; OmniDaemon retries by XCLAIM of the same entry),
-as ``eventbus/conventions.py`` describes; the requeue is the operator's, through the console's API. The
-journey from the entry ID and from a payload expression shows, on the page, the API and the console's
-command line: the publish, the retries, the dead letter (before the requeue: where it is, its
-convention, its error), the requeue with its audit row, and each group's acknowledgement.
+retries and requeued copies by their payload (OmniDaemon's by the task id in it). The requeue is the
+operator's, through the console's API. The journey from the entry ID and from a payload expression shows,
+on the page, the API and the console's command line: the publish, the retries, the dead letter (before
+the requeue: where it is, its convention, its error), the requeue with its audit row, and each group's
+acknowledgement.
+
+**OmniDaemon is the real library**: its ``RedisStreamEventBus`` runs in the interop venv
+(``tests/console/interop/clients/omnidaemon_side.py``, the interop tests' fixtures), publishes, fails,
+reclaims and dead-letters by itself, and consumes the requeued copy. (It found what hand-written entries
+hid: OmniDaemon's dead letter counts ``delivery_attempts`` in its copy of the message, so the requeued
+copy is not the original's bytes.)
+
+**The seed ``streams`` module is played with redis-py** (XREADGROUP, XADD of a retry with ``_retries``,
+XADD to ``{stream}:dlq``, XACK, as ``eventbus/conventions.py`` describes it), because no code of it
+exists to run: the seed document (``../shared/seeds/001_7178cd3bb3a34ba8.txt``) describes its design in
+3 KB of prose (producer, dispatcher, ARQ retries, the DLQ after 5 retries), the repository vendors none
+of it, and no package of it is published; every other test of its convention
+(``tests/console/redis_ops/test_requeue_plans.py``, ``tests/console/services/test_dlq.py``) writes its
+entries by hand the same way.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 import redis
 from django.test import Client
 
 from streams_app.audit.models import AuditEvent
 from tests.console.helpers import api, seg
+from tests.console.interop.conftest import interop_python, library, run_library, url  # noqa: F401 - its fixtures
 from tests.console.journey.helpers import api_doc, surfaces
 
 
@@ -89,34 +104,28 @@ def test_a_seed_module_dead_letter(r: redis.Redis, viewer_client: Client, operat
                {"billing": everything, "ledger": everything}, operator.username)  # fmt: skip
 
 
-def test_an_omnidaemon_dead_letter(r: redis.Redis, viewer_client: Client, operator_client: Client, operator,
-                                   capsys) -> None:  # fmt: skip
-    topic = "order.placed"
-    stream, billing, ledger = f"omni-stream:{topic}", f"group:{topic}:billing", f"group:{topic}:ledger"
+def test_an_omnidaemon_dead_letter(run_library: Callable, r: redis.Redis, viewer_client: Client,  # noqa: F811
+                                   operator_client: Client, operator, capsys, tmp_path) -> None:  # fmt: skip
+    """OmniDaemon itself (``clients/omnidaemon_side.py`` in the interop venv): its agent ``billing`` fails on
+    order 7 until its reclaim loop dead-letters it, agent ``ledger`` handles it at once; the operator requeues
+    it through the console's API and OmniDaemon's ``billing`` then consumes the copy."""
+    topic, stream = "file.uploaded", "omni-stream:file.uploaded"
+    billing, ledger = f"group:{topic}:file-processor", f"group:{topic}:ledger"
     dlq = f"omni-dlq:{billing}"
-    message = {"task_id": "t-7", "topic": topic, "content": {"order_id": 7}}
-    r.xadd(stream, {"data": json.dumps({"task_id": "t-6", "topic": topic, "content": {"order_id": 6}})})
-    first = r.xadd(stream, {"data": json.dumps(message)}).decode()
-    for group in (billing, ledger):
-        r.xgroup_create(stream, group, id="0")
-    _read_ack(r, stream, ledger)
-    r.xreadgroup(billing, "agent-1", {stream: ">"}, count=10)
-    r.xack(stream, billing, r.xrange(stream, count=1)[0][0])  # order 6 handled
-    for _ in range(2):  # OmniDaemon's reclaim loop retries the same entry: XCLAIM, delivery count up
-        r.xclaim(stream, billing, "agent-2", 0, [first])
-    doc = {"topic": topic, "original_stream": stream, "original_id": first, "failed_message": message,
-           "error": "ValueError: no stock", "retry_count": 3, "failed_at": 1_700_000_000.5}  # fmt: skip
-    dead = r.xadd(dlq, {"data": json.dumps(doc)}).decode()
-    r.xack(stream, billing, first)
+    env = {"JSON_STORAGE_DIR": str(tmp_path / "omnidaemon")}  # read by OmniDaemon at import time
+    run_library("omnidaemon_side.py", "fail_then_dead_letter", env=env, error="no stock", dead=1, also=["ledger"],
+                messages=[["t-6", {"order_id": 6}], ["t-7", {"order_id": 7, "fail": True}]])  # fmt: skip
+    [first] = [i.decode() for i, f in r.xrange(stream) if json.loads(f[b"data"])["task_id"] == "t-7"]
+    [(dead, doc)] = [(i.decode(), json.loads(f[b"data"])) for i, f in r.xrange(dlq)]
+    assert doc["original_id"] == first
 
     before = api_doc(viewer_client, first, stream)
     [letter] = [s for s in before["steps"] if s["kind"] == "dead_letter"]
-    assert letter["entry_id"] == dead and letter["group"] == billing and letter["error"] == "ValueError: no stock"
+    assert letter["entry_id"] == dead and letter["group"] == billing and letter["error"] == doc["error"]
     assert "(omnidaemon)" in letter["text"] and dlq in letter["text"]
 
     requeued = _requeue(operator_client, dlq, dead)
-    _read_ack(r, stream, billing)
-    _read_ack(r, stream, ledger)
+    run_library("omnidaemon_side.py", "consume_requeued", env=env, count=1, last_id=requeued, also=["ledger"])
     kinds = [("publish", first), ("dead_letter", dead), ("requeue", requeued)]
     for q in (first, "data.content.order_id == 7"):
         _check(surfaces(viewer_client, capsys, q, stream), kinds,
