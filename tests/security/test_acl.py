@@ -129,6 +129,23 @@ def test_the_read_side_answers_as_the_read_only_user(db, settings, acl_server: R
     assert refusals(r, "busconsole-viewer") == []
 
 
+
+def test_a_journey_reads_a_retry_set_a_dlq_and_the_metrics_as_the_read_only_user(db, settings, acl_server, r, viewer_client):
+    """The route matrix's journey finds nothing to follow; this one reads every kind of key a journey reads:
+    the stream, its groups, ``{S}:metrics``, the retry set (ZSCAN MATCH) and a DLQ."""
+    entry = r.xadd("orders", {"id": "evt-7", "type": "order.created", "data": "{}"}).decode()
+    r.xgroup_create("orders", "workers", id="0")
+    r.xadd("{orders}:metrics", {"event": "failed", "stream": "orders", "group": "workers", "entry_id": entry,
+                                "event_id": "evt-7", "error": "boom", "count": "1", "ts": "1"})
+    r.zadd("{orders}:retry", {json.dumps({"stream": "orders", "id": "evt-7"}): 1})
+    r.xadd("orders:dlq", {"dlq_original_stream": "orders", "dlq_original_id": entry, "dlq_error": "boom"})
+    r.execute_command("ACL", "LOG", "RESET")
+    connect_as(settings, acl_server, "busconsole-viewer")
+    response = viewer_client.get(f"/c/{CONN}/journey/?q={entry}&stream=orders")
+    assert (response.status_code, refusals(r, "busconsole-viewer")) == (200, [])
+    assert entry in response.content.decode()
+
+
 WRITES = [
     ("XADD", "orders", "*", "n", "1"), ("XDEL", "orders", "0-1"), ("XTRIM", "orders", "MAXLEN", "0"),
     ("XACK", "orders", "workers", "0-1"), ("XCLAIM", "orders", "workers", "c", "0", "0-1"),
