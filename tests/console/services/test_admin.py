@@ -297,7 +297,8 @@ def test_admin_controls_show_only_to_admins(admin_client_, operator_client, view
     admin_stream = admin_client_.get(stream_page).content.decode()
     assert f'action="{stream_page}trim/preview/"' in admin_stream
     assert f'action="{stream_page}delete/preview/"' in admin_stream
-    assert admin_stream.count('form="entries-delete"') == 10  # a checkbox per entry on the page
+    assert admin_stream.count('type="checkbox" name="ids"') == 10  # a checkbox per entry on the page
+    assert admin_stream.count('form="entries-delete"') == 11  # and the selection bar's button
     for web in (operator_client, viewer_client):
         assert "delete/preview/" not in web.get(group_page).content.decode()
         body = web.get(stream_page).content.decode()
