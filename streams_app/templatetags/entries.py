@@ -29,9 +29,9 @@ register = template.Library()
 @register.simple_tag
 def entry_rows(entries: list[EntryView], selectable: bool = False, revealing: bool = False) -> SafeString:
     """The ``<tr>`` of each entry in the stream page's entries table: the ID linking to the entry's page
-    (after a checkbox for the delete form when ``selectable``), the time in the ID, the one-line summary that
-    opens onto :func:`entry_fields`, and the link to the event's journey (a cell of its own, after the
-    fields, so the cells before it hold what they always held). One tag for the whole page of rows: a tag per row
+    (after a checkbox for the delete form when ``selectable``), the time in the ID, the link to the event's
+    journey (a cell of its own, so the ID's cell holds one link), and the one-line summary that opens
+    onto :func:`entry_fields` (last: the column that takes the rest of the width). One tag for the whole page of rows: a tag per row
     costs as much in the template's loop as the row itself."""
     return mark_safe("".join(_row(e, selectable, revealing) for e in entries))  # noqa: S308 - escaped in _row
 
@@ -46,10 +46,10 @@ def _row(e: EntryView, selectable: bool, revealing: bool) -> str:
     return (
         f'\n      <tr>\n        <td class="mono nowrap">{tick}<a href="{escape(e.url)}">{entry_id}</a></td>'
         f'\n        <td class="nowrap small">{escape(e.time_text)}</td>'
-        f'\n        <td>\n          <details>\n            <summary class="mono small">{escape(e.summary)}</summary>'
-        f"\n            {entry_fields(e, revealing)}\n          </details>\n        </td>"
         f'\n        <td class="small"><a class="journey-link" href="{escape(links.journey_url(e.conn, e.key, e.id))}"'
-        f' data-journey title="The journey of this entry\'s event">journey</a></td>\n      </tr>'
+        f' data-journey title="The journey of this entry\'s event">journey</a></td>'
+        f'\n        <td>\n          <details>\n            <summary class="mono small">{escape(e.summary)}</summary>'
+        f"\n            {entry_fields(e, revealing)}\n          </details>\n        </td>\n      </tr>"
     )
 
 
