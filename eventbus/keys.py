@@ -81,7 +81,7 @@ DLQ_GROUP = "dlq_group"
 DLQ_ERROR = "dlq_error"
 DLQ_TRACEBACK = "dlq_traceback"
 DLQ_RETRIES = "dlq_retries"
-DLQ_FAILED_AT = "dlq_failed_at"
+# dlq_failed_at (ms, Redis server clock) is added by lua/dead_letter.lua itself, next to the ones above.
 
 # Fields of a progress entry.
 P_EVENT = "event"

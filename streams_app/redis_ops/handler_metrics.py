@@ -78,11 +78,6 @@ class HandlerStats:
     p95_ms: float | None
     max_ms: float | None
 
-    @property
-    def failure_ratio(self) -> float | None:
-        runs = self.processed + self.failed
-        return self.failed / runs if runs else None
-
 
 @dataclass(frozen=True, slots=True)
 class HandlerMetrics:

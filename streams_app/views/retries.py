@@ -28,8 +28,6 @@ from streams_app.views.common import connection_context, render_screen
 from streams_app.views.forms import action_data, validated
 from streams_app.views.masking import request_masker
 
-#: Fields shown in a row's one-line preview before the details open.
-PREVIEW_FIELDS = 4
 VERBS = {"stream": "Retry now", "dlq": "Move to DLQ", "delete": "Delete"}
 
 

@@ -166,12 +166,11 @@ def test_the_console_searches_with_the_same_one_copy() -> None:
     import eventbus.search
     from streams_app import search
     from streams_app.redis_ops import decoding
-    from streams_app.search import analysis, query
+    from streams_app.search import query
 
     assert (
         search.Query is eventbus.search.Query
         and query.searchable_text is eventbus.search.query.searchable_text
     )
-    assert analysis.tokenize is eventbus.search.analysis.tokenize
     assert decoding.decode_value is eventbus.decoding.decode_value
     assert decoding.decoded_value is eventbus.decoding.decoded_value
