@@ -74,24 +74,6 @@ def as_tuples(got: list[Message]) -> list[tuple[str, str, str]]:
     return [(m.id, m.event, m.data) for m in got]  # type: ignore[misc]
 
 
-@pytest.fixture(autouse=True)
-def _route_is_wired() -> None:
-    """Fail with the fix, not with a bare 404, while the URL is not in streams_app/urls.py."""
-    from django.urls import Resolver404, resolve
-
-    from streams_app.views.progress import progress_events
-
-    try:
-        match = resolve("/c/default/progress/progress%3Ax/events/")
-    except Resolver404:
-        match = None
-    if match is None or match.func is not progress_events:
-        pytest.fail(
-            "add path('c/<conn:conn>/progress/<seg:key>/events/', progress.progress_events, "
-            "name='progress-events') to streams_app/urls.py"
-        )
-
-
 @pytest.fixture
 def bus(r: redis.Redis) -> Iterator[Bus]:
     instance = Bus.from_url(os.environ["BUS_REDIS_URL"])
