@@ -22,7 +22,7 @@ class StreamsAppConfig(AppConfig):
         """
         # Code that enqueues a task names it; importing the tasks registers them, so the name resolves
         # to the task itself (its options, eager mode, routes) in the web process too, not only in workers.
-        from streams_app import signals, tasks  # noqa: F401
+        from streams_app import compiled, signals, tasks  # noqa: F401
         from streams_app.alerts import evaluation
         from streams_app.exports import files as export_files
         from streams_app.jobs import kinds, runner
@@ -32,6 +32,9 @@ class StreamsAppConfig(AppConfig):
 
         # A malformed BUSCONSOLE_DLQ_PATTERNS stops `check` and start-up with a named error.
         checks.register(check_dlq_patterns)
+        # The ORM replay leans on Django's private compiler: a changed one is logged now, and the
+        # queries it would replay run through the plain ORM.
+        compiled.internals_check()
         # Alert rules evaluate after every snapshot.
         evaluation.connect()
         # Logouts, deactivations and role changes reach the open websockets of the users concerned.

@@ -15,7 +15,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.backends import ModelBackend
 from django.core.exceptions import ValidationError
 from django.db import connections, router
-from django.db.models import Case, IntegerField, Max, Value, When
+from django.db.models import Case, IntegerField, Max, QuerySet, Value, When
 
 from streams_app.accounts.login import password_login_allowed
 from streams_app.accounts.roles import GROUP_ROLE_ANNOTATION, ROLE_GROUPS, Role
@@ -41,16 +41,17 @@ def group_role_rank() -> Max:
 _PK_MARKER = -7_304_211  # a primary key no row has: where the user's id goes in the compiled query
 
 
+def _user_with_role_query(alias: str) -> QuerySet:
+    """The users with their role groups' rank, for one database (filtered by id by the callers)."""
+    return UserModel._default_manager.using(alias).annotate(**{GROUP_ROLE_ANNOTATION: group_role_rank()})
+
+
 @functools.cache
-def _user_with_role(alias: str) -> Compiled:
+def _user_with_role(alias: str) -> Compiled | None:
     """ "The user with this id, with its role groups' rank", compiled once per database (see
-    :mod:`streams_app.compiled`: compiling it cost four times what running it does, on every request)."""
-    query = (
-        UserModel._default_manager.using(alias)
-        .annotate(**{GROUP_ROLE_ANNOTATION: group_role_rank()})
-        .filter(pk=_PK_MARKER)
-    )
-    return compile_once(query, {"pk": _PK_MARKER}, expect={"pk": 1})
+    :mod:`streams_app.compiled`: compiling it cost four times what running it does, on every request).
+    None when Django's compiler is not as expected: :meth:`ConsoleModelBackend.get_user` runs the query."""
+    return compile_once(_user_with_role_query(alias).filter(pk=_PK_MARKER), {"pk": _PK_MARKER}, expect={"pk": 1})
 
 
 class ConsoleModelBackend(ModelBackend):
@@ -71,11 +72,15 @@ class ConsoleModelBackend(ModelBackend):
     def get_user(self, user_id: Any) -> AbstractBaseUser | None:
         pk, alias = UserModel._meta.pk, router.db_for_read(UserModel)
         try:
-            user_id = pk.get_db_prep_value(pk.to_python(user_id), connections[alias])
+            user_id = pk.to_python(user_id)
+            value = pk.get_db_prep_value(user_id, connections[alias])
         except ValidationError:
             return None
         compiled = _user_with_role(alias)
-        user = next(
-            iter(UserModel._default_manager.raw(compiled.sql, compiled.args(pk=user_id)).using(alias)), None
-        )
+        if compiled is None:
+            user = _user_with_role_query(alias).filter(pk=user_id).first()
+        else:
+            user = next(
+                iter(UserModel._default_manager.raw(compiled.sql, compiled.args(pk=value)).using(alias)), None
+            )
         return user if user is not None and self.user_can_authenticate(user) else None

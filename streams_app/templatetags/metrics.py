@@ -45,10 +45,10 @@ _MARKERS = {"conn": "\x00connection\x00", "digest": "\x00key-hash\x00"}
 
 
 @functools.cache
-def _mirror_and_marker(alias: str) -> Compiled:
+def _mirror_and_marker(alias: str) -> Compiled | None:
     """The query of :func:`_stream_mirror_and_alerts`, compiled once per database (see
     :mod:`streams_app.compiled`: compiling this UNION cost twice what the two queries it replaces took
-    to run, on every page)."""
+    to run, on every page). None when Django's compiler is not as expected: the two ORM queries run."""
     conn, digest = _MARKERS["conn"], _MARKERS["digest"]
     open_alerts = Alert.objects.using(alias).filter(connection=conn, key_hash=digest, state=Alert.State.OPEN)
     fields = StreamMirror._meta.concrete_fields
@@ -74,10 +74,15 @@ def _stream_mirror_and_alerts(conn: str, key: bytes) -> tuple[StreamMirror | Non
     folds into one: the mirror row comes back whether or not an alert is open, and the alerts with
     their rules are read only when the marker says there is one. Neither side assumes the other
     exists: an alert can outlive its stream's mirror row. The rows are read through ``raw()`` so that
-    the backend's converters apply to the mirror's columns as in any ORM read.
+    the backend's converters apply to the mirror's columns as in any ORM read. Without the compiled
+    query (:mod:`streams_app.compiled` found Django changed) the mirror row and the alerts are read by
+    two plain ORM queries.
     """
     alias = router.db_for_read(StreamMirror)
     compiled = _mirror_and_marker(alias)
+    if compiled is None:
+        mirror = StreamMirror.objects.using(alias).filter(connection=conn, key_hash=name_hash(key)).first()
+        return mirror, alerts_for_page(conn=conn, key=key)
     mirror, alerted = None, False
     rows = StreamMirror.objects.raw(compiled.sql, compiled.args(conn=conn, digest=name_hash(key))).using(alias)
     for row in rows:
