@@ -27,6 +27,7 @@ class StreamsAppConfig(AppConfig):
         from streams_app.exports import files as export_files
         from streams_app.jobs import kinds, runner
         from streams_app.lake import run
+        from streams_app.live import wire
         from streams_app.search import requeue as search_requeue
         from streams_app.triage import requeue as triage_requeue
 
@@ -35,6 +36,9 @@ class StreamsAppConfig(AppConfig):
         # The ORM replay leans on Django's private compiler: a changed one is logged now, and the
         # queries it would replay run through the plain ORM.
         compiled.internals_check()
+        # So do the tail's shared frames on uvicorn's private websocket protocol (when uvicorn serves
+        # with it): a changed one is logged now, and tails send through the consumer.
+        wire.internals_check()
         # Alert rules evaluate after every snapshot.
         evaluation.connect()
         # Logouts, deactivations and role changes reach the open websockets of the users concerned.
