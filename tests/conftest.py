@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import redis
@@ -97,7 +98,18 @@ def session_cookie(user) -> dict[str, str]:
     return {settings.SESSION_COOKIE_NAME: client.cookies[settings.SESSION_COOKIE_NAME].value}
 
 
+#: Directories whose every test carries a marker, so that a new file there cannot miss it (``make test-fast``
+#: deselects by marker).
+DIRECTORY_MARKERS = {"browser": "browser", "cluster": "cluster"}
+
+
 def pytest_collection_modifyitems(config, items) -> None:
-    """Browser tests run last: Playwright's sync API keeps an event loop running in the main thread
-    for as long as the browser lives, and async_to_sync (used by other tests) refuses to run there."""
+    """Mark every test under tests/browser/ and tests/cluster/, then run the browser tests last: Playwright's
+    sync API keeps an event loop running in the main thread for as long as the browser lives, and
+    async_to_sync (used by other tests) refuses to run there."""
+    here = Path(__file__).parent
+    for item in items:
+        parts = item.path.relative_to(here).parts if item.path.is_relative_to(here) else ()
+        if parts and (marker := DIRECTORY_MARKERS.get(parts[0])) and not item.get_closest_marker(marker):
+            item.add_marker(getattr(pytest.mark, marker))
     items.sort(key=lambda item: item.get_closest_marker("browser") is not None)

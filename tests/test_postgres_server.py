@@ -22,7 +22,10 @@ def _have_postgres() -> bool:
     return True
 
 
-pytestmark = pytest.mark.skipif(not _have_postgres(), reason="no PostgreSQL server binaries (make system-postgres)")
+pytestmark = [
+    pytest.mark.postgres,
+    pytest.mark.skipif(not _have_postgres(), reason="no PostgreSQL server binaries (make system-postgres)"),
+]
 
 
 def test_starts_private_on_loopback_and_leaves_nothing_behind() -> None:

@@ -25,6 +25,9 @@ from tests.postgres import SUPERUSER, PostgresServer, pg_bindir
 
 ROOT = Path(__file__).resolve().parents[2]
 ROLES = ROOT / "deploy" / "postgres" / "roles.sql"
+
+pytestmark = pytest.mark.postgres
+
 #: streams_app's last migration in the release before issue 29: where a deployment upgrading to this
 #: code starts from.
 PREVIOUS = "0039_streammirror_lag_unknown_groups"

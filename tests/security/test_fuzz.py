@@ -501,6 +501,7 @@ def fuzz_schema(fuzz_run: FuzzRun) -> schemathesis.BaseSchema:
 lazy_schema = schemathesis.pytest.from_fixture("fuzz_schema")
 
 
+@pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 @lazy_schema.parametrize()
 def test_fuzz_every_operation(case: Case, fuzz_run: FuzzRun) -> None:

@@ -43,6 +43,7 @@ def ran(worker: Worker, task_id: object) -> bool:
     return f"resume_stalled_jobs[{task_id}] succeeded" in worker.output()
 
 
+@pytest.mark.slow
 def test_celery_the_channel_layer_the_cache_and_the_locks_use_sentinel_and_follow_a_failover(
     failover: SentinelServers,
 ) -> None:

@@ -189,6 +189,7 @@ def _states(frames: list[dict[str, Any]]) -> list[str]:
     return [f["state"] for f in frames if f["type"] == "status"]
 
 
+@pytest.mark.slow
 def test_a_requeue_job_running_through_a_failover_finishes_with_exact_counts(
     on_failover: SentinelServers, operator, django_db_blocker
 ) -> None:

@@ -48,6 +48,7 @@ def processes() -> Iterator[list[CeleryProcess]]:
         process.stop()  # removes its log; kills one that would not stop
 
 
+@pytest.mark.slow
 def test_a_killed_requeue_resumes_unattended_with_exact_counts(
     processes: list[CeleryProcess], r: redis.Redis, operator, tmp_path: Path
 ) -> None:

@@ -105,6 +105,7 @@ def test_cancel_stops_a_running_job_after_its_batch(no_worker, r: redis.Redis, o
     assert sorted(m.decode() for m in field_values(r, "orders", b"_requeued_from")) == sorted(ids)
 
 
+@pytest.mark.slow
 def test_a_job_inside_one_long_batch_keeps_beating(no_worker, r: redis.Redis, operator, settings, monkeypatch) -> None:
     """A batch may take longer than the stalled threshold or the lock's expiry (a big Lua call, a slow
     server): the heartbeat keeps the job's ``updated_at`` fresh and its lock held all the same, so the

@@ -23,6 +23,7 @@ from tests.polling import wait_for
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
+@pytest.mark.slow
 def test_bulk_requeue_of_20k_survives_a_killed_worker(workers: Workers, r: redis.Redis, operator) -> None:
     workers.stop_shared()  # the victim must be the only worker when the job starts
     ids = dead_letters(r, 20_000)
@@ -56,6 +57,7 @@ def test_bulk_requeue_of_20k_survives_a_killed_worker(workers: Workers, r: redis
     assert row.affected == 20_000
 
 
+@pytest.mark.slow
 def test_replay_job_killed_midway_copies_each_entry_exactly_once(workers: Workers, r: redis.Redis, operator) -> None:
     workers.stop_shared()
     pipe = r.pipeline(transaction=False)

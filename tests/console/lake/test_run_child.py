@@ -24,7 +24,7 @@ from tests.pipeline import data
 from tests.pipeline.conftest import FAST_JVM
 from tests.polling import wait_for
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.spark, pytest.mark.django_db(transaction=True)]
 
 
 def tree(root: int) -> dict[int, tuple[int, str]]:

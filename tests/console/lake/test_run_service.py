@@ -36,7 +36,7 @@ from tests.pipeline.conftest import FAST_JVM
 from tests.polling import wait_for
 from tests.servers import REPO
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.spark, pytest.mark.django_db(transaction=True)]
 
 SPARK_CONF = f"spark.sql.shuffle.partitions=3,spark.driver.extraJavaOptions={FAST_JVM}"
 

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from django.conf import settings
 
 from streams_app.live.layer import RedisChannelLayer
 
 
+@pytest.mark.slow
 def test_a_receive_outlives_an_idle_round_and_gets_the_next_message() -> None:
     async def scenario() -> tuple[bool, dict]:
         layer = RedisChannelLayer(**{**settings.CHANNEL_LAYERS["default"]["CONFIG"], "prefix": "test-layer-idle"})

@@ -18,6 +18,7 @@ from tests.console.metrics.helpers import assert_stream_matches_redis, bus, mirr
 from tests.polling import wait_for
 
 
+@pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_beat_and_worker_fill_the_mirror_and_the_samples(r: redis.Redis, tmp_path: Path) -> None:
     bus(r)

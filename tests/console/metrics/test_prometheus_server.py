@@ -66,6 +66,7 @@ def _value(prom: PrometheusServer, expr: str) -> float:
     return float(item["value"][1])
 
 
+@pytest.mark.slow
 def test_prometheus_scrapes_with_a_bearer_token_and_queries_give_redis_figures(
     r: redis.Redis, asgi_server, viewer, api_token, prometheus, spare_redis, settings
 ) -> None:
@@ -105,6 +106,7 @@ def test_prometheus_scrapes_with_a_bearer_token_and_queries_give_redis_figures(
         CONN: 0, "gone": 1}
 
 
+@pytest.mark.slow
 def test_prometheus_loads_the_rules_and_every_dashboard_query_returns_data(
     r: redis.Redis, asgi_server, viewer, api_token, prometheus, tmp_path
 ) -> None:

@@ -119,6 +119,7 @@ def test_bus_client_tries_a_command_once(closing_listener: ClosingListener) -> N
     assert closing_listener.accepted == 1
 
 
+@pytest.mark.slow
 def test_bus_clients_wait_out_a_block_longer_than_redis_py_8s_read_timeout(redis_server, r: redis.Redis) -> None:
     """A worker's XREADGROUP BLOCK (``block_ms``) or a progress read may block longer than 5 s, redis-py
     8's default read timeout (redis-py 5: none): the bus's clients keep redis-py 5's, so an idle BLOCK
