@@ -19,8 +19,8 @@ from streams_app.views.api import retries as retry_api
 from streams_app.views.api import saved_views as saved_view_api
 from streams_app.views.api import search as search_api
 from streams_app.views.api import search_actions as search_action_api
-
 from streams_app.views.api import triage as triage_api
+
 STREAM = "c/<conn:conn>/streams/<seg:key>/"
 GROUP = STREAM + "groups/<seg:group>/"
 CONSUMER = GROUP + "consumers/<seg:consumer>/"
@@ -113,7 +113,7 @@ annotation_routes = [
     *action("annotations", annotations.annotations_route, "api-annotations"),
 ]
 
-# The journey of one event (issue 30): what the journey page shows, as JSON.
+# The journey of one event: what the journey page shows, as JSON.
 journey_routes = [
     path("c/<conn:conn>/journey/", journey_api.journey, name="api-journey"),
 ]

@@ -185,12 +185,12 @@ search_routes = [
     path(GROUP + "search/ack/", search_action_views.group_ack_matching_start, name="group-search-ack"),
 ]
 
-# The journey of one event: every place it has been, from an entry ID, an event id or a query (issue 30).
+# The journey of one event: every place it has been, from an entry ID, an event id or a query.
 journey_routes = [
     path("c/<conn:conn>/journey/", journey_views.journey_page, name="journey"),
 ]
 
-# The incident timeline of a connection and of a stream (issue 30), and its "add an annotation" form.
+# The incident timeline of a connection and of a stream, and its "add an annotation" form.
 timeline_routes = [
     path("c/<conn:conn>/timeline/", timeline.connection_timeline, name="timeline"),
     path("c/<conn:conn>/timeline/annotate/", timeline.connection_annotate, name="timeline-annotate"),

@@ -1,8 +1,8 @@
 """Search results feeding a bulk action on the group page: "ack the pending entries matching this".
 
-The group's pending list is read a page at a time (XPENDING through
-:func:`~streams_app.redis_ops.reads.pending_page`), each page's messages in one more pipelined round
-trip (:func:`~streams_app.redis_ops.reads.entries_at`), and the query is evaluated on each message as
+The group's pending list is read a page at a time with each row's message (XPENDING, then the
+existence check's ``XRANGE id id`` replies kept as the messages:
+:func:`~streams_app.redis_ops.reads.pending_page_messages`), and the query is evaluated on each message as
 the user sees it (:func:`~streams_app.masking.apply.search_mask`). A pending entry whose message was
 deleted has no payload and never matches. The preview counts, up to the highest pending ID now; the
 action scans again up to that ID and acks each page's matches at once (the ack action, batched), under
@@ -59,14 +59,14 @@ def _matching_pages(
     after: str | None = None
     scanned = 0
     while True:
-        page = reads.pending_page(conn, key, group, after=after, count=min(PAGE, MAX_SCAN - scanned))
-        rows = [p for p in page.entries if parse_id(p.id) <= limit]
-        messages = reads.entries_at(conn, key, [p.id for p in rows if p.exists], mask=mask)
+        page, messages = reads.pending_page_messages(
+            conn, key, group, after=after, count=min(PAGE, MAX_SCAN - scanned), mask=mask
+        )
+        rows = [(p, entry) for p, entry in zip(page.entries, messages, strict=True) if parse_id(p.id) <= limit]
         ids: list[str] = []
         examined = 0
-        for row in rows:
+        for _row, entry in rows:
             examined += 1
-            entry = messages.get(row.id)
             if entry is not None and query.matches(entry, key=key):
                 ids.append(entry.id)
             if time.monotonic() >= deadline:
