@@ -32,6 +32,8 @@ job's ``done`` behind what Redis moved; a run that starts from such unsettled pr
 
 from __future__ import annotations
 
+import logging
+import time
 from typing import Any
 
 from streams_app.jobs.models import Job
@@ -40,6 +42,7 @@ from streams_app.jobs.runner import Progress
 from streams_app.redis_ops import actions, reads
 from streams_app.redis_ops.commands import server_ms
 from streams_app.redis_ops.decoding import display_text
+from streams_app.redis_ops.errors import Unreachable
 from streams_app.redis_ops.ids import parse_id
 from streams_app.search.replay import replay_matching_run
 
@@ -50,6 +53,12 @@ AUDIT_TARGETS = 10
 #: Target streams a running requeue-all counts exactly; one past them is counted in "others" at once (a
 #: DLQ of more than this many origin streams then counts a stream there once per batch that names it).
 TARGETS_KEPT = 1000
+#: How often a requeue-all reads again when a short batch ends it but the DLQ still holds entries up to
+#: its bound, pausing RECHECK_PAUSE_S, then twice that, ... before leaving it to the task's retry.
+FINAL_RECHECKS = 3
+RECHECK_PAUSE_S = 0.2
+
+log = logging.getLogger(__name__)
 
 
 def _batch(job: Job) -> int:
@@ -82,11 +91,14 @@ def requeue_all_run(job: Job, progress: Progress) -> None:
              "audit": audit, "targets": targets, "targets_more": more}  # fmt: skip
     progress.save(done=done, total=total, progress=state, force=True)
     batch = _batch(job)
+    rechecks = 0
     while True:
+        started_after = cursor
         step = actions.requeue_range(
             conn, key, up_to=up_to, after=cursor, batch=batch, owner=f"job:{job.pk}", itemize=False
         )
         done += step.moved
+        rechecks = 0 if step.moved else rechecks
         _count_targets(targets, more, step.per_target)
         missing += len(step.result.missing)
         failed += len(step.result.failed)
@@ -94,6 +106,22 @@ def requeue_all_run(job: Job, progress: Progress) -> None:
             if len(reasons) < 5 and failure.reason not in reasons:
                 reasons.append(failure.reason)
         cursor = step.cursor
+        if cursor is None and actions.requeue_left(conn, key, after=step.last or started_after, up_to=up_to):
+            # A short batch, yet the DLQ holds entries past it: that batch was answered by a server that
+            # is not the primary's view (right after a failover). Never "done" with dead letters left:
+            # look again from where the batch ended, and leave it to the task's retry if batches keep
+            # reading nothing.
+            rechecks += 1
+            if rechecks > FINAL_RECHECKS:
+                raise Unreachable(
+                    f"{display_text(key)} still holds dead letters up to {up_to} after the requeue read none; "
+                    "retrying once Redis agrees with itself."
+                )
+            log.warning("job %s: a short batch left dead letters in %r; reading again", job.pk, key)
+            time.sleep(RECHECK_PAUSE_S * rechecks)
+            cursor = step.last or started_after
+            if cursor is None:
+                continue
         if cursor is None or progress.due():
             # The DLQ's mark goes with the count it matches, in the same save (see the module docstring).
             audit = {**audit, "copies_ms": [audit["copies_ms"][0], server_ms(conn)], "moved": done,

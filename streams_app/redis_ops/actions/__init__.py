@@ -72,6 +72,7 @@ from .dlq import (
     dlq_entries,
     dlq_purge,
     requeue,
+    requeue_left,
     requeue_range,
 )
 from .replay import (
@@ -121,6 +122,7 @@ __all__ = [
     "replay_cursor",
     "replay_range",
     "requeue",
+    "requeue_left",
     "requeue_range",
     "resolve_range",
     "rewind",

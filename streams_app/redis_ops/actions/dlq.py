@@ -73,6 +73,7 @@ class RequeueBatch:
     moved: int = 0  # entries requeued by this batch (``len(result.requeued)`` when itemized)
     #: how many of them went to each stream, itemized or not (a bulk job's audit row counts per target)
     per_target: dict[bytes, int] = field(default_factory=dict)
+    last: str | None = None  # the last DLQ ID this batch read, whether or not the batch was full
 
 
 # ---------------------------------------------------------------- DLQ: requeue, delete, purge, list
@@ -175,8 +176,23 @@ def requeue_range(
     if not itemize:
         result = RequeueResult(requeued=(), missing=result.missing, failed=result.failed)
     return RequeueBatch(
-        result=result, cursor=last if scanned == batch else None, scanned=scanned, moved=moved, per_target=per_target
+        result=result, cursor=last if scanned == batch else None, scanned=scanned, moved=moved, per_target=per_target,
+        last=last,
     )
+
+
+def requeue_left(conn: str, dlq_key: bytes, *, after: str | None, up_to: str) -> bool:
+    """Whether the DLQ still holds an entry after ``after`` (from its start when None) and not newer
+    than ``up_to``: a bulk requeue's check, before it calls itself done, that the short batch which
+    said "nothing left" was answered by a server that holds the DLQ as the primary does. Right after
+    a failover a connection can reach a server that is not (yet, or any longer) the primary, whose
+    empty answer would otherwise end the job with dead letters left behind."""
+    _key(dlq_key, "DLQ key")
+    upper = str(parse_position(up_to, what="up_to").highest)
+    start = "(" + str(parse_id(after, allow_bare=False, what="after")) if after else "-"
+    client = get_client(conn)
+    with translated(conn):
+        return bool(stream_read(conn, client, dlq_key, "XRANGE", dlq_key, start, upper, "COUNT", 1))
 
 
 def _per_target(requeued: Sequence[Requeued], into: dict[bytes, int] | None = None) -> dict[bytes, int]:
