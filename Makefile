@@ -81,8 +81,11 @@ fuzz: setup
 	BUSCONSOLE_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) BUSCONSOLE_FUZZ_VERBOSE=1 \
 		$(PY) -m pytest -p no:cacheprovider -o timeout=0 tests/security/test_fuzz.py $(ARGS)
 
+# ruff, then mypy with django-stubs (pyproject.toml [tool.mypy]: strict on eventbus/, redis_ops/ and services/,
+# gradual elsewhere). mypy keeps its cache in .mypy_cache: a rerun checks only what changed.
 lint: setup
 	$(PY) -m ruff check .
+	$(PY) -m mypy
 
 # Every bench/*.py except helpers named _*.py and scale.py, one after the other, then one table of
 # figure, floor, ratio, goal and verdict; fails if any goal is missed. make bench ARGS="--only tail,search"
@@ -97,7 +100,7 @@ bench-scale: setup system-postgres $(BENCH_STAMP)
 # Caches and build output; keeps the venv and var/ (database, private Redis data).
 clean:
 	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +
-	rm -rf .pytest_cache .ruff_cache staticfiles spark-warehouse metastore_db derby.log
+	rm -rf .pytest_cache .ruff_cache .mypy_cache staticfiles spark-warehouse metastore_db derby.log
 
 # Everything `make setup` and `make run` created, including the local database.
 distclean: clean

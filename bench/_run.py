@@ -25,9 +25,9 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(ROOT))
 
-from _summary import SUMMARY_ENV, Row  # noqa: E402
+from bench._summary import SUMMARY_ENV, Row  # noqa: E402
 
 SKIP = {"scale.py"}
 

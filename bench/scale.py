@@ -212,7 +212,7 @@ def _page(web, url: str, reps: int, **headers: str) -> dict[str, Any]:
 
 def child(args: argparse.Namespace) -> int:
     """Measure one database; write the figures as JSON to ``args.out``."""
-    from _common import setup_django
+    from bench._common import setup_django
 
     setup_django(
         bus_url=f"redis://127.0.0.1:{args.redis_port}/0",

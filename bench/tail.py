@@ -173,7 +173,7 @@ class RawTail(asyncio.BufferedProtocol):
         self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment] - uvloop's transports are not asyncio's classes
+        self.transport = transport  # type: ignore[assignment]  # uvloop's transports are not asyncio's classes
         transport.write(self.request)
 
     def connection_lost(self, exc: Exception | None) -> None:

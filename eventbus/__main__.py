@@ -239,7 +239,7 @@ def global_option(sub: argparse.ArgumentParser, flag: str, **options: object) ->
     """Add one of :data:`GLOBAL_OPTIONS` to a command. Its default is SUPPRESS: a command's parser
     writes every default it has over what the main parser read before the command, so without it
     ``--url URL list`` would lose the URL to ``list``'s default."""
-    sub.add_argument(flag, default=argparse.SUPPRESS, **options)  # type: ignore[arg-type]
+    sub.add_argument(flag, default=argparse.SUPPRESS, **options)  # type: ignore[arg-type]  # options is a per-flag dict of add_argument's keywords, typed as a plain dict
     dest = flag.lstrip("-").replace("-", "_")
     sub.set_defaults(global_options=(*sub.get_default("global_options"), dest))
 

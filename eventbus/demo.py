@@ -139,7 +139,7 @@ def _order(n: int) -> dict[str, object]:
         {"sku": sku, "qty": 1 if sku == "laptop-x" else random.randint(1, 2), "price": PRODUCTS[sku]}
         for sku in skus
     ]
-    total = sum((PRODUCTS[line["sku"]] * line["qty"] for line in lines), Decimal("0"))  # type: ignore[index,operator]
+    total = sum((PRODUCTS[line["sku"]] * line["qty"] for line in lines), Decimal("0"))  # type: ignore[index,operator]  # the demo's order lines are JSON it wrote itself: sku a str, qty an int
     return {
         "order_id": f"ord-{n:06d}",
         "customer": random.choice(CUSTOMERS),

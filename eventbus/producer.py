@@ -184,7 +184,7 @@ class Producer:
             type, data, correlation_id=correlation_id, reply_to=reply_to, unique_key=unique_key
         )
         if unique_key is None:
-            return _entry_id(self.client.execute_command(*_xadd_head(stream, maxlen), *fields))  # type: ignore[return-value]
+            return _entry_id(self.client.execute_command(*_xadd_head(stream, maxlen), *fields))  # type: ignore[return-value]  # XADD replies with the entry ID; execute_command is typed Any-or-awaitable
         script_keys, args = _unique_args(self.client, stream, fields, unique_key, self.options, maxlen)
         entry_id = _entry_id(self.scripts.publish_unique(keys=script_keys, args=args, client=self.client))
         if entry_id is None:
@@ -262,7 +262,7 @@ class AsyncProducer:
             type, data, correlation_id=correlation_id, reply_to=reply_to, unique_key=unique_key
         )
         if unique_key is None:
-            return _entry_id(await self.client.execute_command(*_xadd_head(stream, maxlen), *fields))  # type: ignore[return-value]
+            return _entry_id(await self.client.execute_command(*_xadd_head(stream, maxlen), *fields))  # type: ignore[return-value]  # XADD replies with the entry ID; execute_command is typed Any-or-awaitable
         script_keys, args = _unique_args(self.client, stream, fields, unique_key, self.options, maxlen)
         entry_id = _entry_id(
             await self.scripts.publish_unique(keys=script_keys, args=args, client=self.client)

@@ -279,7 +279,7 @@ class Worker:
                 reply = await self._client.xreadgroup(
                     group,
                     self.consumer,
-                    streams,  # type: ignore[arg-type]
+                    streams,  # type: ignore[arg-type]  # redis-py types XREADGROUP's streams as str-keyed; bytes keys travel to Redis as they are
                     count=max(1, room // len(subs)),
                     block=self.config.block_ms,
                 )
@@ -377,7 +377,7 @@ class Worker:
         else:
             elapsed = (time.perf_counter() - started) * 1000
             if payload is not None:
-                self._replies.append((event.reply_to, payload))  # type: ignore[arg-type]
+                self._replies.append((event.reply_to, payload))  # type: ignore[arg-type]  # reply_to is set whenever a payload is returned (checked where the handler runs)
             self._ack(sub, d.entry_id)
             self.counters.processed += 1
             self._metrics.processed(sub.stream, sub.group, event.type, elapsed)
@@ -516,7 +516,7 @@ class Worker:
             pipe.xack(stream, group, *ids)
         for entry in entries:
             key = keys.metrics_key(entry["stream"])
-            pipe.xadd(key, entry, maxlen=self.config.metrics_maxlen, approximate=True)  # type: ignore[arg-type]
+            pipe.xadd(key, entry, maxlen=self.config.metrics_maxlen, approximate=True)  # type: ignore[arg-type]  # redis-py's xadd wants an invariant dict of its own field type; this one holds str
         try:
             results = await pipe.execute(raise_on_error=False)
         except REDIS_ERRORS as exc:

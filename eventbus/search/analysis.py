@@ -156,7 +156,7 @@ def root_paths(tokens: list[Token]) -> dict[str, frozenset[tuple[str, ...]] | No
         if not plain:
             found[name] = None
         elif found.get(name, set()) is not None:
-            found.setdefault(name, set()).add(path)  # type: ignore[union-attr]
+            found.setdefault(name, set()).add(path)  # type: ignore[union-attr]  # found holds sets for every name reaching here; None marks only names seen whole
     return {name: (frozenset(paths) if paths is not None else None) for name, paths in found.items()}
 
 

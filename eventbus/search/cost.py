@@ -336,7 +336,7 @@ class Values(Shape):
 def _length(value: object) -> int:
     if isinstance(value, str):
         return len(value) if value.isascii() else len(value.encode("utf-8", "surrogatepass"))
-    return len(value) if isinstance(value, _SIZED) else 0  # type: ignore[arg-type]
+    return len(value) if isinstance(value, _SIZED) else 0  # type: ignore[arg-type]  # _SIZED is a tuple of sized types mypy cannot narrow through
 
 
 def _deep(value: object) -> float:

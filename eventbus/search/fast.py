@@ -96,10 +96,10 @@ def _eq(a: object, b: object) -> object:
         if ta is str or ta is float or ta is bool or ta is _NONE:
             return a == b
         if ta is int:
-            return _int64(a) == _int64(b)  # type: ignore[arg-type]
+            return _int64(a) == _int64(b)  # type: ignore[arg-type]  # narrowed by the exact type() check above, which mypy does not follow through a variable (the hot path compares types, not isinstance)
         raise Unknown  # lists and maps (element-wise), bytes, timestamps
     if ta in _NUMBERS and tb in _NUMBERS:
-        return float(_int64(a) if ta is int else a) == float(_int64(b) if tb is int else b)  # type: ignore[arg-type]
+        return float(_int64(a) if ta is int else a) == float(_int64(b) if tb is int else b)  # type: ignore[arg-type]  # narrowed by the exact type() check above, which mypy does not follow through a variable (the hot path compares types, not isinstance)
     if ta in _KNOWN and tb in _KNOWN:
         return False
     raise Unknown
@@ -114,9 +114,9 @@ def _ordered(a: object, b: object) -> tuple[object, object] | _Error:
         return a, b
     if ta in _NUMBERS and tb in _NUMBERS:
         if ta is int and tb is int:
-            return _int64(a), _int64(b)  # type: ignore[arg-type]
-        x = float(_int64(a) if ta is int else a)  # type: ignore[arg-type]
-        y = float(_int64(b) if tb is int else b)  # type: ignore[arg-type]
+            return _int64(a), _int64(b)  # type: ignore[arg-type]  # narrowed by the exact type() check above, which mypy does not follow through a variable (the hot path compares types, not isinstance)
+        x = float(_int64(a) if ta is int else a)  # type: ignore[arg-type]  # narrowed by the exact type() check above, which mypy does not follow through a variable (the hot path compares types, not isinstance)
+        y = float(_int64(b) if tb is int else b)  # type: ignore[arg-type]  # narrowed by the exact type() check above, which mypy does not follow through a variable (the hot path compares types, not isinstance)
         if x != x or y != y:
             raise Unknown  # NaN: the library refuses to order it
         return x, y
@@ -130,15 +130,15 @@ def _in(a: object, b: object) -> object:
         return ERROR
     tb = type(b)
     if tb is list:
-        return any(_eq(a, item) is True for item in b)  # type: ignore[attr-defined]
+        return any(_eq(a, item) is True for item in b)  # type: ignore[attr-defined]  # narrowed by the exact type() check above, which mypy does not follow through a variable (the hot path compares types, not isinstance)
     if tb is dict:
         ta = type(a)
         if ta is str:
-            return a in b  # type: ignore[operator]
+            return a in b  # type: ignore[operator]  # narrowed by the exact type() check above, which mypy does not follow through a variable (the hot path compares types, not isinstance)
         if ta is bool:
             return False
         if ta is int:
-            _int64(a)  # type: ignore[arg-type]
+            _int64(a)  # type: ignore[arg-type]  # narrowed by the exact type() check above, which mypy does not follow through a variable (the hot path compares types, not isinstance)
             return False
         if ta is float or ta is _NONE:
             return ERROR  # not a valid map key type
@@ -151,9 +151,9 @@ def _in(a: object, b: object) -> object:
 def _size(value: object) -> object:
     t = type(value)
     if t is str:
-        return len(value) if value.isascii() else len(value.encode("utf-8"))  # type: ignore[attr-defined]
+        return len(value) if value.isascii() else len(value.encode("utf-8"))  # type: ignore[attr-defined]  # narrowed by the exact type() check above, which mypy does not follow through a variable (the hot path compares types, not isinstance)
     if t is list or t is dict or t is bytes:
-        return len(value)  # type: ignore[arg-type]
+        return len(value)  # type: ignore[arg-type]  # narrowed by the exact type() check above, which mypy does not follow through a variable (the hot path compares types, not isinstance)
     if value is ERROR or t in _KNOWN:
         return ERROR
     raise Unknown
@@ -200,7 +200,7 @@ def _path(name: str, names: tuple[str, ...]) -> Evaluator:
         value = root(env)
         for key in names:
             if type(value) is dict:
-                value = value.get(key, ERROR)  # type: ignore[attr-defined]
+                value = value.get(key, ERROR)  # type: ignore[attr-defined]  # a map by the type() check above, which mypy does not follow
             elif value is ERROR or type(value) in _NOT_A_MAP:
                 return ERROR
             else:
@@ -219,7 +219,7 @@ def _path_from(inner: Evaluator, names: tuple[str, ...]) -> Evaluator:
         value = inner(env)
         for key in names:
             if type(value) is dict:
-                value = value.get(key, ERROR)  # type: ignore[attr-defined]
+                value = value.get(key, ERROR)  # type: ignore[attr-defined]  # a map by the type() check above, which mypy does not follow
             elif value is ERROR or type(value) in _NOT_A_MAP:
                 return ERROR
             else:
@@ -233,7 +233,7 @@ def _has(parent: Evaluator, key: str) -> Evaluator:
     def has(env: Mapping[str, object]) -> object:
         value = parent(env)
         if type(value) is dict:
-            return key in value  # type: ignore[operator]
+            return key in value  # type: ignore[operator]  # a map by the type() check above, which mypy does not follow
         if value is ERROR or type(value) in _NOT_A_MAP:
             return ERROR
         raise Unknown
@@ -267,10 +267,10 @@ def _compare_constant(inner: Evaluator, op: str, constant: int | float) -> Evalu
 
     def order(env: Mapping[str, object]) -> object:
         value = inner(env)
-        if type(value) is kind and (value == value if kind is float else _MIN <= value <= _MAX):  # type: ignore[operator]
+        if type(value) is kind and (value == value if kind is float else _MIN <= value <= _MAX):  # type: ignore[operator]  # an int by the type() check on the same line, which mypy does not follow through `kind`
             return compare(value, constant)
         pair = _ordered(value, constant)
-        return pair if pair is ERROR else compare(*pair)  # type: ignore[misc]
+        return pair if pair is ERROR else compare(*pair)  # type: ignore[misc]  # pair is a 2-tuple once it is not ERROR; mypy cannot narrow the sentinel by identity
 
     return order
 
@@ -290,7 +290,7 @@ def _relation(op: str, left: Evaluator, right: Evaluator) -> Evaluator:
 
     def order(env: Mapping[str, object]) -> object:
         pair = _ordered(left(env), right(env))
-        return pair if pair is ERROR else compare(*pair)  # type: ignore[misc]
+        return pair if pair is ERROR else compare(*pair)  # type: ignore[misc]  # pair is a 2-tuple once it is not ERROR; mypy cannot narrow the sentinel by identity
 
     return order
 
@@ -335,7 +335,7 @@ def _string_method(inner: Evaluator, method: str, argument: str) -> Evaluator:
     def call(env: Mapping[str, object]) -> object:
         value = inner(env)
         if type(value) is str:
-            return test(value, argument)  # type: ignore[operator]
+            return test(value, argument)  # type: ignore[operator]  # test is one of the typed comparison functions chosen above
         if value is ERROR or type(value) in _NOT_A_MAP:
             return ERROR
         raise Unknown
@@ -430,9 +430,9 @@ class _Parser:
             if type(constant) in (str, int, float, bool):
                 return _Node(_equals_constant(operand.evaluate, constant, negate=op == "!="))
         if op in _ORDER and type(right.constant) in (int, float) and left.constant is _CONSTANT:
-            return _Node(_compare_constant(left.evaluate, op, right.constant))  # type: ignore[arg-type]
+            return _Node(_compare_constant(left.evaluate, op, right.constant))  # type: ignore[arg-type]  # a constant node's value is a CEL scalar, which _compare_constant takes; typed as object on the node
         if op in _ORDER and type(left.constant) in (int, float) and right.constant is _CONSTANT:
-            return _Node(_compare_constant(right.evaluate, _SWAPPED[op], left.constant))  # type: ignore[arg-type]
+            return _Node(_compare_constant(right.evaluate, _SWAPPED[op], left.constant))  # type: ignore[arg-type]  # a constant node's value is a CEL scalar, which _compare_constant takes; typed as object on the node
         return _Node(_relation(op, left.evaluate, right.evaluate))
 
     def unary(self) -> _Node:

@@ -169,7 +169,7 @@ def _prune(value: object, plan: object) -> object:
         return _shape(value)
     if not isinstance(value, dict):
         return value
-    return {name: _prune(value[name], sub) for name, sub in plan.items() if name in value}  # type: ignore[attr-defined]
+    return {name: _prune(value[name], sub) for name, sub in plan.items() if name in value}  # type: ignore[attr-defined]  # value is a map here: a plan holds sub-plans only under map fields
 
 
 def _shape(value: object) -> object:
@@ -277,7 +277,7 @@ class Query:
         assert self.program is not None
         if self._functions:
             return self.program.execute(cel.Context(variables=dict(activation), functions=self._functions))
-        return self.program.execute(activation)  # type: ignore[arg-type]
+        return self.program.execute(activation)  # type: ignore[arg-type]  # cel's execute takes a plain dict too; its stubs say Context only
 
     # ------------------------------------------------------------------------------ the cheap test
 

@@ -90,7 +90,7 @@ def _lines(stream: IO[str], sink: Callable[[str], None]) -> None:
         for line in stream:
             sink(line.rstrip("\n"))
     finally:
-        sink(None)  # type: ignore[arg-type] - end of stream
+        sink(None)  # type: ignore[arg-type]  # None tells the sink the stream ended
 
 
 class SparkServiceUnavailable(Exception):

@@ -144,7 +144,7 @@ def _chart(
     points = snapshots.series(kind=kind, obj_id=obj_id, metric=metric, since=now - window.delta, until=now)
     resolution = snapshots.series_resolution(since=now - window.delta, now=now)
     return chart_build(
-        points, title=title, window=window, end=now, size=size, unit=unit, tone=tone,  # type: ignore[arg-type]
+        points, title=title, window=window, end=now, size=size, unit=unit, tone=tone,  # type: ignore[arg-type]  # tone and unit are the chart's literal names, checked by chart_build at run time
         last_what=LAST_WHAT.get(resolution, LAST_WHAT[Resolution.RAW]), notes=notes,
     )
 

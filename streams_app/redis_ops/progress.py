@@ -92,7 +92,7 @@ async def progress_follow(
             item = await loop.run_in_executor(_threads(), next, steps, _END)
         if item is _END:
             return
-        yield item if item is None or mask is None else _masked_event(item, mask)  # type: ignore[arg-type]
+        yield item if item is None or mask is None else _masked_event(item, mask)  # type: ignore[arg-type]  # item is an event here: the None case is the left branch
 
 
 def _masked_event(event: ProgressEvent, mask: EntryMask) -> ProgressEvent:

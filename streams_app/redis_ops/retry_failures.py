@@ -107,7 +107,7 @@ def _forward(client, metrics: bytes, wanted: list[Wanted], found: Found, budget:
     """Current members: forward from each one's ``_failed_at`` (soonest first), matching group and entry."""
     by_key: dict[tuple[bytes, bytes], list[str]] = {}
     for w in wanted:
-        by_key.setdefault((w.group, w.failed_id), []).append(w.ref)  # type: ignore[arg-type]
+        by_key.setdefault((w.group, w.failed_id), []).append(w.ref)  # type: ignore[arg-type]  # failed_id is set on every wanted row (the query filtered the others out)
     cursor: bytes | None = None  # the last entry read: nothing before it is read again
     for w in sorted(wanted, key=lambda w: w.failed_at_ms or 0):
         start_ms = (w.failed_at_ms or 0) - BEFORE_MS
@@ -136,7 +136,7 @@ def _backward(client, metrics: bytes, wanted: list[Wanted], found: Found, budget
         return
     by_key: dict[tuple[bytes | None, bytes], list[Wanted]] = {}
     for w in wanted:
-        by_key.setdefault((w.group, w.event_id), []).append(w)  # type: ignore[arg-type]
+        by_key.setdefault((w.group, w.event_id), []).append(w)  # type: ignore[arg-type]  # event_id is set on every wanted row (the query filtered the others out)
     top: bytes = str(max(w.due_ms for w in wanted) + AFTER_MS).encode()
     while budget > 0 and any(w.ref not in found for w in wanted):
         batch = _read(client, "XREVRANGE", metrics, top, "-", "COUNT", min(PAGE, budget))

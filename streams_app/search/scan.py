@@ -148,7 +148,7 @@ def search_page(
             break
         if stopped or scanned >= budget_entries:
             break
-        bound = "(" + last_id  # type: ignore[operator]
+        bound = "(" + last_id  # type: ignore[operator]  # the loop broke out above when no entry was read, so last_id is set
         low, high = (bound, high) if forward else (low, bound)
     return SearchPage(
         matches=tuple(matches),

@@ -188,7 +188,7 @@ def _chart(points: Sequence[tuple[datetime, float | None]], title: str, window: 
            *, tone: str = "accent", unit: str = "count") -> Chart:
     resolution = snapshots.series_resolution(since=window.start)
     return chart_build(points, title=title, window=window.chart_window, end=window.end, size="wide", tone=tone,
-                       unit=unit, notes=notes, last_what=LAST_WHAT.get(resolution, LAST_WHAT["raw"]),  # type: ignore[arg-type]
+                       unit=unit, notes=notes, last_what=LAST_WHAT.get(resolution, LAST_WHAT["raw"]),  # type: ignore[arg-type]  # tone and unit are the chart's literal names, checked by chart_build at run time
                        empty_text="no snapshots in this window")
 
 

@@ -43,13 +43,13 @@ _I32 = 2**31 - 1
 class RunState(Query):
     """What earlier steps of the run covered, for the status line."""
 
-    seen: query_int(ge=0, le=_I32) = 0  # type: ignore[valid-type]
-    found: query_int(ge=0, le=_I32) = 0  # type: ignore[valid-type]
-    spent: query_int(ge=0, le=_I32) = 0  # type: ignore[valid-type]
-    costly: query_int(ge=0, le=_I32) = 0  # type: ignore[valid-type]
+    seen: query_int(ge=0, le=_I32) = 0  # type: ignore[valid-type]  # pydantic reads the Annotated type this call builds; mypy takes no call as a type
+    found: query_int(ge=0, le=_I32) = 0  # type: ignore[valid-type]  # pydantic reads the Annotated type this call builds; mypy takes no call as a type
+    spent: query_int(ge=0, le=_I32) = 0  # type: ignore[valid-type]  # pydantic reads the Annotated type this call builds; mypy takes no call as a type
+    costly: query_int(ge=0, le=_I32) = 0  # type: ignore[valid-type]  # pydantic reads the Annotated type this call builds; mypy takes no call as a type
     first: CursorId | None = None
     until: CursorId | None = None
-    total: query_int(ge=0, le=2**63 - 1) | None = None  # type: ignore[valid-type]
+    total: query_int(ge=0, le=2**63 - 1) | None = None  # type: ignore[valid-type]  # pydantic reads the Annotated type this call builds; mypy takes no call as a type
 
 
 def _query_string(params: SearchQuery, **extra: object) -> str:

@@ -104,7 +104,7 @@ def _dlq_args(rset: RetrySet, entry: RetryEntry, note: str) -> list[bytes | str]
         fields=dict(entry.fields),
         stream=rset.stream,  # type: ignore[arg-type]  # bytes travel to Redis as they are
         entry_id=entry.failed_entry_id or "",
-        group=entry.group or b"",  # type: ignore[arg-type]
+        group=entry.group or b"",  # type: ignore[arg-type]  # bytes travel to Redis as they are
         error=entry.error
         or "unknown: the retry schedule keeps no error, and the metric events no longer have it",
         traceback=note,

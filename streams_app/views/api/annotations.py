@@ -92,12 +92,12 @@ class AnnotationBody(Body):
     ``connection`` it shows on the charts of every connection; with it, on that connection's; with
     ``stream`` too (the key as text), on that stream's, its groups' and its DLQ's charts only."""
 
-    text: text(min_length=1, max_length=TEXT_MAX)  # type: ignore[valid-type]
+    text: text(min_length=1, max_length=TEXT_MAX)  # type: ignore[valid-type]  # pydantic reads the Annotated type this call builds; mypy takes no call as a type
     time: Moment | None = None
     time_end: Moment | None = None
-    tags: Annotated[list[Tag], Field(max_length=TAGS_MAX)] = []  # type: ignore[valid-type]
+    tags: Annotated[list[Tag], Field(max_length=TAGS_MAX)] = []  # type: ignore[valid-type]  # pydantic reads the Annotated type this call builds; mypy takes no call as a type
     connection: ConnName | None = None
-    stream: text(min_length=1, max_length=1000) | None = None  # type: ignore[valid-type]
+    stream: text(min_length=1, max_length=1000) | None = None  # type: ignore[valid-type]  # pydantic reads the Annotated type this call builds; mypy takes no call as a type
 
     model_config = ConfigDict(
         strict=True,
@@ -117,9 +117,9 @@ class AnnotationsQuery(Query):
     from_: QueryMoment | None = Field(None, alias="from")
     to: QueryMoment | None = None
     connection: ConnName | None = None
-    stream: text(min_length=1, max_length=1000) | None = None  # type: ignore[valid-type]
-    before: query_int(ge=1, le=I64_MAX) | None = None  # type: ignore[valid-type]
-    count: query_int(ge=1, le=500) = 100  # type: ignore[valid-type]
+    stream: text(min_length=1, max_length=1000) | None = None  # type: ignore[valid-type]  # pydantic reads the Annotated type this call builds; mypy takes no call as a type
+    before: query_int(ge=1, le=I64_MAX) | None = None  # type: ignore[valid-type]  # pydantic reads the Annotated type this call builds; mypy takes no call as a type
+    count: query_int(ge=1, le=500) = 100  # type: ignore[valid-type]  # pydantic reads the Annotated type this call builds; mypy takes no call as a type
 
 
 class AnnotationRow(Reply):

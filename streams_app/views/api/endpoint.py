@@ -71,8 +71,8 @@ def api_endpoint(**spec: Any) -> Callable[[V], V]:
 
     def decorate(view: V) -> V:
         guarded = require_http_methods([endpoint.method])(view)
-        guarded.api_endpoint = endpoint  # type: ignore[attr-defined]
-        return guarded  # type: ignore[return-value]
+        guarded.api_endpoint = endpoint  # type: ignore[attr-defined]  # the record rides on the view function for the OpenAPI builder
+        return guarded  # type: ignore[return-value]  # require_http_methods returns the view it wraps, typed loosely by django-stubs
 
     return decorate
 
@@ -96,7 +96,7 @@ def api_methods(*views: Callable[..., Any]) -> Callable[..., Any]:
     def route(request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
         return by_method[request.method](request, *args, **kwargs)
 
-    route.api_views = tuple(views)  # type: ignore[attr-defined]
+    route.api_views = tuple(views)  # type: ignore[attr-defined]  # the views ride on the URL pattern for the OpenAPI builder
     route.__name__ = "_".join(view.__name__ for view in views)
     return route
 

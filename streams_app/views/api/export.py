@@ -33,10 +33,10 @@ class ExportQuery(Query):
     ``job``: the file of a finished background export of this stream."""
 
     format: Format = "ndjson"
-    start: position("-", "0") = Field("-", alias="from")  # type: ignore[valid-type]
-    end: position("+", "$") = Field("+", alias="to")  # type: ignore[valid-type]
-    q: text(max_length=2000) = ""  # type: ignore[valid-type]
-    job: query_int(ge=1, le=I64_MAX) | None = None  # type: ignore[valid-type]
+    start: position("-", "0") = Field("-", alias="from")  # type: ignore[valid-type]  # pydantic reads the Annotated type this call builds; mypy takes no call as a type
+    end: position("+", "$") = Field("+", alias="to")  # type: ignore[valid-type]  # pydantic reads the Annotated type this call builds; mypy takes no call as a type
+    q: text(max_length=2000) = ""  # type: ignore[valid-type]  # pydantic reads the Annotated type this call builds; mypy takes no call as a type
+    job: query_int(ge=1, le=I64_MAX) | None = None  # type: ignore[valid-type]  # pydantic reads the Annotated type this call builds; mypy takes no call as a type
 
     model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
 
@@ -46,9 +46,9 @@ class ExportBody(Body):
     matches; the job's page and ``GET .../export?job=<id>`` give the file when it is done."""
 
     format: Format = "ndjson"
-    start: position("-", "0") = Field("-", alias="from")  # type: ignore[valid-type]
-    end: position("+", "$") = Field("+", alias="to")  # type: ignore[valid-type]
-    q: text(max_length=2000) = ""  # type: ignore[valid-type]
+    start: position("-", "0") = Field("-", alias="from")  # type: ignore[valid-type]  # pydantic reads the Annotated type this call builds; mypy takes no call as a type
+    end: position("+", "$") = Field("+", alias="to")  # type: ignore[valid-type]  # pydantic reads the Annotated type this call builds; mypy takes no call as a type
+    q: text(max_length=2000) = ""  # type: ignore[valid-type]  # pydantic reads the Annotated type this call builds; mypy takes no call as a type
 
     model_config = ConfigDict(
         strict=True,

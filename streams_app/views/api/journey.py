@@ -32,10 +32,10 @@ class JourneyQuery(Query):
     look in (repeat it, at most 10). ``cursor`` continues an answer whose ``coverage.complete`` is false
     (its ``coverage.next``). One answer reads at most 50,000 entries in 3 seconds."""
 
-    q: text(min_length=1, max_length=search.MAX_QUERY)  # type: ignore[valid-type]
-    stream: list[text(min_length=1, max_length=4096)] = Field(min_length=1, max_length=journeys.MAX_STREAMS)  # type: ignore[valid-type]
+    q: text(min_length=1, max_length=search.MAX_QUERY)  # type: ignore[valid-type]  # pydantic reads the Annotated type this call builds; mypy takes no call as a type
+    stream: list[text(min_length=1, max_length=4096)] = Field(min_length=1, max_length=journeys.MAX_STREAMS)  # type: ignore[valid-type]  # pydantic reads the Annotated type this call builds; mypy takes no call as a type
     by: Literal["auto", "entry", "event", "correlation", "search"] = "auto"
-    cursor: text(min_length=3, max_length=48) | None = None  # type: ignore[valid-type]
+    cursor: text(min_length=3, max_length=48) | None = None  # type: ignore[valid-type]  # pydantic reads the Annotated type this call builds; mypy takes no call as a type
 
 
 class JourneyAudit(Reply):

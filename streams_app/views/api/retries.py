@@ -35,7 +35,7 @@ class RetriesQuery(s.Query):
     """``after`` is the previous page's ``next``; ``legacy`` reads the pre-cluster set ``S:retry``."""
 
     after: Annotated[str, StringConstraints(pattern=r"^[0-9]{1,20}:[0-9]{1,9}$")] | None = None
-    count: s.query_int(ge=1, le=retry_reads.MAX_PAGE) = retry_reads.DEFAULT_PAGE  # type: ignore[valid-type]
+    count: s.query_int(ge=1, le=retry_reads.MAX_PAGE) = retry_reads.DEFAULT_PAGE  # type: ignore[valid-type]  # pydantic reads the Annotated type this call builds; mypy takes no call as a type
     legacy: bool = False
 
 
@@ -44,7 +44,7 @@ class RetryBody(s.Body):
 
     refs: Annotated[list[Ref], Field(min_length=1, max_length=1000)] | None = None
     all: bool = False
-    up_to: s.Millis | None = None  # type: ignore[valid-type]
+    up_to: s.Millis | None = None  # type: ignore[valid-type]  # pydantic reads the Annotated type this call builds; mypy takes no call as a type
     legacy: bool = False
     dry_run: bool = False
 

@@ -29,8 +29,8 @@ class SavedViewBody(Body):
     browser shows it (``/c/default/streams/orders/?order=asc``): an absolute or external URL is refused.
     ``shared`` makes it visible to every user and needs the operator role."""
 
-    name: text(min_length=1, max_length=NAME_MAX)  # type: ignore[valid-type]
-    url: text(min_length=1, max_length=PATH_MAX + QUERY_MAX + 1)  # type: ignore[valid-type]
+    name: text(min_length=1, max_length=NAME_MAX)  # type: ignore[valid-type]  # pydantic reads the Annotated type this call builds; mypy takes no call as a type
+    url: text(min_length=1, max_length=PATH_MAX + QUERY_MAX + 1)  # type: ignore[valid-type]  # pydantic reads the Annotated type this call builds; mypy takes no call as a type
     shared: StrictBool = False
 
     model_config = ConfigDict(
@@ -45,8 +45,8 @@ class SavedViewsQuery(Query):
     """``mine=true`` lists only the caller's own views; ``before`` is the "older than" cursor (an id)."""
 
     mine: bool = False
-    before: query_int(ge=1, le=I64_MAX) | None = None  # type: ignore[valid-type]
-    count: query_int(ge=1, le=500) = 100  # type: ignore[valid-type]
+    before: query_int(ge=1, le=I64_MAX) | None = None  # type: ignore[valid-type]  # pydantic reads the Annotated type this call builds; mypy takes no call as a type
+    count: query_int(ge=1, le=500) = 100  # type: ignore[valid-type]  # pydantic reads the Annotated type this call builds; mypy takes no call as a type
 
 
 class SavedViewRow(Reply):

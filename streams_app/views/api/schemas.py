@@ -307,7 +307,7 @@ def query(model: type[M], params: QueryDict) -> M:
     return parse(model, {name: params[name] for name in model.model_fields if name in params})
 
 
-JobState = Literal[tuple(Job.State.values)]  # type: ignore[valid-type]
+JobState = Literal[tuple(Job.State.values)]  # type: ignore[valid-type]  # the states come from the model; mypy wants them spelled out
 
 
 # ------------------------------------------------------------------------------ pending entries
@@ -331,7 +331,7 @@ class AutoclaimBody(Body):
 
     consumer: Name
     min_idle_ms: Millis
-    count: body_int(ge=1, le=1000) = 100  # type: ignore[valid-type]
+    count: body_int(ge=1, le=1000) = 100  # type: ignore[valid-type]  # pydantic reads the Annotated type this call builds; mypy takes no call as a type
 
     model_config = ConfigDict(
         json_schema_extra={"examples": [{"consumer": "sweeper", "min_idle_ms": 60000, "count": 100}]}
@@ -353,7 +353,7 @@ class RewindBody(Body):
     (the end). ``dry_run`` says what would be redelivered and changes nothing.
     """
 
-    to: position("0", "-", "$")  # type: ignore[valid-type]
+    to: position("0", "-", "$")  # type: ignore[valid-type]  # pydantic reads the Annotated type this call builds; mypy takes no call as a type
     dry_run: bool = False
 
     model_config = ConfigDict(json_schema_extra={"examples": [{"to": EXAMPLE_TIME, "dry_run": True}]})
@@ -419,8 +419,8 @@ class ReplayBody(Body):
     """Re-publish the entries from ``start`` to ``end`` (both included) that hold every field of
     ``match``, to ``target`` (default: the same stream), as a background job; ``dry_run`` counts them."""
 
-    start: position("-", "0")  # type: ignore[valid-type]
-    end: position("+", "$")  # type: ignore[valid-type]
+    start: position("-", "0")  # type: ignore[valid-type]  # pydantic reads the Annotated type this call builds; mypy takes no call as a type
+    end: position("+", "$")  # type: ignore[valid-type]  # pydantic reads the Annotated type this call builds; mypy takes no call as a type
     target: Name | None = None
     match: FieldFilter | None = None
     dry_run: bool = False
@@ -459,7 +459,7 @@ class TrimBody(Body):
     and ``minid`` (remove entries older than an ID or a time); ``dry_run`` shows what would go."""
 
     maxlen: Millis | None = None
-    minid: position() | None = None  # type: ignore[valid-type]
+    minid: position() | None = None  # type: ignore[valid-type]  # pydantic reads the Annotated type this call builds; mypy takes no call as a type
     dry_run: bool = False
 
     model_config = ConfigDict(
@@ -497,11 +497,11 @@ class StreamsQuery(Query):
     ``name`` A to Z), paged by ``offset``; before the mirror's first sync only ``sort=length`` answers,
     ranking the streams one scan budget finds."""
 
-    match: text(min_length=1, max_length=512) = "*"  # type: ignore[valid-type]
-    cursor: query_int(ge=0, le=2**64 - 1) = 0  # type: ignore[valid-type]
-    count: query_int(ge=1, le=MAX_PAGE) = DEFAULT_PAGE  # type: ignore[valid-type]
+    match: text(min_length=1, max_length=512) = "*"  # type: ignore[valid-type]  # pydantic reads the Annotated type this call builds; mypy takes no call as a type
+    cursor: query_int(ge=0, le=2**64 - 1) = 0  # type: ignore[valid-type]  # pydantic reads the Annotated type this call builds; mypy takes no call as a type
+    count: query_int(ge=1, le=MAX_PAGE) = DEFAULT_PAGE  # type: ignore[valid-type]  # pydantic reads the Annotated type this call builds; mypy takes no call as a type
     sort: Literal["length", "pending", "lag", "last", "name"] | None = None
-    offset: query_int(ge=0, le=I64_MAX) = 0  # type: ignore[valid-type]
+    offset: query_int(ge=0, le=I64_MAX) = 0  # type: ignore[valid-type]  # pydantic reads the Annotated type this call builds; mypy takes no call as a type
 
 
 class EntriesQuery(Query):
@@ -510,8 +510,8 @@ class EntriesQuery(Query):
     order: Literal["desc", "asc"] = "desc"
     after: CursorId | None = None
     before: CursorId | None = None
-    at: position() | None = None  # type: ignore[valid-type]
-    count: query_int(ge=1, le=MAX_PAGE) = DEFAULT_PAGE  # type: ignore[valid-type]
+    at: position() | None = None  # type: ignore[valid-type]  # pydantic reads the Annotated type this call builds; mypy takes no call as a type
+    count: query_int(ge=1, le=MAX_PAGE) = DEFAULT_PAGE  # type: ignore[valid-type]  # pydantic reads the Annotated type this call builds; mypy takes no call as a type
 
     @model_validator(mode="after")
     def _one_cursor(self) -> Self:
@@ -521,10 +521,10 @@ class EntriesQuery(Query):
 
 
 class PendingQuery(Query):
-    consumer: text(min_length=1, max_length=512) | None = None  # type: ignore[valid-type]
-    min_idle_ms: query_int(ge=0, le=I64_MAX) | None = None  # type: ignore[valid-type]
+    consumer: text(min_length=1, max_length=512) | None = None  # type: ignore[valid-type]  # pydantic reads the Annotated type this call builds; mypy takes no call as a type
+    min_idle_ms: query_int(ge=0, le=I64_MAX) | None = None  # type: ignore[valid-type]  # pydantic reads the Annotated type this call builds; mypy takes no call as a type
     after: CursorId | None = None
-    count: query_int(ge=1, le=MAX_PAGE) = DEFAULT_PAGE  # type: ignore[valid-type]
+    count: query_int(ge=1, le=MAX_PAGE) = DEFAULT_PAGE  # type: ignore[valid-type]  # pydantic reads the Annotated type this call builds; mypy takes no call as a type
 
 
 class GroupsQuery(Query):
@@ -532,10 +532,10 @@ class GroupsQuery(Query):
     ``name``; ``order`` is ``desc`` unless told (names: ``asc``), ties go by name, and a lag Redis cannot
     tell comes last either way. Redis answers every group at once; ``offset`` and ``count`` cut the page."""
 
-    sort: Literal[tuple(GROUP_SORTS)] = "pending"  # type: ignore[valid-type]
+    sort: Literal[tuple(GROUP_SORTS)] = "pending"  # type: ignore[valid-type]  # pydantic reads the Annotated type this call builds; mypy takes no call as a type
     order: Literal["desc", "asc"] | None = None
-    offset: query_int(ge=0, le=I64_MAX) = 0  # type: ignore[valid-type]
-    count: query_int(ge=1, le=MAX_PAGE) = DEFAULT_PAGE  # type: ignore[valid-type]
+    offset: query_int(ge=0, le=I64_MAX) = 0  # type: ignore[valid-type]  # pydantic reads the Annotated type this call builds; mypy takes no call as a type
+    count: query_int(ge=1, le=MAX_PAGE) = DEFAULT_PAGE  # type: ignore[valid-type]  # pydantic reads the Annotated type this call builds; mypy takes no call as a type
 
 
 class ConsumersQuery(Query):
@@ -543,10 +543,10 @@ class ConsumersQuery(Query):
     (Redis 7.2+) or ``name``; ``order`` is ``desc`` unless told (names: ``asc``), ties go by name, and an
     ``inactive`` Redis does not report comes last either way. ``offset`` and ``count`` cut the page."""
 
-    sort: Literal[tuple(CONSUMER_SORTS)] = "pending"  # type: ignore[valid-type]
+    sort: Literal[tuple(CONSUMER_SORTS)] = "pending"  # type: ignore[valid-type]  # pydantic reads the Annotated type this call builds; mypy takes no call as a type
     order: Literal["desc", "asc"] | None = None
-    offset: query_int(ge=0, le=I64_MAX) = 0  # type: ignore[valid-type]
-    count: query_int(ge=1, le=MAX_PAGE) = DEFAULT_PAGE  # type: ignore[valid-type]
+    offset: query_int(ge=0, le=I64_MAX) = 0  # type: ignore[valid-type]  # pydantic reads the Annotated type this call builds; mypy takes no call as a type
+    count: query_int(ge=1, le=MAX_PAGE) = DEFAULT_PAGE  # type: ignore[valid-type]  # pydantic reads the Annotated type this call builds; mypy takes no call as a type
 
 
 class TriageFilterFields(BaseModel):
@@ -554,9 +554,9 @@ class TriageFilterFields(BaseModel):
     triage show it), ``group`` and ``origin`` (the stream it came from) as the triage shows them, or
     ``no_group``/``no_origin`` for those that record none. All given parts must hold."""
 
-    signature: text(max_length=300) | None = None  # type: ignore[valid-type]
-    group: text(max_length=512) | None = None  # type: ignore[valid-type]
-    origin: text(max_length=512) | None = None  # type: ignore[valid-type]
+    signature: text(max_length=300) | None = None  # type: ignore[valid-type]  # pydantic reads the Annotated type this call builds; mypy takes no call as a type
+    group: text(max_length=512) | None = None  # type: ignore[valid-type]  # pydantic reads the Annotated type this call builds; mypy takes no call as a type
+    origin: text(max_length=512) | None = None  # type: ignore[valid-type]  # pydantic reads the Annotated type this call builds; mypy takes no call as a type
     no_group: bool = False
     no_origin: bool = False
 
@@ -578,9 +578,9 @@ class DlqEntriesQuery(TriageFilterFields, Query):
     older entries. A filtered page may be short with a ``next`` to go on from: each call reads a bounded
     number of entries."""
 
-    error: text(max_length=200) | None = None  # type: ignore[valid-type]
+    error: text(max_length=200) | None = None  # type: ignore[valid-type]  # pydantic reads the Annotated type this call builds; mypy takes no call as a type
     before: EntryId | None = None
-    count: query_int(ge=1, le=500) = 50  # type: ignore[valid-type]
+    count: query_int(ge=1, le=500) = 50  # type: ignore[valid-type]  # pydantic reads the Annotated type this call builds; mypy takes no call as a type
 
 
 class DlqTriageQuery(Query):
@@ -588,7 +588,7 @@ class DlqTriageQuery(Query):
     how many to read at most (default ``BUSCONSOLE_DLQ_TRIAGE_LIMIT``)."""
 
     before: EntryId | None = None
-    limit: query_int(ge=1, le=200_000) | None = None  # type: ignore[valid-type]
+    limit: query_int(ge=1, le=200_000) | None = None  # type: ignore[valid-type]  # pydantic reads the Annotated type this call builds; mypy takes no call as a type
 
 
 class RequeueFilteredBody(TriageFilterFields, Body):
@@ -606,7 +606,7 @@ class RequeueFilteredBody(TriageFilterFields, Body):
 
 
 class JobsQuery(Query):
-    before: query_int(ge=1, le=I64_MAX) | None = None  # type: ignore[valid-type]
+    before: query_int(ge=1, le=I64_MAX) | None = None  # type: ignore[valid-type]  # pydantic reads the Annotated type this call builds; mypy takes no call as a type
     state: JobState | None = None
 
 
@@ -625,14 +625,14 @@ def _since(value: object) -> datetime:
 class AuditQuery(Query):
     """Filters (``action`` is a prefix) and the "older than" cursor ``before`` (the last row's id)."""
 
-    action: text(max_length=64) | None = None  # type: ignore[valid-type]
-    user: text(max_length=150) | None = None  # type: ignore[valid-type]
-    connection: text(max_length=100) | None = None  # type: ignore[valid-type]
+    action: text(max_length=64) | None = None  # type: ignore[valid-type]  # pydantic reads the Annotated type this call builds; mypy takes no call as a type
+    user: text(max_length=150) | None = None  # type: ignore[valid-type]  # pydantic reads the Annotated type this call builds; mypy takes no call as a type
+    connection: text(max_length=100) | None = None  # type: ignore[valid-type]  # pydantic reads the Annotated type this call builds; mypy takes no call as a type
     outcome: Literal["ok", "error", "denied"] | None = None
     since: Annotated[
         datetime,
         PlainValidator(_since),
         WithJsonSchema({"type": "string", "pattern": DATE_TIME_PATTERN, "examples": [EXAMPLE_TIME]}),
     ] | None = None
-    before: query_int(ge=1, le=I64_MAX) | None = None  # type: ignore[valid-type]
-    count: query_int(ge=1, le=500) = 50  # type: ignore[valid-type]
+    before: query_int(ge=1, le=I64_MAX) | None = None  # type: ignore[valid-type]  # pydantic reads the Annotated type this call builds; mypy takes no call as a type
+    count: query_int(ge=1, le=500) = 50  # type: ignore[valid-type]  # pydantic reads the Annotated type this call builds; mypy takes no call as a type

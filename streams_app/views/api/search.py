@@ -38,12 +38,12 @@ class SearchQuery(Query):
     ISO-8601 times), ``direction`` says which end the scan starts from, ``cursor`` continues after
     the ``next`` of a previous answer. One answer scans at most 100,000 entries or 2 seconds."""
 
-    q: text(min_length=1, max_length=search.MAX_QUERY)  # type: ignore[valid-type]
-    from_: position() | None = Field(None, alias="from")  # type: ignore[valid-type]
-    to: position() | None = None  # type: ignore[valid-type]
+    q: text(min_length=1, max_length=search.MAX_QUERY)  # type: ignore[valid-type]  # pydantic reads the Annotated type this call builds; mypy takes no call as a type
+    from_: position() | None = Field(None, alias="from")  # type: ignore[valid-type]  # pydantic reads the Annotated type this call builds; mypy takes no call as a type
+    to: position() | None = None  # type: ignore[valid-type]  # pydantic reads the Annotated type this call builds; mypy takes no call as a type
     direction: Literal["asc", "desc"] = "asc"
     cursor: CursorId | None = None
-    limit: query_int(ge=1, le=search.MAX_LIMIT) = search.DEFAULT_LIMIT  # type: ignore[valid-type]
+    limit: query_int(ge=1, le=search.MAX_LIMIT) = search.DEFAULT_LIMIT  # type: ignore[valid-type]  # pydantic reads the Annotated type this call builds; mypy takes no call as a type
 
 
 class SearchReply(Reply):
