@@ -13,9 +13,9 @@ from typing import Any
 from django.contrib import admin
 from django.http import HttpRequest
 
+from streams_app import services
 from streams_app.accounts.models import ApiToken
 from streams_app.audit.models import AuditEvent
-from streams_app.audit.records import ActionRecord, audit_write
 from streams_app.jobs.models import Job
 from streams_app.masking.models import MaskRule
 from streams_app.metrics.models import ConsumerMirror, GroupMirror, SnapshotRun, StreamMirror
@@ -179,20 +179,24 @@ class MaskRuleAdmin(admin.ModelAdmin):
     search_fields = ("stream_glob", "field_path", "note")
 
     def save_model(self, request: HttpRequest, obj: MaskRule, form: Any, change: bool) -> None:
-        super().save_model(request, obj, form, change)
-        _mask_rule_audit(request, obj, "mask_rule.change" if change else "mask_rule.add")
+        action = "mask_rule.change" if change else "mask_rule.add"
+        with services.action_audit(user=request.user, conn="", action=action) as record:
+            super().save_model(request, obj, form, change)
+            _mask_rule_record(record, obj)
 
     def delete_model(self, request: HttpRequest, obj: MaskRule) -> None:
-        _mask_rule_audit(request, obj, "mask_rule.delete")
-        super().delete_model(request, obj)
+        with services.action_audit(user=request.user, conn="", action="mask_rule.delete") as record:
+            _mask_rule_record(record, obj)
+            super().delete_model(request, obj)
 
     def delete_queryset(self, request: HttpRequest, queryset: Any) -> None:
+        """The admin's bulk delete: each rule one attempt and one row, as a delete of one is."""
         for obj in queryset:
-            _mask_rule_audit(request, obj, "mask_rule.delete")
-        super().delete_queryset(request, queryset)
+            self.delete_model(request, obj)
 
 
-def _mask_rule_audit(request: HttpRequest, obj: MaskRule, action: str) -> None:
-    params = {"stream_glob": obj.stream_glob, "field_path": obj.field_path, "action": obj.action, "enabled": obj.enabled}
-    record = ActionRecord(action=action, conn="", params=params, affected=1, target=f"mask rule {obj.pk}")
-    audit_write(user=request.user, record=record, outcome=AuditEvent.Outcome.OK, error="")
+def _mask_rule_record(record: services.ActionRecord, obj: MaskRule) -> None:
+    record.params = {
+        "stream_glob": obj.stream_glob, "field_path": obj.field_path, "action": obj.action, "enabled": obj.enabled
+    }
+    record.target, record.affected = f"mask rule {obj.pk}", 1

@@ -52,8 +52,6 @@ from django.utils.crypto import salted_hmac
 from busconsole.env import mask_path_split
 from eventbus import keys as bus_keys
 from streams_app.accounts.roles import role_of
-from streams_app.audit.models import AuditEvent
-from streams_app.audit.records import ActionRecord, audit_write
 from streams_app.masking.models import MaskRule
 from streams_app.redis_ops import conventions
 from streams_app.redis_ops.glob import Glob, glob_compile
@@ -67,6 +65,10 @@ MASKED = "••••"
 MASKED_BYTES = MASKED.encode()
 #: The audit action of a response that showed masked values unmasked.
 REVEAL_ACTION = "payload.reveal"
+REVEAL_REFUSED = "Your role may not see masked values unmasked."
+#: What a revealing masker hands the IDs a response showed unmasked to: the gate's ``payload.reveal`` row
+#: (``streams_app/services/reveal.py``). A masker reveals only with one, so a revealed value has its row.
+RevealAudit = Callable[[list[str]], None]
 _HASH_SALT = "streams_app.masking.hash"
 _HASH_CHARS = 12
 _HASHED = re.compile(rf"hash:[0-9a-f]{{{_HASH_CHARS}}}")
@@ -141,14 +143,13 @@ class Masker:
         *,
         key: bytes,
         conn: str = "",
-        user: UserLike | None = None,
-        reveal: bool = False,
+        reveal: RevealAudit | None = None,
     ) -> None:
         self._all = tuple(rules)
         self.key = key
         self.conn = conn
-        self.user = user
-        self.revealing = reveal
+        self._reveal_audit = reveal
+        self.revealing = reveal is not None
         self.revealed: list[str] = []
         self._by_stream: dict[bytes, tuple[Rule, ...]] = {}
         self._omni: dict[bytes | None, tuple[Rule, ...]] = {}
@@ -272,14 +273,11 @@ class Masker:
         return self.dlq_parse(Entry(id="0-1", fields=tuple(fields))).error
 
     def reveal_record(self) -> None:
-        """One ``payload.reveal`` audit row when this response showed values a rule would have hidden."""
-        if not self.revealed:
+        """One ``payload.reveal`` audit row when this response showed values a rule would have hidden
+        (the entries' IDs, each once), written by the audit this masker was given."""
+        if not self.revealed or self._reveal_audit is None:
             return
-        ids = list(dict.fromkeys(self.revealed))
-        record = ActionRecord(
-            action=REVEAL_ACTION, conn=self.conn, stream=self.key, ids=ids, affected=len(ids)
-        )
-        audit_write(user=self.user, record=record, outcome=AuditEvent.Outcome.OK, error="")
+        self._reveal_audit(list(dict.fromkeys(self.revealed)))
         self.revealed.clear()
 
 
@@ -293,16 +291,15 @@ def _metrics_stream(key: bytes) -> bytes | None:
     return bus_keys.stream_of(key, bus_keys.METRICS_SUFFIX.encode()) or b""
 
 
-def masker_for(user: UserLike | None, conn: str, key: bytes, *, reveal: bool = False) -> Masker:
-    """The masker of one response about stream ``key``. ``reveal``: the user asked to see values unmasked;
-    refused (PermissionDenied, audited) unless their role is in ``BUSCONSOLE_UNMASKED_ROLES``."""
+def masker_for(user: UserLike | None, conn: str, key: bytes, *, reveal: RevealAudit | None = None) -> Masker:
+    """The masker of one response about stream ``key``. ``reveal``: show values unmasked, handing what
+    was shown to this audit; refused (PermissionDenied) unless the user's role is in
+    ``BUSCONSOLE_UNMASKED_ROLES``. A reveal is asked for through ``services.payload_masker``, which has
+    the gate check the role and write the refusal's row before this is reached."""
     rules = rules_load()
-    if reveal and not may_reveal(user):
-        record = ActionRecord(action=REVEAL_ACTION, conn=conn, stream=key)
-        message = "Your role may not see masked values unmasked."
-        audit_write(user=user, record=record, outcome=AuditEvent.Outcome.DENIED, error=message)
-        raise PermissionDenied(message)
-    return Masker(rules, key=key, conn=conn, user=user, reveal=reveal)
+    if reveal is not None and not may_reveal(user):
+        raise PermissionDenied(REVEAL_REFUSED)
+    return Masker(rules, key=key, conn=conn, reveal=reveal)
 
 
 def search_mask(user: UserLike | None, conn: str, key: bytes) -> Callable[[Entry], Entry] | None:

@@ -1,6 +1,6 @@
 """The action layer: every change the console makes to a monitored Redis goes through here.
 
-One place decides, for the HTML pages and the JSON API alike (SPEC section 3):
+One place decides, for the HTML pages and the JSON API alike (docs/api.md#roles-and-the-audit-trail):
 
 * who may do what (:data:`ACTION_ROLES`): checked here, where the action runs, so a hidden button is
   never the only thing between a viewer and a purge;
@@ -18,7 +18,7 @@ check and audit row that every other module runs its calls through; :mod:`.group
 and rewind actions; :mod:`.dlq` the dead-letter queues; :mod:`.replay` stream replays; :mod:`.job_control`
 cancelling and resuming background jobs; :mod:`.pipeline` starting a data pipeline run; :mod:`.admin`
 the admin deletions and trims; :mod:`.tokens` personal API tokens; :mod:`.alert_rules` the alert
-rules. To patch a name in a test, patch it in the submodule that uses it.
+rules; :mod:`.reveal` a response that shows masked values unmasked. To patch a name in a test, patch it in the submodule that uses it.
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ from streams_app.services.audit import (
     READ_ONLY_ALLOWED,
     action_audit,
     action_authorize,
+    action_check,
     action_input,
     action_run,
 )
@@ -87,6 +88,7 @@ from streams_app.services.job_control import job_cancel, job_cancel_action, job_
 from streams_app.services.pipeline import pipeline_start
 from streams_app.services.replay import ReplayPreview, stream_replay, stream_replay_count
 from streams_app.services.retries import retry_act, retry_act_count, retry_list
+from streams_app.services.reveal import payload_masker
 from streams_app.services.saved_views import (
     saved_view_action,
     saved_view_delete,
@@ -105,8 +107,11 @@ __all__ = [
     "ActionRecord",
     "action_audit",
     "action_authorize",
+    "action_check",
     "action_input",
     "action_run",
+    # a response showing masked values unmasked, on the gate
+    "payload_masker",
     # annotations on the charts and the timeline
     "annotation_create",
     # groups: pending entries and rewind

@@ -1,8 +1,8 @@
 """Alert rules: create, update and delete them, on the same role-and-audit path as every other action.
 
 Rules are the console's own settings rather than Redis state, but a change to one is still an
-action: who may make it comes from :data:`~streams_app.services.audit.ACTION_ROLES` (admins, SPEC
-section 3), read-only mode refuses it (SPEC section 2: ``BUSCONSOLE_READ_ONLY`` blocks every mutating
+action: who may make it comes from :data:`~streams_app.services.audit.ACTION_ROLES` (admins,
+docs/api.md#roles-and-the-audit-trail), read-only mode refuses it (``BUSCONSOLE_READ_ONLY`` blocks every mutating
 action), and each attempt leaves exactly one AuditEvent (``alert_rule.create``, ``alert_rule.update``
 with ``[old, new]`` per changed field, ``alert_rule.delete``; ``denied`` when refused). Webhook URLs
 appear in audit rows by scheme and host only (their paths are often secrets).
@@ -18,7 +18,7 @@ from streams_app.accounts.roles import require_role
 from streams_app.alerts.models import AlertRule
 from streams_app.alerts.rules import RULE_FIELDS
 from streams_app.alerts.webhooks import webhook_display
-from streams_app.services.audit import ACTION_ROLES, action_audit, action_authorize
+from streams_app.services.audit import ACTION_ROLES, action_audit, action_authorize, action_check
 
 if TYPE_CHECKING:
     from streams_app.accounts.roles import UserLike
@@ -59,13 +59,7 @@ def alert_rule_authorize(*, user: UserLike | None, action: str, rule: AlertRule 
     the refusal leaves its row, while an admin's invalid form is shown back without one (nothing was
     attempted); the ``alert_rule_<verb>`` function then writes the row of the attempt itself.
     """
-    try:
-        action_authorize(user=user, action=action)
-    except PermissionDenied:
-        # action_audit checks again, writes the refusal as this attempt's one row, and raises it.
-        with action_audit(user=user, conn=_conn(rule), action=action, params=_params(rule), target=_target(rule)):
-            pass
-        raise
+    action_check(user=user, conn=_conn(rule), action=action, params=_params(rule), target=_target(rule))
 
 
 def alert_rule_create(*, user: UserLike | None, data: dict[str, Any]) -> AlertRule:

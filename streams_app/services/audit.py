@@ -1,9 +1,14 @@
-"""Who may do what, read-only mode, and the one audit row every action attempt leaves.
+"""Who may do what, read-only mode, and the one audit row every action attempt leaves: the gate.
 
-The other modules of :mod:`streams_app.services` run their Redis calls inside :func:`action_audit`
-(or :func:`action_run`); views call :func:`action_input` before them to check the role and validate
-the input. The rows themselves are written by :mod:`streams_app.audit.records`, which background jobs
-use too (``audit_write_system``) to report what they changed.
+Every mutation, reveal and change of the console's settings passes here, and nothing else writes the
+row of an attempt (``tests/security/test_audit_gate.py`` checks it). The other modules of
+:mod:`streams_app.services` run their calls inside :func:`action_audit` (or :func:`action_run`); views
+call :func:`action_input` before them to check the role and validate the input, and
+:func:`action_check` where a refusal is all there is to write (a form that is not shown). An action
+whose row comes after the request's checks (a streamed export, a reveal) holds an
+:class:`ActionAttempt` from :func:`action_attempt` until it knows. The rows themselves are written by
+:mod:`streams_app.audit.records`, which background jobs use too (``audit_write_system``) to report
+what they changed.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-#: The least role each action needs (SPEC section 3). An action missing here is refused to everyone,
+#: The least role each action needs (docs/api.md#roles-and-the-audit-trail). An action missing here is refused to everyone,
 #: so a new button cannot ship without deciding who may press it.
 ACTION_ROLES: dict[str, Role] = {
     "claim": Role.OPERATOR,
@@ -82,6 +87,13 @@ ACTION_ROLES: dict[str, Role] = {
     "view.delete": Role.VIEWER,  # the owner, or an admin for a shared view
     # annotations (a deploy marker, an incident note) show on everyone's charts: operators write them
     "annotation.create": Role.OPERATOR,
+    # one response showing masked payload values unmasked (?unmasked=1): a read, so a viewer's floor;
+    # BUSCONSOLE_UNMASKED_ROLES names the roles that may (checked on top of this table in services/reveal.py)
+    "payload.reveal": Role.VIEWER,
+    # masking rules, changed in the Django admin (which lets only admins in): what everyone sees of payloads
+    "mask_rule.add": Role.ADMIN,
+    "mask_rule.change": Role.ADMIN,
+    "mask_rule.delete": Role.ADMIN,
 }
 
 #: Actions on the console's own records that read-only mode allows: it protects the monitored Redis,
@@ -96,6 +108,9 @@ READ_ONLY_ALLOWED |= {"job.cancel", "job.cancel.any"}
 READ_ONLY_ALLOWED |= {"view.save", "view.share", "view.rename", "view.delete"}
 #: Annotations are notes in the console's own database: an incident on a read-only console gets its notes.
 READ_ONLY_ALLOWED |= {"annotation.create"}
+#: A reveal only reads the monitored Redis; masking rules are settings in the console's own database,
+#: which read-only mode has never stopped an admin from changing.
+READ_ONLY_ALLOWED |= {"payload.reveal", "mask_rule.add", "mask_rule.change", "mask_rule.delete"}
 
 
 
@@ -116,13 +131,101 @@ def action_authorize(*, user: UserLike | None, action: str) -> None:
     require_role(user, role)
 
 
-def _authorize_audited(*, user: UserLike | None, record: ActionRecord, started: float) -> None:
-    """:func:`action_authorize`, leaving a ``denied`` row for ``record`` when it refuses."""
+class ActionAttempt:
+    """One attempt at an action, authorised when it was opened (:func:`action_attempt`), and the one
+    audit row that ends it: written by :meth:`ok`, :meth:`failed`, :meth:`refused` or :meth:`error`,
+    once. Its ``record`` is filled in as the action learns (IDs it resolved, ``affected``).
+
+    Most actions use :func:`action_audit`, which opens and ends an attempt around one block. This is for
+    an action whose row comes later than the request's checks: a streamed export writes it once its last
+    byte is out, a reveal once the response knows which values it showed unmasked.
+    """
+
+    def __init__(self, *, user: UserLike | None, record: ActionRecord, started: float) -> None:
+        self.user = user
+        self.record = record
+        self.started = started
+        self.ended = False
+
+    def _end(self, outcome: str, error: str) -> None:
+        if self.ended:
+            raise RuntimeError(f"the attempt at {self.record.action!r} already has its audit row")
+        self.ended = True
+        audit_write(user=self.user, record=self.record, outcome=outcome, error=error, started=self.started)
+
+    def ok(self) -> None:
+        self._end(AuditEvent.Outcome.OK, "")
+
+    def refused(self, message: str) -> None:
+        """``denied``: a refusal only the action could decide (the owner of a saved view)."""
+        self._end(AuditEvent.Outcome.DENIED, message)
+
+    def error(self, message: str) -> None:
+        """``error`` with the message the caller is shown (bad input, an unknown object)."""
+        self._end(AuditEvent.Outcome.ERROR, message)
+
+    def failed(self, exc: Exception) -> None:
+        """The row of an action that raised ``exc``: ``denied`` for a refusal (PermissionDenied, the
+        user's job limit), else ``error`` naming it."""
+        if isinstance(exc, PermissionDenied):
+            self.refused(str(exc))
+        else:
+            self._end(audit_outcome(exc), _describe(exc))
+
+    @contextmanager
+    def guarded(self) -> Iterator[ActionRecord]:
+        """Run part of the action: an exception inside ends the attempt with its row and is raised
+        again, so the caller answers exactly as it would have without the audit."""
+        try:
+            yield self.record
+        except Exception as exc:
+            self.failed(exc)
+            raise
+
+
+def action_attempt(
+    *,
+    user: UserLike | None,
+    conn: str,
+    action: str,
+    stream: bytes | None = None,
+    group: bytes | None = None,
+    ids: Sequence[str] = (),
+    params: Mapping[str, Any] | None = None,
+    target: str = "",
+    require: Callable[[], None] | None = None,
+) -> ActionAttempt:
+    """Open an attempt at ``action``: :func:`action_authorize`, then ``require`` (a refusal a setting
+    adds on top of the table: ``BUSCONSOLE_EXPORT_ROLE``, ``BUSCONSOLE_UNMASKED_ROLES``; it raises
+    PermissionDenied). A refusal is the attempt's ``denied`` row, and is raised."""
+    record = ActionRecord(
+        action=action, conn=conn, stream=stream, group=group, ids=list(ids), params=dict(params or {}), target=target
+    )
+    attempt = ActionAttempt(user=user, record=record, started=time.monotonic())
     try:
-        action_authorize(user=user, action=record.action)
+        action_authorize(user=user, action=action)
+        if require is not None:
+            require()
     except PermissionDenied as exc:
-        audit_write(user=user, record=record, outcome=AuditEvent.Outcome.DENIED, error=str(exc), started=started)
+        attempt.refused(str(exc))
         raise
+    return attempt
+
+
+def action_check(
+    *,
+    user: UserLike | None,
+    conn: str,
+    action: str,
+    stream: bytes | None = None,
+    params: Mapping[str, Any] | None = None,
+    target: str = "",
+    require: Callable[[], None] | None = None,
+) -> None:
+    """The checks of :func:`action_attempt` alone, before anything is attempted (a form shown back with
+    its errors has no row): a refusal is written and raised; when allowed nothing is written, and the
+    action's own :func:`action_audit` writes the row of its attempt."""
+    action_attempt(user=user, conn=conn, action=action, stream=stream, params=params, target=target, require=require)
 
 
 def _is_preview(action: str) -> bool:
@@ -151,20 +254,12 @@ def action_audit(
     the record (IDs it resolved, parameters, ``affected``) as it goes. ``target`` names what the action
     changes when that is not a stream (an alert rule), for the audit page.
     """
-    record = ActionRecord(
-        action=action, conn=conn, stream=stream, group=group, ids=list(ids), params=dict(params or {}), target=target
+    attempt = action_attempt(
+        user=user, conn=conn, action=action, stream=stream, group=group, ids=ids, params=params, target=target
     )
-    started = time.monotonic()
-    _authorize_audited(user=user, record=record, started=started)
-    try:
+    with attempt.guarded() as record:
         yield record
-    except PermissionDenied as exc:  # a refusal found inside (the masking policy of a copy): denied, not failed
-        audit_write(user=user, record=record, outcome=AuditEvent.Outcome.DENIED, error=str(exc), started=started)
-        raise
-    except Exception as exc:
-        audit_write(user=user, record=record, outcome=audit_outcome(exc), error=_describe(exc), started=started)
-        raise
-    audit_write(user=user, record=record, outcome=AuditEvent.Outcome.OK, error="", started=started)
+    attempt.ok()
     if record.stream is not None and not _is_preview(action):
         # Open pages of the stream (tail, stream, group, DLQ) refresh themselves; never raises.
         broadcast.stream_changed(
@@ -181,6 +276,7 @@ def action_input(
     validate: Callable[[], T],
     stream: bytes | None = None,
     group: bytes | None = None,
+    require: Callable[[], None] | None = None,
 ) -> T:
     """Check the caller may run ``action``, then call ``validate`` (the view's check of its input).
 
@@ -188,15 +284,13 @@ def action_input(
     sent, and a refused or malformed request still leaves its one audit row (the action function,
     which writes the row of the attempt itself, is then never reached). ``validate`` returns the
     cleaned input or raises InvalidArgument; the form that does so belongs to the screen, which is
-    why it is passed in rather than named here.
+    why it is passed in rather than named here. ``require``: as for :func:`action_attempt`.
     """
-    started = time.monotonic()
-    record = ActionRecord(action=action, conn=conn, stream=stream, group=group)
-    _authorize_audited(user=user, record=record, started=started)
+    attempt = action_attempt(user=user, conn=conn, action=action, stream=stream, group=group, require=require)
     try:
         return validate()
     except InvalidArgument as exc:
-        audit_write(user=user, record=record, outcome=AuditEvent.Outcome.ERROR, error=exc.message, started=started)
+        attempt.error(exc.message)
         raise
 
 

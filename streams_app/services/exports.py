@@ -15,9 +15,7 @@ entries were too costly to evaluate).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -26,15 +24,13 @@ from django.conf import settings
 from django.core.exceptions import PermissionDenied
 
 from streams_app.accounts.roles import ROLE_GROUPS, Role, require_role, role_of
-from streams_app.audit.models import AuditEvent
-from streams_app.audit.records import ActionRecord, audit_write
 from streams_app.exports import files, formats, reader
 from streams_app.jobs import runner as jobs
 from streams_app.jobs.models import Job
 from streams_app.masking.apply import search_mask
 from streams_app.redis_ops import conventions
 from streams_app.redis_ops.errors import InvalidArgument
-from streams_app.services.audit import _describe, action_authorize, audit_outcome
+from streams_app.services.audit import ActionAttempt, action_attempt, action_input
 
 if TYPE_CHECKING:
     from streams_app.accounts.roles import UserLike
@@ -59,19 +55,16 @@ def export_role() -> Role | None:
     return None if name == "none" else ROLE_GROUPS[name]
 
 
-def _authorize(user: UserLike | None, record: ActionRecord, started: float) -> None:
-    """The role table, then the export setting; a refusal leaves its ``denied`` row."""
-    try:
-        action_authorize(user=user, action=record.action)
+def _export_require(user: UserLike | None) -> Callable[[], None]:
+    """The export setting, checked by the gate after the role table (a refusal is its ``denied`` row)."""
+
+    def require() -> None:
         required = export_role()
         if required is None:
             raise PermissionDenied(EXPORT_OFF)
         require_role(user, required)
-    except PermissionDenied as exc:
-        audit_write(
-            user=user, record=record, outcome=AuditEvent.Outcome.DENIED, error=str(exc), started=started
-        )
-        raise
+
+    return require
 
 
 def export_input(
@@ -79,16 +72,9 @@ def export_input(
 ) -> T:
     """The role check of an export (403 whatever was sent), then ``validate`` (the caller's check of its
     input); a refusal or a malformed request leaves its one audit row, as ``action_input`` does."""
-    record = ActionRecord(action=action, conn=conn, stream=key)
-    started = time.monotonic()
-    _authorize(user, record, started)
-    try:
-        return validate()
-    except InvalidArgument as exc:
-        audit_write(
-            user=user, record=record, outcome=AuditEvent.Outcome.ERROR, error=exc.message, started=started
-        )
-        raise
+    return action_input(
+        user=user, conn=conn, action=action, stream=key, validate=validate, require=_export_require(user)
+    )
 
 
 def export_allowed(*, user: UserLike | None) -> bool:
@@ -97,34 +83,23 @@ def export_allowed(*, user: UserLike | None) -> bool:
     return required is not None and role_of(user) >= required
 
 
-@contextmanager
-def _errors_audited(user: UserLike | None, record: ActionRecord, started: float) -> Iterator[None]:
-    """An exception inside (bad input, Redis refusing or gone) becomes the export's one audit row, as
-    ``error`` (``denied`` for the user's job limit: ``audit_outcome``), and is raised again for the view."""
-    try:
-        yield
-    except Exception as exc:
-        audit_write(user=user, record=record, outcome=audit_outcome(exc), error=_describe(exc), started=started)
-        raise
-
-
 def _prepare(
     *, user: UserLike | None, conn: str, key: bytes, action: str, start: str, end: str, fmt: str, q: str
-) -> tuple[ActionRecord, float, str, str, reader.Predicate | None, bool]:
-    """Authorize, check the input and resolve the range; an error after the role check is audited."""
-    record = ActionRecord(
-        action=action, conn=conn, stream=key, params={"from": start, "to": end, "format": fmt, "q": q}
+) -> tuple[ActionAttempt, str, str, reader.Predicate | None, bool]:
+    """Authorize, check the input and resolve the range; an error after the role check is the attempt's
+    row (``error``; ``denied`` for the user's job limit), raised again for the view."""
+    attempt = action_attempt(
+        user=user, conn=conn, action=action, stream=key, params={"from": start, "to": end, "format": fmt, "q": q},
+        require=_export_require(user),
     )
-    started = time.monotonic()
-    _authorize(user, record, started)
-    with _errors_audited(user, record, started):
+    with attempt.guarded() as record:
         if fmt not in formats.FORMATS:
             raise InvalidArgument(f"format must be one of {', '.join(formats.FORMATS)}, not {fmt[:20]!r}.")
         dlq = bool(conventions.detect_dlq(key))
         matches = reader.export_matcher(q, dlq=dlq)
         first, last = reader.range_bounds(conn, key, start, end)
         record.params.update(start_id=first, end_id=last)
-    return record, started, first, last, matches, dlq
+    return attempt, first, last, matches, dlq
 
 
 def stream_export_download(
@@ -147,11 +122,11 @@ def stream_export_download(
     runs: once its evaluations have spent the budget, the download stops incomplete (the connection is
     cut before its end, so no client takes it for the whole file) and its audit row says why.
     """
-    record, started, first, last, predicate, _ = _prepare(
+    attempt, first, last, predicate, _ = _prepare(
         user=user, conn=conn, key=key, action="export", start=start, end=end, fmt=fmt, q=q
     )
     limit = settings.BUSCONSOLE_EXPORT_STREAM_MAX
-    with _errors_audited(user, record, started):
+    with attempt.guarded():
         size = reader.range_size(conn, key, start=first, end=last, limit=limit)
         if size > limit:
             raise InvalidArgument(
@@ -166,7 +141,7 @@ def stream_export_download(
             )
     matches = reader.budgeted(predicate, budget) if predicate is not None else None
     chunks = _audited(
-        user, record, started, conn=conn, key=key, first=first, last=last, fmt=fmt, matches=matches,
+        user, attempt, conn=conn, key=key, first=first, last=last, fmt=fmt, matches=matches,
         predicate=predicate,
     )  # fmt: skip
     return ExportDownload(
@@ -176,8 +151,7 @@ def stream_export_download(
 
 def _audited(
     user: UserLike | None,
-    record: ActionRecord,
-    started: float,
+    attempt: ActionAttempt,
     *,
     conn: str,
     key: bytes,
@@ -192,22 +166,29 @@ def _audited(
     ``too_costly`` the entries it left out because their own data made it too costly to evaluate
     (``predicate``'s count: so a left-out entry is never taken for a plain non-match)."""
     tally = reader.Tally()
-    outcome, error = AuditEvent.Outcome.ERROR, "The download stopped before its end."
+    failure: Exception | None = None
+    done = False
     try:
         mask = search_mask(user, conn, key)  # an export never reveals masked values
         yield from reader.export_bytes(
             conn, key, start=first, end=last, fmt=fmt, matches=matches, tally=tally, mask=mask
         )
-        outcome, error = AuditEvent.Outcome.OK, ""
+        done = True
     except Exception as exc:
-        error = _describe(exc)
+        failure = exc
         raise
-    finally:
+    finally:  # also when the client went away (GeneratorExit): the row says it stopped early
+        record = attempt.record
         record.affected = tally.written
         record.params["scanned"] = tally.scanned
         if predicate is not None:
             record.params["too_costly"] = predicate.too_costly
-        audit_write(user=user, record=record, outcome=outcome, error=error, started=started)
+        if done:
+            attempt.ok()
+        elif failure is not None:
+            attempt.failed(failure)
+        else:
+            attempt.error("The download stopped before its end.")
 
 
 def stream_export_job(
@@ -221,24 +202,21 @@ def stream_export_job(
     q: str = "",
 ) -> Job:
     """Start a background export of ``[start, end]`` of ``key``; its page links the file when done."""
-    record, started, first, last, _, dlq = _prepare(
+    attempt, first, last, _, dlq = _prepare(
         user=user, conn=conn, key=key, action="export.job", start=start, end=end, fmt=fmt, q=q
     )
-    with _errors_audited(user, record, started):
+    with attempt.guarded() as record:
         params: dict[str, Any] = {"start": first, "end": last, "format": fmt, "q": q, "dlq": dlq}
         job = jobs.job_create(kind=jobs.KIND_EXPORT, conn=conn, user=user, key=key, parameters=params)
         record.params["job"] = job.pk
-    audit_write(user=user, record=record, outcome=AuditEvent.Outcome.OK, error="", started=started)
+    attempt.ok()
     return job
 
 
 def export_job_file(*, user: UserLike | None, job: Job) -> Path | None:
     """The file of a finished export job, for its creator or an admin who may export; None while it
     is not ready (or expired). Refusals are PermissionDenied (403), as for the export itself."""
-    required = export_role()
-    if required is None:
-        raise PermissionDenied(EXPORT_OFF)
-    require_role(user, required)
+    _export_require(user)()
     path = files.export_file(job)
     owner = job.created_by_id is not None and getattr(user, "pk", None) == job.created_by_id
     if path is not None and not owner and role_of(user) < Role.ADMIN:

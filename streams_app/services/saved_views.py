@@ -21,12 +21,10 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404
 
 from streams_app.accounts.roles import Role, role_of
-from streams_app.audit.models import AuditEvent
-from streams_app.audit.records import ActionRecord, audit_write
 from streams_app.redis_ops.errors import InvalidArgument
 from streams_app.saved.models import NAME_MAX, SavedView
 from streams_app.saved.targets import target_parse
-from streams_app.services.audit import action_audit
+from streams_app.services.audit import action_attempt, action_audit
 
 if TYPE_CHECKING:
     from django.contrib.auth.base_user import AbstractBaseUser
@@ -124,43 +122,27 @@ def _may_change(user: UserLike | None, view: SavedView, *, admin_may: bool) -> b
 
 def _changeable(*, user: UserLike | None, view_id: int, action: str, admin_may: bool) -> SavedView:
     """The view ``user`` asks to change. A view they cannot see is a 404 and one they see but may not
-    change a 403; either leaves the attempt's one audit row (``error`` or ``denied``). Every signed-in
-    user holds the role of these actions and read-only mode allows them, so nothing is checked first."""
+    change a 403; either is the attempt's one audit row (``error`` or ``denied``), written by the gate,
+    which checks the action's role first (every signed-in user holds it, and read-only mode allows it).
+    When the view may be changed nothing is written yet: the change's own ``action_audit`` does."""
     view = SavedView.objects.visible_to(user).select_related("owner").filter(pk=view_id).first()
+    if view is not None and _may_change(user, view, admin_may=admin_may):
+        return view
+    name = view.name if view is not None else ""
+    attempt = action_attempt(
+        user=user, conn="", action=action, params={"view_id": view_id, "name": name}, target=_target(name)
+    )
     if view is None:
         message = "You have no saved view with that id."
-        _refuse(
-            user=user,
-            action=action,
-            view_id=view_id,
-            name="",
-            outcome=AuditEvent.Outcome.ERROR,
-            error=message,
-        )
+        attempt.error(message)
         raise Http404(message)
-    if not _may_change(user, view, admin_may=admin_may):
-        message = (
-            "Only its owner or an admin may delete a shared view."
-            if admin_may
-            else "Only its owner may rename a view."
-        )
-        _refuse(
-            user=user,
-            action=action,
-            view_id=view_id,
-            name=view.name,
-            outcome=AuditEvent.Outcome.DENIED,
-            error=message,
-        )
-        raise PermissionDenied(message)
-    return view
-
-
-def _refuse(*, user: UserLike | None, action: str, view_id: int, name: str, outcome: str, error: str) -> None:
-    record = ActionRecord(
-        action=action, conn="", params={"view_id": view_id, "name": name}, target=_target(name)
+    message = (
+        "Only its owner or an admin may delete a shared view."
+        if admin_may
+        else "Only its owner may rename a view."
     )
-    audit_write(user=user, record=record, outcome=outcome, error=error)
+    attempt.refused(message)
+    raise PermissionDenied(message)
 
 
 def _target(name: str) -> str:

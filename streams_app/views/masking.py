@@ -6,7 +6,8 @@ from typing import Any
 
 from django.http import HttpRequest
 
-from streams_app.masking.apply import Masker, masker_for, may_reveal
+from streams_app import services
+from streams_app.masking.apply import Masker, may_reveal
 
 #: The query parameter of a reveal; its only accepted value is ``1``.
 REVEAL_PARAM = "unmasked"
@@ -14,8 +15,10 @@ REVEAL_PARAM = "unmasked"
 
 def request_masker(request: HttpRequest, conn: str, key: bytes) -> Masker:
     """Masks for everyone; reveals for a user of an unmasked role who asked (the view then calls
-    :meth:`Masker.reveal_record` once its payloads are known). Anyone else asking gets a 403."""
-    return masker_for(request.user, conn, key, reveal=request.GET.get(REVEAL_PARAM) == "1")
+    :meth:`Masker.reveal_record` once its payloads are known). Anyone else asking gets a 403; both are
+    audited by the gate (:func:`streams_app.services.payload_masker`)."""
+    reveal = request.GET.get(REVEAL_PARAM) == "1"
+    return services.payload_masker(user=request.user, conn=conn, key=key, reveal=reveal)
 
 
 def masking_context(request: HttpRequest, masker: Masker, page_url: str) -> dict[str, Any]:
