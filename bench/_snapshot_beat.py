@@ -1,7 +1,7 @@
 """The Celery app of ``bench/snapshot.py``'s beat window: busconsole's own, its beat schedule cut to the
 metric snapshot.
 
-The window measures SPEC section 8's "at 100k streams every tick of the default interval recorded", the
+The window measures the snapshot goal's (docs/performance.md#goals-and-floors) "at 100k streams every tick of the default interval recorded", the
 snapshot's budget. The rest of the schedule has budgets of its own (the mirror sync within its
 interval, retention within its run's budget), measured by the bench at 10k streams. Run beside the
 snapshots at 100k streams, the mirror's first full pass and the retention of the rounds' fake history

@@ -1,6 +1,6 @@
 """The rows of ``make bench``'s closing table: one per goal, each a figure against a floor from the same run.
 
-Every goal in SPEC section 8 is a ratio to a floor measured in the same run on the same machine, so a
+Every goal of docs/performance.md#goals-and-floors is a ratio to a floor measured in the same run on the same machine, so a
 benchmark reports each goal as one row: what was measured, the floor it is compared with, their ratio,
 the goal and the verdict. ``bench/_run.py`` (what ``make bench`` runs) collects the rows of every script
 and prints them as one table at the end; it fails when any verdict is a miss.

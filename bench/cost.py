@@ -1,5 +1,5 @@
-"""Benchmark: hostile search expressions against the web process (issue 28, section B; SPEC "every
-query is bounded before it runs").
+"""Benchmark: hostile search expressions against the web process (docs/api.md#bounded-cost:
+"every query is bounded before it runs").
 
 Run ``.venv/bin/python bench/cost.py [--entries 6000]`` from the repository root (about two minutes).
 It starts its own redis-server and throwaway database (:func:`bench._common.django_bench`), fills a

@@ -1,4 +1,4 @@
-"""Benchmark: DLQ triage (issue 30 item 2): what the counts by error signature, group and origin cost.
+"""Benchmark: DLQ triage: what the counts by error signature, group and origin cost.
 
 The DLQ page opens with counts over the newest ``BUSCONSOLE_DLQ_TRIAGE_LIMIT`` dead letters. What is
 timed, for a DLQ of 100,000 dead letters (``--entries``), at the bounds 10,000 (the default), 20,000 and

@@ -1,4 +1,4 @@
-"""Benchmark: the event bus's publishing against raw redis-py, and its worker against streaQ (SPEC section 8).
+"""Benchmark: the event bus's publishing against raw redis-py, and its worker against streaQ (docs/performance.md#goals-and-floors).
 
 Run ``.venv/bin/python bench/eventbus.py [--events 100000] [--single 10000] [--process-events 20000]
 [--concurrency 16] [--repeat 5] [--process-repeat 3]``. It starts a private redis-server and measures,

@@ -1,4 +1,4 @@
-"""Benchmark: the live tail across a failover (SPEC section 8: the tail delivers again within the failover
+"""Benchmark: the live tail across a failover (docs/performance.md#goals-and-floors: the tail delivers again within the failover
 time Redis reports + 2 s, under Sentinel and on a Redis Cluster with replicas).
 
 Run ``.venv/bin/python bench/failover.py [--runs 3] [--kind sentinel|cluster|both] [--node-timeout-ms 2000]``

@@ -1,4 +1,4 @@
-"""Benchmark: the journey of one event (SPEC section 8, issue 30): bounded, within 3x of the bare reads.
+"""Benchmark: the journey of one event (docs/performance.md#goals-and-floors): bounded, within 3x of the bare reads.
 
 Run ``.venv/bin/python bench/journey.py [--entries 1000000]``. It starts a private redis-server and builds,
 server-side with Lua loops (explicit IDs, so the event sits where it is put), a stream of ``--entries``

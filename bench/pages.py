@@ -3,7 +3,7 @@
 Goals, each one row of ``make bench``'s table (``bench/_summary.py``), all ratios to a floor of the same
 run rather than a number of milliseconds that holds on one machine only (the old 500 ms budget did):
 
-- each HTML page within 2x of its API: SPEC section 8's rule for the entries page ("the HTML page
+- each HTML page within 2x of its API: the entries page's rule (docs/performance.md#goals-and-floors) ("the HTML page
   within 2x of its API") applied to these pages. "Its API" is what an API client requests to show the
   same rows: for the group page, the consumers page (same sort and depth) and the pending list's first
   page; for the stream page, the groups page (same sort and depth) and the first 50 entries. Both sides
@@ -219,7 +219,7 @@ def run(server: RedisServer) -> None:
     if "1–50 of 10000" not in body:
         raise RuntimeError("the group page does not say 1–50 of 10000")
 
-    # What a page of the pending list costs in Redis commands and round trips (issue 30 item 4: its
+    # What a page of the pending list costs in Redis commands and round trips (its
     # payload previews must cost a bounded number of pipelined commands, whatever the page's size).
     print(f"{'commands per request':<62} {'trips':>6} {'cmds':>6} {'XRANGE':>7} {'XPENDING':>9}")
     for name, url in (

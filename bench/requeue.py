@@ -1,4 +1,4 @@
-"""Benchmark: bulk DLQ requeue (SPEC section 8: >= 0.8x a bare Lua batch and >= 20x a per-entry loop, same
+"""Benchmark: bulk DLQ requeue (docs/performance.md#goals-and-floors: >= 0.8x a bare Lua batch and >= 20x a per-entry loop, same
 run; cross-slot on a cluster >= 0.5x same-slot).
 
 Run ``.venv/bin/python bench/requeue.py [--entries 40000] [--batch 1000] [--cluster yes|no|only]``.

@@ -1,4 +1,4 @@
-"""Benchmark: the console at 100k streams, on SQLite and on PostgreSQL (issue 12, SPEC section 8).
+"""Benchmark: the console at 100k streams, on SQLite and on PostgreSQL (docs/performance.md#goals-and-floors).
 
 Run from the repository root: ``make bench-scale`` or ``.venv/bin/python bench/scale.py`` (about 15-25
 minutes on 2 cores; ``--streams 20000`` for a quick look). It starts a private redis-server on a free

@@ -1,4 +1,4 @@
-"""Benchmark: payload search (SPEC section 8: entries scanned per second within 3x of the floor).
+"""Benchmark: payload search (docs/performance.md#goals-and-floors: entries scanned per second within 3x of the floor).
 
 Run ``.venv/bin/python bench/search.py [--entries 1000000] [--sample 100000]``. It starts a private
 redis-server, fills one stream with ``--entries`` JSON events (pipelined XADD in batches of 10,000) and

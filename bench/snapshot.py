@@ -1,13 +1,13 @@
 """Benchmark: the metric snapshot with its database writes against its Redis-side read, at 10k and 100k
 streams, on SQLite and on PostgreSQL; at 10k on SQLite also the mirror sync, retention and ``/metrics``.
 
-Goals (SPEC section 8), each a row of ``make bench``'s table (``bench/_summary.py``):
+Goals (docs/performance.md#goals-and-floors), each a row of ``make bench``'s table (``bench/_summary.py``):
 
 - ``snapshot N streams, <db>``: the snapshot with database writes (``snapshot_take`` of a new tick:
   Redis reads, mirror refresh, sample rows, in one transaction) within 1.5x of its Redis-side pipelined
   read (``snapshot_reads.server_read``, run as the snapshot runs it: with the cyclic GC paused), both
   the median of ``--rounds`` rounds taken alternately in the same process;
-- ``every tick recorded, N streams, <db>`` (the largest size), the SPEC's "at 100k streams every tick of
+- ``every tick recorded, N streams, <db>`` (the largest size), the goal's "at 100k streams every tick of
   the default interval recorded" as written: what records ticks is Celery beat and a worker, so after the
   rounds a real ``celery worker --concurrency 2``, as ``make run`` starts it, and a ``celery beat``
   sending the snapshot's messages (:mod:`bench._snapshot_beat`) run for ``--beat-ticks`` intervals of

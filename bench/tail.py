@@ -1,4 +1,4 @@
-"""Benchmark: the live tail (SPEC section 8).
+"""Benchmark: the live tail (docs/performance.md#goals-and-floors).
 
 Goals: one blocking Redis reader per process and monitored server for all tailed streams; p99
 XADD-to-frame within 3x of a bare XREAD reader's p99 (same run) at 100 clients x 200 entries/s, within
@@ -817,7 +817,7 @@ def main() -> int:
 
 
 def summarize(rows: list[dict[str, Any]]) -> None:
-    """What deflate and a second process change, then the goals of SPEC section 8 as ``make bench`` rows."""
+    """What deflate and a second process change, then the goals of docs/performance.md#goals-and-floors as ``make bench`` rows."""
     plain = {(r["webs"], r["clients"], r["rate"]): r for r in rows if not r["deflate"]}
     for r in rows:
         base = plain.get((1, r["clients"], r["rate"]))

@@ -1,4 +1,4 @@
-"""Benchmark: the console over TLS to Redis (SPEC section 8: the tail and the entries page over TLS within
+"""Benchmark: the console over TLS to Redis (docs/performance.md#goals-and-floors: the tail and the entries page over TLS within
 1.3x of the same over plain TCP, same run).
 
 One redis-server listens on a plain port and, with ``--tls-port``, on a TLS port that requires client

@@ -9,9 +9,9 @@ from django.core.asgi import get_asgi_application
 
 # One GIL serves the event loop and every sync view's thread. With CPython's default 5 ms switch
 # interval, a CPU-bound request (a search evaluating entries) makes each other request wait up to 5 ms
-# at every hand-off of the GIL, and a request needs a dozen or more: /healthz took 100-145 ms during a
-# dear search, 44-57 ms with 1 ms (bench/cost.py, issue 28 B6). One evaluation is bounded apart
-# (eventbus/search/cost.py).
+# at every hand-off of the GIL, and a request needs a dozen or more: /healthz took over twice as
+# long during a costly search as with 1 ms (bench/cost.py; the figures are in
+# docs/performance.md#figures-behind-the-design). One evaluation is bounded apart (eventbus/search/cost.py).
 sys.setswitchinterval(0.001)
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "busconsole.settings")

@@ -3,7 +3,7 @@
 Two kinds, for two needs:
 
 - :func:`lock_held`: ``SET NX PX`` for the length of a block, released only if still ours. Beat tasks
-  (SPEC section 9: exactly one beat runs, and a run never overlaps the next) and one-at-a-time work
+  (docs/architecture.md#celery: exactly one beat runs, and a run never overlaps the next) and one-at-a-time work
   (evaluating a tick's alerts, posting one alert's webhook) take it; it expires by itself, so a killed
   worker never wedges anything.
 - :func:`renewable_lock`: redis-py's lock, for work longer than any fixed expiry (a background job), whose

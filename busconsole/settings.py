@@ -1,6 +1,6 @@
 """Settings for busconsole, all read from environment variables with working defaults.
 
-See SPEC section 2 for the variables. Development defaults apply only with DEBUG=1 (the
+See docs/operations.md#settings for the variables. Development defaults apply only with DEBUG=1 (the
 default); a production process (DEBUG=0) refuses to start without SECRET_KEY.
 """
 
@@ -56,7 +56,7 @@ if _unschemed := [o for o in CSRF_TRUSTED_ORIGINS if not o.startswith(("http://"
 # A proxy that sends its upstream's name as Host and the public name as X-Forwarded-Host; off by default, as
 # without such a proxy the client would choose the host (deploy/nginx/busconsole.conf passes Host on instead).
 USE_X_FORWARDED_HOST = envbool("USE_X_FORWARDED_HOST", False)
-CSRF_FAILURE_VIEW = "streams_app.views.errors.csrf_failure"  # JSON for the API (SPEC section 4)
+CSRF_FAILURE_VIEW = "streams_app.views.errors.csrf_failure"  # JSON for the API (docs/api.md#errors)
 
 # The private Redis that `make run` and the test suite start listen on this port by default.
 PRIVATE_REDIS_PORT = envint(PRIVATE_PORT_VARIABLE, PRIVATE_PORT)
@@ -378,7 +378,7 @@ if BUSCONSOLE_MIRROR_FULL_EVERY_S < 1 or BUSCONSOLE_METRICS_TOP_N < 0 or BUSCONS
 
 # Exactly one beat process runs this schedule (busconsole/celery.py says why).
 CELERY_BEAT_SCHEDULE: dict = {
-    # pick up jobs whose worker died (SPEC section 9: jobs must be resumable)
+    # pick up jobs whose worker died (docs/architecture.md#background-jobs: jobs must be resumable)
     "resume-stalled-jobs": {
         "task": "streams_app.tasks.resume_stalled_jobs",
         "schedule": float(BUSCONSOLE_JOB_RESUME_EVERY_S),

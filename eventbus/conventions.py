@@ -22,7 +22,7 @@ Both namings of a stream's DLQ are recognised (:func:`dlq_stream_of`, the rule o
 the presence of ``dlq_original_stream``. (One key may even hold both, after an upgrade from the seed
 module to ours.)
 
-Requeue writes the original message back (SPEC section 7):
+Requeue writes the original message back:
 
 * it drops the bookkeeping the DLQ added (``dlq_*`` fields, an earlier ``_requeued_from``);
 * it resets the retry counter by *removing* ``_retries`` rather than writing ``"0"``: a freshly published

@@ -5,8 +5,8 @@ bus's command line (``python -m eventbus inspect --search``) decode by this one 
 the same entries in both.
 
 Redis stores field names and values as bytes, and the buses we monitor put anything in them: JSON,
-msgpack, FastStream's binary envelope, plain text, images. :func:`decode_value` tries, in the order of
-SPEC section 6, JSON, msgpack, the FastStream envelope, UTF-8 text and finally hex, and always returns a
+msgpack, FastStream's binary envelope, plain text, images. :func:`decode_value` tries, in this order,
+JSON, msgpack, the FastStream envelope, UTF-8 text and finally hex, and always returns a
 :class:`Decoded` whose ``value`` is JSON-able (for the API) and whose ``pretty`` is plain text (for the
 page, which escapes it). Nothing here produces HTML and nothing here raises: the input is untrusted and a
 page must render whatever a producer wrote.
@@ -26,7 +26,7 @@ Heuristics, chosen to avoid calling text "JSON" or "msgpack" by accident:
 
 Values larger than ``limit`` bytes are never parsed: only their prefix is shown, as text or hex, because a
 cut JSON or msgpack document does not parse anyway and parsing a 50 MB value on a page view is the kind
-of unbounded work SPEC rule 6 forbids. The one exception is a FastStream envelope, whose headers (at its
+of unbounded work a console page must not do. The one exception is a FastStream envelope, whose headers (at its
 start) are read from the prefix, followed by the start of its body as text or hex.
 """
 

@@ -1,4 +1,4 @@
-"""The analytics pipeline over the bus's history: PySpark jobs, no Django (SPEC section 1).
+"""The analytics pipeline over the bus's history: PySpark jobs, no Django (docs/architecture.md#the-four-parts).
 
 Data flows in three steps, each in its own module so a job can be read, tested and rerun alone:
 

@@ -1,7 +1,7 @@
-"""The JSON API (SPEC section 4), included by :mod:`streams_app.urls` under ``api/v1/``.
+"""The JSON API (docs/api.md#addresses), included by :mod:`streams_app.urls` under ``api/v1/``.
 
 That module registers the ``conn`` and ``seg`` converters before it includes this one. Reads end in a
-slash; actions are spelled without one, as SPEC section 4 writes them, and answer with one too
+slash; actions are spelled without one, as docs/api.md#addresses writes them, and answer with one too
 (:func:`action`).
 """
 

@@ -32,7 +32,7 @@ maps, bytes, timestamps built here) and one registered Python function, ``matche
 (:mod:`.regex`); an expression is at most :data:`MAX_QUERY` characters. An error while evaluating one
 entry (a missing field, a type mismatch, a non-boolean result) means that entry does not match.
 
-Bounded before it runs (issue 28): the library holds the GIL for a whole evaluation and cannot be
+Bounded before it runs: the library holds the GIL for a whole evaluation and cannot be
 stopped half-way, so :class:`Query` refuses (:class:`QueryError`, a 400 on the console, exit status 2
 on the command line) an expression nested deeper than :data:`.syntax.MAX_DEPTH` levels, one whose
 cost bound for an entry (:mod:`.cost`) is over :data:`.cost.MAX_STEPS` steps, and a literal regular

@@ -1,6 +1,6 @@
 """Django permissions for console admins: what they may do in the Django admin.
 
-SPEC section 3 makes the ``admin`` group the console's administrators ("manage users and tokens"), and
+The roles (docs/api.md#roles-and-the-audit-trail) make the ``admin`` group the console's administrators ("manage users and tokens"), and
 superusers are admins. Django's admin asks ``user.has_perm(...)`` for every model page; a superuser gets
 yes from Django itself, a member of the ``admin`` group got no from every backend, so the admin showed them
 nothing. This backend answers yes for every active console admin, making the admin group and the superuser

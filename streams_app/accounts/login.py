@@ -1,5 +1,5 @@
 """Login throttling: failed logins counted per account and per address, and the login form that
-refuses to check a password once either count is too high (SPEC section 3).
+refuses to check a password once either count is too high.
 
 The login page itself lives in ``streams_app.views.auth``. Counters live in the console's own Redis
 (REDIS_URL, through ``busconsole.cache``), so every web process shares them, and an attempt is counted

@@ -1,5 +1,5 @@
 """Single sign-on with an OpenID provider: the authorization code flow with PKCE, the ID token's checks,
-and RP-initiated logout (SPEC section 3, "Identity from the team's provider").
+and RP-initiated logout (docs/api.md#authentication).
 
 The protocol is Authlib's (``authlib.integrations.django_client``), chosen over the other two well-kept
 Django options for what decides here:

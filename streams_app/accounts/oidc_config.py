@@ -8,7 +8,7 @@ mapping would otherwise hand out (or take away) admin quietly.
 commas, each a console role, ``=``, and the provider's groups that give it separated by ``;``. ``*`` is
 everyone the provider signs in. Groups are compared exactly (case counts, as it does at the providers),
 and the highest role any rule gives wins. Unset, it is ``viewer=*``: every account on the console may
-read (SPEC section 3), and more is an explicit grant.
+read (docs/api.md#roles-and-the-audit-trail), and more is an explicit grant.
 """
 
 from __future__ import annotations

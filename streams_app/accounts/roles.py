@@ -1,4 +1,4 @@
-"""Who may do what: the console's roles and its read-only mode (SPEC section 3).
+"""Who may do what: the console's roles and its read-only mode (docs/api.md#roles-and-the-audit-trail).
 
 Checks here are meant to be called where an action runs (:mod:`streams_app.services` does, through
 its ``ACTION_ROLES`` table), so hiding a button is never the only thing standing between a viewer and
@@ -53,7 +53,7 @@ def role_of(user: UserLike | None) -> Role:
     """The role of ``user``: superusers are admins, else the highest role group they belong to.
 
     An active, authenticated user in none of the role groups is a VIEWER: every account on the
-    console may read (SPEC: "viewer (read everything)"), and granting an account anything more is an
+    console may read (a viewer reads everything), and granting an account anything more is an
     explicit act of putting it in the operator or admin group. Anonymous and inactive users have
     Role.NONE. A ceiling set by :func:`role_ceiling_set` (the API token the request came with) caps
     the answer. A user read by the console's backend carries its groups' role already (read with the

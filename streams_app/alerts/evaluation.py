@@ -12,7 +12,7 @@ How each kind reads (N = ``threshold``, T = ``for_seconds``; "now" is the snapsh
     the group's lag in this tick's sample is above N, and every raw sample since some moment at or
     before now - T was above N too (the streak start is found from the samples, so a new rule fires at once for a
     group that has been lagging for long enough, and the alert says since when). Unknown lag
-    (``None``, SPEC section 9) never breaches.
+    (``None``, docs/architecture.md#lag-redis-cannot-tell) never breaches.
 ``oldest_pending_above``
     one of the group's pending entries has been idle (not delivered again) for longer than T: this tick's
     sample holds the longest idle time over the group's PEL (the maximum, not the lowest ID's, which a

@@ -10,7 +10,7 @@ from django.utils import timezone
 class AuditEvent(models.Model):
     """One mutation attempted through the console: who, when, on what, with which result.
 
-    Written once per mutating request (SPEC section 3) and never edited. The user is linked while it
+    Written once per mutating request (docs/api.md#roles-and-the-audit-trail) and never edited. The user is linked while it
     exists, and its username is copied so the trail still reads correctly after the account is deleted.
     Stream keys are arbitrary bytes, so the key is kept raw in ``target_stream`` and as display text
     (non-UTF-8 bytes escaped as ``\\xNN``) in ``target_display`` for listing and searching.

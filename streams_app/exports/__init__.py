@@ -11,7 +11,7 @@ download holds one page (1000 entries) in memory. Big ranges are written by a ba
 covers its whole millisecond at either end), ``-`` and ``+``; the end is fixed at the stream's last ID
 when the export starts.
 
-**Formats** (what a user of each gets, decided for issue 14):
+**Formats** (what a user of each gets):
 
 * NDJSON, lossless: one object per entry, ``{"id", "time", "fields": {name: text}}``; ``time`` is the
   ID's time, ISO 8601 UTC to the millisecond; texts are UTF-8 with any other byte as ``\\xNN`` (the
@@ -21,8 +21,8 @@ when the export starts.
   every ``[name, value]`` pair in base64, in Redis's order.
 * CSV, for spreadsheets (texts only, UTF-8, RFC 4180, every cell quoted): ``id``, ``time``, then one
   column per field name seen in the first page read (at most 200, in order of first appearance), named
-  ``fields.<name>`` so that no field (``id``, ``time``, the empty name) can take an entry column's name
-  (issue 28), then ``other_fields``: a JSON list of ``[name, value]`` for the fields of an entry that
+  ``fields.<name>`` so that no field (``id``, ``time``, the empty name) can take an entry column's name,
+  then ``other_fields``: a JSON list of ``[name, value]`` for the fields of an entry that
   have no column (a name first seen later, a repeated name, a name that reads like an earlier one). A
   bounded header that never needs a second pass. Formula injection (OWASP): a cell whose text starts
   with ``=``, ``+``, ``-``, ``@``, tab or CR, after any leading ``'``, is written with one more ``'`` in

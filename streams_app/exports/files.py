@@ -234,7 +234,7 @@ def _checked(matches: Matches | None, progress: Progress) -> Matches | None:
     """``matches`` that looks at the job's cancel flag before each entry (every CHECK_EVERY_S, in fact).
 
     A query may cost milliseconds an entry, and a part holds ten thousand: checked only between
-    parts, a cancelled export held its worker for minutes (issue 28). Without a query a page takes
+    parts, a cancelled export held its worker for minutes. Without a query a page takes
     milliseconds, and the check between pages (``save``) is enough.
     """
     if matches is None:

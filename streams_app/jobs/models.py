@@ -53,7 +53,7 @@ class Job(models.Model):
         return self.state in self.FINISHED_STATES
 
     def to_api(self) -> dict[str, Any]:
-        """The job as ``GET /api/v1/jobs/<id>`` returns it (SPEC section 4)."""
+        """The job as ``GET /api/v1/jobs/<id>`` returns it."""
         return {
             "id": self.pk,
             "kind": self.kind,

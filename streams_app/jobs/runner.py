@@ -32,15 +32,15 @@ the stalled ones instead of enqueueing them. A refused job ends ``failed`` with
 :data:`READ_ONLY_REFUSAL` as its error and one ``denied`` audit row; it may be resumed from a console
 that may write.
 
-**No user's jobs hold the workers others need.** Three rules, decided for issue 28 (a viewer's two
+**No user's jobs hold the workers others need.** Three rules, made after a viewer's two
 costly exports held both workers while an operator's replay waited five minutes, and the viewer could
-not stop them):
+not stop them (docs/decisions.md#jobs-on-their-own-queue-one-job-per-user):
 
 * jobs run on a queue and workers of their own, apart from the beat's upkeep of the bus (snapshots,
   mirror sync, resumes, alert evaluation): see :mod:`busconsole.celery`;
 * each user holds at most ``BUSCONSOLE_JOBS_PER_USER`` jobs queued or running (1 by default; one more
   is :class:`JobLimitReached`, a 409 audited ``denied``), and ``make run`` gives jobs two worker slots:
-  one user's jobs never hold every slot, so the issue's scenario (two exports, then a replay) runs the
+  one user's jobs never hold every slot, so that scenario (two exports, then a replay) runs the
   replay at once, beside the one export accepted. A busy console adds job workers; the limit keeps
   each user to their share of them;
 * a job that may fix the bus (every kind not in :data:`READ_ONLY_KINDS`: replay, requeue) is sent at

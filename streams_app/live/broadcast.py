@@ -1,6 +1,6 @@
 """Tell open pages that something happened, from sync code (views, Celery tasks).
 
-Only small events travel the channel layer (SPEC section 9): an operator action (``stream_changed``:
+Only small events travel the channel layer (docs/architecture.md#the-channel-layer): an operator action (``stream_changed``:
 requeue, claim, ack, rewind...), a job's progress (``job_progress``) or a committed metric snapshot
 (``snapshot_broadcast``). The consumers turn the first two into browser frames with
 :func:`changed_frame` and :func:`job_frame`. A broadcast is a courtesy to

@@ -34,7 +34,7 @@ class LiveEntry:
 
     id: str
     sid: Sid
-    frame: str  # {"type": "entry", "id", "fields", "decoded"} (SPEC section 4)
+    frame: str  # {"type": "entry", "id", "fields", "decoded"} (docs/api.md#the-live-tails-frames)
     shown: Entry
 
 

@@ -1,4 +1,4 @@
-"""The one mapping from console objects to Channels group names (STYLE rule 4).
+"""The one mapping from console objects to Channels group names (docs/architecture.md#the-channel-layer).
 
 Channels allows only ASCII letters, digits, ``-``, ``_`` and ``.`` in a group name, under 100
 characters, while stream keys are arbitrary bytes of any length. A readable part (the kind and the

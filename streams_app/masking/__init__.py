@@ -1,4 +1,4 @@
-"""Masking of payload values by rule and role (issue 14 item 4).
+"""Masking of payload values by rule and role (docs/api.md#masking).
 
 Rules come from ``BUSCONSOLE_MASK_RULES`` and from the admin page (:class:`.models.MaskRule`); one
 function applies them, :func:`.apply.masker_for`, wherever a payload leaves the server. See

@@ -1,6 +1,6 @@
 """The one function that masks payloads: :func:`masker_for`, and the :class:`Masker` it returns.
 
-Design (issue 14 item 4):
+Design:
 
 - A rule names streams (a Redis glob, matched by the one glob matcher), a field path and an action.
   The path's first segment is a top-level field name; further segments walk into the field's JSON

@@ -1,4 +1,4 @@
-"""The masking policy for people who can write (issue 28 items 2 and 3).
+"""The masking policy for people who can write (docs/api.md#masking).
 
 Reading is covered by :mod:`.apply`: everyone sees masked values, and only a role in
 ``BUSCONSOLE_UNMASKED_ROLES`` may ask for one response unmasked, with an audit row. Two write paths could

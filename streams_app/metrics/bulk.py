@@ -3,7 +3,7 @@
 Django's ``bulk_create`` prepares every value of every row through the field machinery and
 ``bulk_update`` builds one ``CASE WHEN id = ...`` expression per field per batch, which SQLite evaluates
 branch by branch for each row. For a snapshot's 30k sample rows and 20k changed group rows that cost
-several seconds against a budget of two (SPEC section 8). These helpers write the same rows with one
+several seconds against a budget of two (docs/performance.md#goals-and-floors). These helpers write the same rows with one
 ``executemany`` per batch and convert only the values that need it (JSON, date-times, bytes); SQL
 dialect details (``INSERT OR IGNORE`` / ``ON CONFLICT DO NOTHING``, quoting) come from Django's backend
 operations, so they work on SQLite and PostgreSQL alike.

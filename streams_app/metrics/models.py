@@ -78,7 +78,7 @@ class StreamMirror(models.Model):
     )
     lag_unknown_groups = models.IntegerField(
         default=0, db_default=0,
-        help_text="Groups whose lag Redis cannot tell (SPEC 9): lag is then a lower bound.",
+        help_text="Groups whose lag Redis cannot tell (docs/architecture.md#lag-redis-cannot-tell): lag is then a lower bound.",
     )
     is_dlq = models.BooleanField(default=False)
     dlq_convention = models.CharField(max_length=64, blank=True)
@@ -121,7 +121,7 @@ class GroupMirror(models.Model):
     pending = models.BigIntegerField(default=0)
     last_delivered_id = models.CharField(max_length=ID_MAX, blank=True)
     entries_read = models.BigIntegerField(null=True, blank=True)
-    lag = models.BigIntegerField(null=True, blank=True, help_text="None when Redis cannot tell (SPEC 9).")
+    lag = models.BigIntegerField(null=True, blank=True, help_text="None when Redis cannot tell (docs/architecture.md#lag-redis-cannot-tell).")
     # Despite the names (kept: they are columns and a series name), the entry pending the longest since its
     # last delivery and that idle time: the maximum over the group's PEL (redis_ops.pending_idle), a lower
     # bound when the bounded search stopped early. Not the lowest pending ID, which a claim makes fresh.

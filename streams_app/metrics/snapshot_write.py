@@ -1,8 +1,8 @@
 """The database side of a metric snapshot: one connection's tick written by a dozen set-based statements.
 
 At 100k streams a tick writes 300k sample rows and refreshes the mirror's figures of every stream and
-group it read; it must fit in the snapshot interval and stay within 1.5x of the Redis read (SPEC section
-8). Work per row in Python (a model per row, a SELECT of the mirror to compare figures and find ids, an
+group it read; it must fit in the snapshot interval and stay within 1.5x of the Redis read
+(docs/performance.md#goals-and-floors). Work per row in Python (a model per row, a SELECT of the mirror to compare figures and find ids, an
 ``UPDATE`` per changed row) costs more than that, and on PostgreSQL a statement per row costs a round
 trip's worth of work per row. So, inside the snapshot's transaction:
 

@@ -1,4 +1,4 @@
-"""Create the three role groups (SPEC section 3): viewer, operator, admin.
+"""Create the three role groups (docs/api.md#roles-and-the-audit-trail): viewer, operator, admin.
 
 The names are written out here rather than imported from streams_app.accounts.roles: a migration must keep
 doing what it did on the day it was written, whatever the code later calls things. Re-running is

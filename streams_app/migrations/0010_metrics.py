@@ -71,7 +71,7 @@ class Migration(migrations.Migration):
                 ('pending', models.BigIntegerField(default=0)),
                 ('last_delivered_id', models.CharField(blank=True, max_length=41)),
                 ('entries_read', models.BigIntegerField(blank=True, null=True)),
-                ('lag', models.BigIntegerField(blank=True, help_text='None when Redis cannot tell (SPEC 9).', null=True)),
+                ('lag', models.BigIntegerField(blank=True, help_text='None when Redis cannot tell (docs/architecture.md#lag-redis-cannot-tell).', null=True)),
                 ('oldest_pending_id', models.CharField(blank=True, max_length=41, null=True)),
                 ('oldest_pending_idle_ms', models.BigIntegerField(blank=True, null=True)),
                 ('first_seen', models.DateTimeField()),

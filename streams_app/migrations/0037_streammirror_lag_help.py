@@ -13,6 +13,6 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='streammirror',
             name='lag',
-            field=models.BigIntegerField(blank=True, help_text="The largest lag among the groups (redis_ops.types.groups_lag). None when the stream has no group, and None when any group's lag is unknown: the largest of 5 and unknown is unknown (SPEC 9).", null=True),
+            field=models.BigIntegerField(blank=True, help_text="The largest lag among the groups (redis_ops.types.groups_lag). None when the stream has no group, and None when any group's lag is unknown: the largest of 5 and unknown is unknown (docs/architecture.md#lag-redis-cannot-tell).", null=True),
         ),
     ]

@@ -13,7 +13,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='streammirror',
             name='lag_unknown_groups',
-            field=models.IntegerField(db_default=0, default=0, help_text='Groups whose lag Redis cannot tell (SPEC 9): lag is then a lower bound.'),
+            field=models.IntegerField(db_default=0, default=0, help_text='Groups whose lag Redis cannot tell (docs/architecture.md#lag-redis-cannot-tell): lag is then a lower bound.'),
         ),
         migrations.AlterField(
             model_name='streammirror',

@@ -1,4 +1,4 @@
-"""Saved views: a named link to a console page with its query string (issue 14, item 2).
+"""Saved views: a named link to a console page with its query string.
 
 Every page keeps its filters, sort and position in its URL, so a view is nothing more than that URL
 and a name: opening one is following the link. The model and the check that a saved URL is a page

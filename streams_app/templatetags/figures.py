@@ -28,7 +28,7 @@ from streams_app.metrics.charts import format_duration_ms
 
 register = template.Library()
 
-#: Why a group's lag is unknown on Redis 7.0+ (SPEC section 9), and what makes it known again.
+#: Why a group's lag is unknown on Redis 7.0+ (docs/architecture.md#lag-redis-cannot-tell), and what makes it known again.
 LAG_UNKNOWN = (
     "Lag unknown: Redis cannot count the entries between the group's position and the end of the stream. "
     "The group was moved with XGROUP SETID to an arbitrary ID without ENTRIESREAD, or entries in that range "

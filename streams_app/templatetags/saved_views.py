@@ -1,4 +1,4 @@
-"""Saved views in the page frame and on the overview (issue 14): ``{% load saved_views %}``.
+"""Saved views in the page frame and on the overview: ``{% load saved_views %}``.
 
 ``request|saveable_page`` says whether the page being shown can be saved as a view, so the frame's
 "Save view" form (``streams_app/_save_view.html``) appears only where saving works;

@@ -87,7 +87,7 @@ def jobs_list(request: HttpRequest) -> HttpResponse:
 
 def job_percent(job: Job) -> int | None:
     """How far the job is, or None while its total is unknown (or 0): a page never shows a percentage
-    it cannot know ("45 of ? entries (100%)" was issue 28's); it says what was done so far instead."""
+    it cannot know (it once said "45 of ? entries (100%)"); it says what was done so far instead."""
     if not job.total:
         return None
     return min(100, round(100 * job.done / job.total))

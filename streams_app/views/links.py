@@ -1,7 +1,7 @@
 """URLs of console pages for byte-string stream keys and group names.
 
 Keys are any bytes, so they travel as one percent-encoded path segment
-(``quote(key, safe="")``, SPEC section 4). Django's ``reverse()`` would quote the ``%`` of that
+(``quote(key, safe="")``, docs/api.md#ids-keys-and-times). Django's ``reverse()`` would quote the ``%`` of that
 encoding a second time, so these builders make the URLs; :class:`BytesSegmentConverter` reads them.
 
 A key may be longer than an HTTP request line may be: uvicorn refuses a target over 64 KiB, h11 a

@@ -69,7 +69,7 @@ class SnapshotCollector(Collector):
             labels=labels,
         )
         for g in families_order(ex.groups):
-            if g.lag is not None:  # Redis cannot always tell (SPEC section 9): no value beats a wrong one
+            if g.lag is not None:  # Redis cannot always tell (docs/architecture.md#lag-redis-cannot-tell): no value beats a wrong one
                 lag.add_metric([g.conn, g.key, g.group], g.lag)
             pending.add_metric([g.conn, g.key, g.group], g.pending)
             if g.oldest_idle_ms is not None or g.pending == 0:

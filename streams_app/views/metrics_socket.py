@@ -4,7 +4,7 @@ The snapshot job broadcasts ``{"type": "metrics.snapshot", "tick": iso}`` to one
 (:func:`streams_app.live.groups.snapshot_group`); this consumer relays it to the browser as
 ``{"type": "snapshot", "tick": iso}``, and ``static/js/metrics.js`` turns that into the
 ``metrics-snapshot`` DOM event the chart panels' ``hx-trigger`` listens for. Only that small control
-event travels here (SPEC section 9); the charts themselves are fetched over HTTP. Close codes: 4401
+event travels here (docs/architecture.md#the-channel-layer); the charts themselves are fetched over HTTP. Close codes: 4401
 for anonymous or since signed-out users, 4403 when the user's role changed (the page reconnects; see
 :mod:`streams_app.views.socket_auth`), 4503 when the channel layer is unreachable (the page then polls
 every 10 s).

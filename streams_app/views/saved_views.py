@@ -1,4 +1,4 @@
-"""Saved views: the ``/views/`` page, and the "Save this view" form every page carries (issue 14).
+"""Saved views: the ``/views/`` page, and the "Save this view" form every page carries.
 
 A view is a console page's URL with its query string, under a name (:mod:`streams_app.saved`). The
 form in the page frame (``templates/base.html``) posts the page's own address here; the browser's

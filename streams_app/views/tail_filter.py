@@ -4,7 +4,7 @@ A filter is what the search box takes (a CEL expression or plain text, the rule 
 :mod:`eventbus.search.query`), evaluated by the same ``Query.matches`` on the same masked entries
 (the tail's frames are built from them), so a text finds in the tail what it finds in search.
 
-The old filter's ``path=value``. Before issue 28 the tail filtered in the browser with a syntax of its
+The old filter's ``path=value``. Before the tail used search's language it filtered in the browser with a syntax of its
 own: ``data.customer.id=4`` kept every entry whose value at that path *contained* ``4`` (customer 42
 too). That syntax is now read as the CEL equality it looked like, and the page says so ("filter read
 as ``data.customer.id == 4``"): a bookmarked or shared tail address keeps working, with exact

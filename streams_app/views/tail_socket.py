@@ -1,4 +1,4 @@
-"""Websocket consumers: the live tail of one stream (SPEC section 4).
+"""Websocket consumers: the live tail of one stream (docs/api.md#the-live-tails-frames).
 
 ``/ws/c/<conn>/streams/<key>/tail/?after=<id>`` sends JSON frames:
 
@@ -31,7 +31,7 @@ The client may change its filter on the open socket by sending ``{"type": "filte
 (empty: none): the tail goes on from the newest entry it was sent or told of, replaying anything newer
 through the new filter; a refused filter leaves the tail as it was.
 
-Entries travel through the process's tail hub, never through the channel layer (SPEC section 9:
+Entries travel through the process's tail hub, never through the channel layer (docs/architecture.md#the-channel-layer:
 channels-redis drops or buffers without bound): while a client keeps up, the hub writes the stream's
 shared frames straight to its socket (:mod:`streams_app.live.wire`); once it falls behind, they wait in
 its bounded queue and go out through ``send`` here, with ``skipped`` frames for what did not fit. Close codes: 4401 anonymous or signed out since (logout,

@@ -1,4 +1,4 @@
-"""Personal API tokens: every user lists, creates and revokes their own (SPEC section 3).
+"""Personal API tokens: every user lists, creates and revokes their own (docs/api.md#authentication).
 
 A new token is shown once, in the answer to the POST that created it (never stored in clear, not even
 in the session, and the page is not cached); afterwards only its prefix is ever shown. A token may be

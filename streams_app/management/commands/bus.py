@@ -2,8 +2,8 @@
 
 ``python -m eventbus list|inspect|groups|pending|dlq|stats|requeue|claim`` shows entries as Redis stores
 them: it is the bus's own tool, run with the URL's credentials, which read everything anyway. This is the
-same tool for an operator's terminal, seen as the console shows things (issue 28: every output of entry
-bytes goes through the masker): every entry ``inspect``, ``dlq`` and ``journey`` print, search or parse is masked by
+same tool for an operator's terminal, seen as the console shows things (every output of entry
+bytes goes through the masker, docs/api.md#masking): every entry ``inspect``, ``dlq`` and ``journey`` print, search or parse is masked by
 the console's rules (``BUSCONSOLE_MASK_RULES`` and the admin page's), as :meth:`Masker.entry` masks the
 pages, before it is searched or printed; it never reveals. The URL is the console's connection
 (``--conn``, default ``default``) unless ``--url`` is given. ``journey`` also shows the operator actions

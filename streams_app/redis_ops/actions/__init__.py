@@ -1,4 +1,4 @@
-"""Write-side Redis access: the operations behind the operator buttons (SPEC sections 4 and 7).
+"""Write-side Redis access: the operations behind the operator buttons (docs/api.md#requeue-claim-and-replay).
 
 Claim, ack, rewind, DLQ requeue / delete / purge, and replay. Each function validates its input,
 talks to one monitored server through :func:`translated` (so only :class:`OpsError` escapes), and
@@ -14,7 +14,7 @@ What makes these safe to press twice, from two browsers, or from a worker that g
   new entry; a re-run job finds moved entries gone.
 * **replay** copies a batch and advances a Redis-side cursor in one script (``lua/replay.lua``), so a
   job resumed after a crash copies nothing twice, whatever progress its caller managed to save.
-* **rewind** computes ENTRIESREAD so Redis keeps reporting the group's lag (SPEC section 9).
+* **rewind** computes ENTRIESREAD so Redis keeps reporting the group's lag (docs/architecture.md#lag-redis-cannot-tell).
 
 **Redis Cluster.** Scripts and MULTI see the keys of one hash slot only, so every call here is cut
 by slot before it is sent and no user ever sees CROSSSLOT. Single-key scripts (purge, consumer

@@ -1,7 +1,7 @@
 """Rewind: move a consumer group's last-delivered ID, with a preview of what that redelivers.
 
 The entries to redeliver are counted inside Redis in bounded batches, and the rewind sets ENTRIESREAD
-so Redis keeps reporting the group's lag (SPEC section 9). :func:`rewind_preview` changes nothing;
+so Redis keeps reporting the group's lag (docs/architecture.md#lag-redis-cannot-tell). :func:`rewind_preview` changes nothing;
 :func:`rewind` applies the same plan with ``XGROUP SETID``.
 """
 

@@ -1,6 +1,6 @@
 -- Requeue one batch of the oldest dead letters up to an ID, planning each entry here by a rule.
 --
--- The bulk path of requeue-all (SPEC section 8: within 0.8x of a bare Lua batch, >= 20x a per-entry
+-- The bulk path of requeue-all (docs/performance.md#goals-and-floors: within 0.8x of a bare Lua batch, >= 20x a per-entry
 -- loop): entries never travel to the client and back. The rule is a field rewrite that Python derives
 -- from the DLQ's convention (``actions._requeue_rule``, checked against ``conventions.requeue_plan`` by
 -- the tests); whenever the rule cannot tell where an entry goes, the entry is *declined*, left in the

@@ -1,4 +1,4 @@
-"""The write side of the JSON API (SPEC section 4), plus DLQs, jobs and the audit trail.
+"""The write side of the JSON API (docs/api.md#addresses), plus DLQs, jobs and the audit trail.
 
 Bodies are JSON objects read by :func:`~streams_app.views.api.endpoint.read_json` and validated by the
 typed models of :mod:`streams_app.views.api.schemas`; the action layer (:mod:`streams_app.services`)

@@ -12,7 +12,7 @@ The document is served at ``/api/v1/openapi.json`` and read by the reference pag
 (Swagger UI, vendored under ``static/vendor/``, started by ``static/js/api-docs.js``: no inline
 script, no eval; the page alone widens the policy's ``img-src`` to ``data:``, for Swagger UI's icons).
 Both need a login or a token, like every other API route: the document names no secret, but
-"everything needs a login" (SPEC section 3) is a rule that stays simple to check, and a script that
+"everything needs a login" (docs/api.md#authentication) is a rule that stays simple to check, and a script that
 reads the document has a token anyway. ``openapi_document()`` is also callable without HTTP.
 """
 

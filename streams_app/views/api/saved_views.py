@@ -1,4 +1,4 @@
-"""Saved views over the JSON API (issue 14, item 2): list, save, delete.
+"""Saved views over the JSON API: list, save, delete.
 
 ``GET /api/v1/views/`` lists the caller's views and the shared ones, newest first;
 ``POST /api/v1/views/`` saves ``{name, url, shared}``; ``POST /api/v1/views/<id>/delete`` deletes one.
