@@ -1,4 +1,4 @@
-"""Benchmark: browsing a big bus (docs/performance.md#goals-and-floors).
+"""Benchmark: browsing a big bus (SPEC section 8).
 
 Goals, each reported as one row of ``make bench``'s table (``bench/_summary.py``):
 - one entries page (50) at the newest, middle and oldest positions of a 1M-entry stream, and jumped to
@@ -18,7 +18,7 @@ throwaway SQLite database; nothing else is touched.
 What is timed ("server time": the whole request inside the process, no network or HTTP parsing):
 - the real request path: the Django view through ``django.test.Client`` with a logged-in viewer
   (middleware, session, form validation, access layer, payload decoding, JSON or template);
-- the access-layer call ``reads.entries_page`` alone;
+- the access-layer call ``entry_reads.entries_page`` alone;
 - Redis's own time per XREVRANGE, from ``INFO commandstats`` (usec_per_call).
 Cases are measured interleaved, round by round in a shuffled order, so drift on the machine hits them
 alike. Commands are counted by ``INFO commandstats`` deltas around one request, read on a database of
@@ -221,7 +221,8 @@ def run(server: RedisServer, big: int) -> None:
     from django.test import Client
     from django.test.utils import CaptureQueriesContext
 
-    from streams_app.redis_ops import reads
+    from streams_app.redis_ops.reads import entries as entry_reads
+    from streams_app.redis_ops.reads import streams as stream_reads
 
     trips = RoundTrips()
     raw = redis.Redis.from_url(server.url(0))
@@ -283,7 +284,7 @@ def run(server: RedisServer, big: int) -> None:
             case = (pos, label)
             api_cases[case] = lambda u=api_url: web.get(u)
             html_cases[case] = lambda u=html_url: web.get(u)
-            layer_cases[case] = lambda k=key_bytes, p=params: reads.entries_page(CONN, k, count=PAGE, mask=None, **p)
+            layer_cases[case] = lambda k=key_bytes, p=params: entry_reads.entries_page(CONN, k, count=PAGE, mask=None, **p)
 
     # "at" (jump to a date-time) in the middle: parsed, then one XREVRANGE from that millisecond.
     for label, (key, n) in streams.items():
@@ -491,8 +492,8 @@ def run(server: RedisServer, big: int) -> None:
         "HTML ?sort=length": f"{html_list}?sort=length",
     }
     layer_list = {
-        "layer streams_scan first page": lambda: reads.streams_scan(CONN, count=PAGE),
-        "layer streams_by_length": lambda: reads.streams_by_length(CONN, count=PAGE),
+        "layer streams_scan first page": lambda: stream_reads.streams_scan(CONN, count=PAGE),
+        "layer streams_by_length": lambda: stream_reads.streams_by_length(CONN, count=PAGE),
     }
     print()
     print(

@@ -230,7 +230,7 @@ def test_every_entry_read_takes_the_readers_mask() -> None:
     """Issue 28: an entry read of redis_ops cannot be called without saying how its entries are masked:
     ``mask`` is keyword-only and has no default (None only says "no rule applies", as search_mask does)."""
     reads = _entry_reads()
-    assert {"streams_app.redis_ops.reads.entries_page", "streams_app.redis_ops.progress.progress_follow",
+    assert {"streams_app.redis_ops.reads.entries.entries_page", "streams_app.redis_ops.progress.progress_follow",
             "streams_app.redis_ops.ranges.range_pages", "streams_app.redis_ops.retries.retry_page"} <= set(reads)
     missing = []
     for qualified, node in reads.items():

@@ -39,11 +39,12 @@ from typing import Any
 from streams_app.jobs.models import Job
 from streams_app.jobs.replay_resume import replay_audit, replay_resume
 from streams_app.jobs.runner import Progress
-from streams_app.redis_ops import actions, reads
+from streams_app.redis_ops import actions
 from streams_app.redis_ops.commands import server_ms
 from streams_app.redis_ops.decoding import display_text
 from streams_app.redis_ops.errors import Unreachable
 from streams_app.redis_ops.ids import parse_id
+from streams_app.redis_ops.reads import streams as stream_reads
 from streams_app.search.replay import replay_matching_run
 
 DEFAULT_BATCH = 1000
@@ -162,13 +163,13 @@ def _targets_audit(targets: dict[str, int], more: list[int]) -> dict[str, Any]:
 def _audit_start(conn: str, key: bytes, up_to: str) -> dict[str, Any]:
     """What the job's audit row will say it covered: the DLQ's entries from its oldest now up to ``up_to``,
     and the time its copies are made from (their IDs in the target streams start there)."""
-    first = reads.stream_info(conn, key).first_id
+    first = stream_reads.stream_info(conn, key).first_id
     return {"dlq_range": [first or str(parse_id(up_to)), str(parse_id(up_to))], "copies_ms": [server_ms(conn), None]}
 
 
 def _dlq_mark(conn: str, key: bytes) -> dict[str, Any]:
     """The DLQ's length and its count of entries ever added, to tell later how many left it since."""
-    info = reads.stream_info(conn, key)
+    info = stream_reads.stream_info(conn, key)
     return {"length": info.length, "added": info.entries_added}
 
 
@@ -183,7 +184,7 @@ def _left_since(conn: str, key: bytes, mark: dict[str, Any], *, at_most: int) ->
 
 def _count_up_to(conn: str, key: bytes, up_to: str) -> int | None:
     """How many DLQ entries a requeue-all will move: XLEN when ``up_to`` is the newest, else a count."""
-    info = reads.stream_info(conn, key)
+    info = stream_reads.stream_info(conn, key)
     if info.last_id is None:
         return 0
     if parse_id(info.last_id) <= parse_id(up_to):

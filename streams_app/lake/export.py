@@ -68,13 +68,15 @@ from streams_app.lake.checkpoints import (
 from streams_app.lake.models import ExportCheckpoint
 from streams_app.lake.tables import export_tables
 from streams_app.masking.apply import masker_cached, rules_load
-from streams_app.redis_ops import conventions, reads
+from streams_app.redis_ops import conventions
 from streams_app.redis_ops.client import connections
 from streams_app.redis_ops.commands import node_of
 from streams_app.redis_ops.decoding import display_text
 from streams_app.redis_ops.errors import OpsError, Unreachable
 from streams_app.redis_ops.ids import parse_id, parse_position
 from streams_app.redis_ops.ranges import range_pages
+from streams_app.redis_ops.reads import streams as stream_reads
+from streams_app.redis_ops.reads.limits import MAX_PAGE
 
 log = logging.getLogger(__name__)
 
@@ -237,7 +239,7 @@ def _streams(conn: str, match: bytes) -> tuple[list[StreamTask], tuple[str, ...]
     missed: dict[str, None] = {}
     cursor = 0
     while True:
-        page = reads.streams_scan(conn, match=match, cursor=cursor, count=reads.MAX_PAGE)
+        page = stream_reads.streams_scan(conn, match=match, cursor=cursor, count=MAX_PAGE)
         out += [StreamTask(conn, s.key, s.last_id, s.length, node_of(conn, s.key)) for s in page.streams]
         missed.update(dict.fromkeys(page.missed))
         cursor = page.next_cursor

@@ -2,7 +2,7 @@
 
 The exporter (:mod:`streams_app.lake.export`) converts whole replies to Arrow and needs them raw
 (``[id, [name, value, ...]]``, bytes: binary-safe, field order and duplicate names kept), not as
-the dataclasses of :mod:`~streams_app.redis_ops.reads`, which copy every entry once more. Each page
+the dataclasses of :mod:`~streams_app.redis_ops.reads.entries`, which copy every entry once more. Each page
 is ``XRANGE key <start> + COUNT n`` with an exclusive start after the previous page's last ID, so a
 page costs O(log N + n) however far into the stream it is, and ``XRANGE - +`` without ``COUNT``
 never happens. Errors are :class:`~streams_app.redis_ops.errors.OpsError`.

@@ -1,6 +1,6 @@
 """The Redis side of the mirror sync and the metric snapshots: every stream of a server, in few round trips.
 
-A server may hold ten thousand streams and must never be blocked for it (docs/architecture.md#costs-of-stream-commands), so:
+A server may hold ten thousand streams and must never be blocked for it (SPEC sections 8 and 9), so:
 
 - keys are found by ``SCAN ... TYPE stream`` with a bounded ``COUNT`` per call (never ``KEYS``);
 - per-stream facts are pipelined in chunks of :data:`CHUNK` keys: one round trip sends ``XINFO STREAM``
@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from .commands import SCAN_COUNT, keyed_pipeline, scan_streams
 from .parsers import parse_consumer
 from .pending_idle import first_probe, longest_idle
-from .reads import stream_infos_covered
+from .reads.streams import stream_infos_covered
 from .types import ConsumerInfo, GroupInfo, PendingIdle, StreamInfo
 
 #: Keys per pipelined chunk.

@@ -17,14 +17,14 @@ from streams_app.jobs.models import Job
 from streams_app.jobs.replay_resume import replay_audit, replay_resume
 from streams_app.jobs.runner import Progress
 from streams_app.masking.apply import search_mask
-from streams_app.redis_ops import reads
 from streams_app.redis_ops.actions.replay_selected import replay_entries
+from streams_app.redis_ops.reads import entries as entry_reads
 
 from .query import compile_query
 from .scan import search_page
 
 STEP_ENTRIES = 5000
-STEP_MATCHES = 500  # at most reads.MAX_PAGE: the matches are read back by ID in one round trip
+STEP_MATCHES = 500  # at most MAX_PAGE: the matches are read back by ID in one round trip
 STEP_MS = 1000
 
 
@@ -47,7 +47,7 @@ def replay_matching_run(job: Job, progress: Progress) -> None:
         # The stored bytes, read back to be copied inside Redis: no reader sees them here, and the
         # copy's target was checked to mask them as the source does (streams_app.masking.copies).
         found = [m.id for m in page.matches]
-        originals = reads.entries_at(run.conn, run.key, found, mask=None) if found else {}
+        originals = entry_reads.entries_at(run.conn, run.key, found, mask=None) if found else {}
         reached = run.end if page.complete else (page.next or run.end)
         step = replay_entries(
             run.conn, run.target, [e for e in originals.values() if e is not None], reached=reached,

@@ -12,9 +12,11 @@ from streams_app.audit.records import AUDIT_MAX_IDS
 from streams_app.jobs import runner as jobs
 from streams_app.jobs.models import Job
 from streams_app.masking.apply import search_mask
-from streams_app.redis_ops import actions, conventions, reads
+from streams_app.redis_ops import actions, conventions
 from streams_app.redis_ops.decoding import display_text
 from streams_app.redis_ops.errors import InvalidArgument
+from streams_app.redis_ops.reads import streams as stream_reads
+from streams_app.redis_ops.reads.limits import MAX_PAGE
 from streams_app.redis_ops.types import StreamSummary
 from streams_app.services.audit import action_audit
 
@@ -47,7 +49,7 @@ DLQ_SAMPLED_MAX = 100
 
 
 def dlq_list(*, conn: str, budget: int | None = None) -> DlqListing:
-    """The dead-letter queues of ``conn``: streams whose key follows a DLQ convention (docs/architecture.md#conventions-of-other-buses).
+    """The dead-letter queues of ``conn``: streams whose key follows a DLQ convention (SPEC section 6).
 
     Scanned with one ``SCAN ... TYPE stream`` per convention's glob (``*:dlq``, ``omni-dlq:*`` and
     each configured pattern), so a server with millions of other keys costs at most ``budget``
@@ -63,7 +65,7 @@ def dlq_list(*, conn: str, budget: int | None = None) -> DlqListing:
     for glob in globs:
         cursor, scanned = 0, 0
         while True:
-            page = reads.streams_scan(conn, match=glob, cursor=cursor, count=reads.MAX_PAGE, budget=budget)
+            page = stream_reads.streams_scan(conn, match=glob, cursor=cursor, count=MAX_PAGE, budget=budget)
             for summary in page.streams:
                 if conventions.detect_dlq(summary.key) is not None:
                     found.setdefault(summary.key, summary)
@@ -142,7 +144,7 @@ def dlq_requeue_all(*, user: UserLike | None, conn: str, key: bytes, up_to: str,
         params["batch"] = batch
     with action_audit(user=user, conn=conn, action="dlq.requeue_all", stream=key, params=params) as record:
         dlq_require(conn=conn, key=key)
-        reads.stream_info(conn, key)  # a missing DLQ is a 404 now, not a failed job later
+        stream_reads.stream_info(conn, key)  # a missing DLQ is a 404 now, not a failed job later
         job = jobs.job_create(
             kind=jobs.KIND_REQUEUE_ALL, conn=conn, user=user, key=key,
             parameters={"up_to": str(up_to), **({"batch": batch} if batch else {})},
@@ -170,7 +172,7 @@ def dlq_requeue_all_preview(*, conn: str, key: bytes, up_to: str) -> RequeueAllP
     newer than ``up_to`` are not part of it).
     """
     dlq_require(conn=conn, key=key)
-    info = reads.stream_info(conn, key)  # a missing DLQ is a 404 here, as on its page
+    info = stream_reads.stream_info(conn, key)  # a missing DLQ is a 404 here, as on its page
     counted = actions.replay_count_detail(conn, key, start="-", end=up_to)
     return RequeueAllPreview(up_to=up_to, count=counted.matched, depth=info.length, complete=counted.complete)
 

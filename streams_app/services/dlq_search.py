@@ -14,8 +14,9 @@ from streams_app import search
 from streams_app.jobs import runner as jobs
 from streams_app.jobs.models import Job
 from streams_app.masking.apply import search_mask
-from streams_app.redis_ops import reads
 from streams_app.redis_ops.ids import parse_id
+from streams_app.redis_ops.reads import entries as entry_reads
+from streams_app.redis_ops.reads import streams as stream_reads
 from streams_app.services.audit import action_audit
 from streams_app.services.dlq import dlq_require
 
@@ -43,7 +44,7 @@ def dlq_requeue_matching_preview(*, user: UserLike | None, conn: str, key: bytes
     """Count the DLQ entries matching ``query`` up to the newest one now (a read: no audit row)."""
     dlq_require(conn=conn, key=key)
     compiled = search.compile_query(query)
-    newest = reads.newest_ids(conn, key, count=1)
+    newest = entry_reads.newest_ids(conn, key, count=1)
     if not newest:
         return RequeueMatchingPreview(query=query, up_to=None, count=0, scanned=0, depth=0, complete=True)
     up_to = newest[0]
@@ -65,7 +66,7 @@ def dlq_requeue_matching(*, user: UserLike | None, conn: str, key: bytes, query:
         dlq_require(conn=conn, key=key)
         search.compile_query(query)  # a bad expression is a 400 now, not a failed job later
         up_to = str(parse_id(up_to, allow_bare=False, what="up_to"))
-        reads.stream_info(conn, key)  # a missing DLQ is a 404 now
+        stream_reads.stream_info(conn, key)  # a missing DLQ is a 404 now
         job = jobs.job_create(
             kind=jobs.KIND_REQUEUE_MATCHING, conn=conn, user=user, key=key,
             parameters={"query": query, "up_to": up_to},

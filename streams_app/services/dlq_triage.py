@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING
 from streams_app.jobs import runner as jobs
 from streams_app.jobs.models import Job
 from streams_app.masking.apply import masker_for
-from streams_app.redis_ops import reads
 from streams_app.redis_ops.errors import InvalidArgument
 from streams_app.redis_ops.ids import parse_id
+from streams_app.redis_ops.reads import streams as stream_reads
 from streams_app.services.audit import action_audit
 from streams_app.services.dlq import dlq_require
 from streams_app.triage.counts import TriageCounts, TriageFilter, triage_count
@@ -83,7 +83,7 @@ def dlq_requeue_filtered(
         _require_filter(where)
         dlq_require(conn=conn, key=key)
         up_to = str(parse_id(up_to, allow_bare=False, what="up_to"))
-        reads.stream_info(conn, key)  # a missing DLQ is a 404 now, not a failed job later
+        stream_reads.stream_info(conn, key)  # a missing DLQ is a 404 now, not a failed job later
         job = jobs.job_create(
             kind=jobs.KIND_REQUEUE_FILTERED, conn=conn, user=user, key=key,
             parameters={"filter": where.params(), "up_to": up_to},

@@ -6,7 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from streams_app.redis_ops import actions, reads
+from streams_app.redis_ops import actions
+from streams_app.redis_ops.reads import pending as pending_reads
 from streams_app.services.audit import action_audit, action_run
 
 if TYPE_CHECKING:
@@ -104,7 +105,7 @@ def pending_autoclaim_preview(*, conn: str, key: bytes, group: bytes, min_idle_m
     deleted: list[str] = []
     after: str | None = None
     for _ in range(SWEEP_PREVIEW_PAGES):
-        page = reads.pending_page(
+        page = pending_reads.pending_page(
             conn, key, group, min_idle_ms=min_idle_ms, after=after, count=limit - len(will_claim)
         )
         for entry in page.entries:

@@ -2,7 +2,7 @@
 
 The group's pending list is read a page at a time with each row's message (XPENDING, then the
 existence check's ``XRANGE id id`` replies kept as the messages:
-:func:`~streams_app.redis_ops.reads.pending_page_messages`), and the query is evaluated on each message as
+:func:`~streams_app.redis_ops.reads.pending.pending_page_messages`), and the query is evaluated on each message as
 the user sees it (:func:`~streams_app.masking.apply.search_mask`). A pending entry whose message was
 deleted has no payload and never matches. The preview counts, up to the highest pending ID now; the
 action scans again up to that ID and acks each page's matches at once (the ack action, batched), under
@@ -22,8 +22,9 @@ from typing import TYPE_CHECKING
 
 from streams_app import search
 from streams_app.masking.apply import search_mask
-from streams_app.redis_ops import actions, reads
+from streams_app.redis_ops import actions
 from streams_app.redis_ops.ids import parse_id
+from streams_app.redis_ops.reads import pending as pending_reads
 from streams_app.services.audit import action_audit
 
 if TYPE_CHECKING:
@@ -59,7 +60,7 @@ def _matching_pages(
     after: str | None = None
     scanned = 0
     while True:
-        page, messages = reads.pending_page_messages(
+        page, messages = pending_reads.pending_page_messages(
             conn, key, group, after=after, count=min(PAGE, MAX_SCAN - scanned), mask=mask
         )
         rows = [(p, entry) for p, entry in zip(page.entries, messages, strict=True) if parse_id(p.id) <= limit]
@@ -101,7 +102,7 @@ def pending_ack_matching_preview(
     """Count the group's pending entries, up to the highest pending ID now, whose message matches
     ``query`` as ``user`` sees it (a read: no audit row)."""
     compiled = search.compile_query(query)
-    summary = reads.pending_page(conn, key, group, count=1).summary
+    summary = pending_reads.pending_page(conn, key, group, count=1).summary
     if not summary.count or summary.max_id is None:
         return AckMatchingResult(query=query, up_to=None, scanned=0, matched=0, acked=0, complete=True)
     up_to = summary.max_id

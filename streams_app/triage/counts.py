@@ -30,10 +30,11 @@ from django.conf import settings
 
 from pipeline.signatures import normalize_error
 from streams_app.masking.apply import MASKED, Masker
-from streams_app.redis_ops import actions, reads
+from streams_app.redis_ops import actions
 from streams_app.redis_ops.conventions import DlqEntry
 from streams_app.redis_ops.decoding import display_text
 from streams_app.redis_ops.errors import InvalidArgument
+from streams_app.redis_ops.reads import streams as stream_reads
 from streams_app.redis_ops.types import Entry, EntryMask
 
 #: Dead letters read per XREVRANGE (the access layer's largest page).
@@ -206,7 +207,7 @@ def triage_count(
     ``where``, only those it matches are counted (what "requeue these" would move). ``masker``: how the
     reader sees the dead letters (None: no rule applies)."""
     limit = triage_limit(limit)
-    depth = reads.stream_info(conn, key).length  # a missing DLQ is a 404 here
+    depth = stream_reads.stream_info(conn, key).length  # a missing DLQ is a 404 here
     by_signature: Counter[str] = Counter()
     by_group: Counter[str | None] = Counter()
     by_origin: Counter[str | None] = Counter()

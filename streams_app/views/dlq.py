@@ -8,9 +8,10 @@ from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
 from streams_app import services
-from streams_app.redis_ops import actions, conventions, reads
+from streams_app.redis_ops import actions, conventions
 from streams_app.redis_ops.conventions import DlqEntry
 from streams_app.redis_ops.decoding import DecodedField, decode_fields, display_text
+from streams_app.redis_ops.reads import streams as stream_reads
 from streams_app.triage.counts import ShownDeadLetters
 from streams_app.views import links
 from streams_app.views.action_forms import DlqPageForm
@@ -74,7 +75,7 @@ def dlq_detail(request: HttpRequest, conn: str, key: bytes) -> HttpResponse:
     kind = services.dlq_require(conn=conn, key=key)
     masker = request_masker(request, conn, key)
     shown = ShownDeadLetters(masker)  # a triage count's signature, •••• too for an error a rule removed
-    info = reads.stream_info(conn, key)
+    info = stream_reads.stream_info(conn, key)
     entries, older = actions.dlq_entries(
         conn,
         key,

@@ -12,9 +12,10 @@ from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
 from streams_app import services
-from streams_app.redis_ops import conventions, reads
+from streams_app.redis_ops import conventions
 from streams_app.redis_ops.decoding import display_text
 from streams_app.redis_ops.errors import InvalidArgument, NotFound, Unreachable
+from streams_app.redis_ops.reads import entries as entry_reads
 from streams_app.views import links
 from streams_app.views.common import connection_context, render_screen
 from streams_app.views.dlq import dlq_entry_view
@@ -28,7 +29,7 @@ def origin_state(conn: str, entry: conventions.DlqEntry) -> str:
     if not entry.original_stream or not entry.original_id:
         return "unknown"
     try:
-        found = reads.entry_exists(conn, entry.original_stream, entry.original_id)
+        found = entry_reads.entry_exists(conn, entry.original_stream, entry.original_id)
     except InvalidArgument:
         return "unknown"
     except NotFound:
@@ -43,7 +44,7 @@ def dlq_entry_detail(request: HttpRequest, conn: str, key: bytes, entry_id: str)
     context = connection_context(request, conn)
     services.dlq_require(conn=conn, key=key)
     masker = request_masker(request, conn, key)
-    shown = reads.entry_get(conn, key, entry_id, mask=masker.entry)
+    shown = entry_reads.entry_get(conn, key, entry_id, mask=masker.entry)
     row = dlq_entry_view(conn, key, conventions.parse_dlq_entry(key, shown.id, shown.fields))
     origin = origin_state(conn, row.entry)
     dlq_page = links.dlq_url(conn, key)

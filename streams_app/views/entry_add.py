@@ -23,9 +23,10 @@ from django.views.decorators.http import require_http_methods
 from eventbus import keys as bus_keys
 from eventbus.codec import new_event_id, now_ms
 from streams_app import services
-from streams_app.redis_ops import client, reads
+from streams_app.redis_ops import client
 from streams_app.redis_ops.decoding import display_text
 from streams_app.redis_ops.errors import InvalidArgument
+from streams_app.redis_ops.reads import entries as entry_reads
 from streams_app.redis_ops.types import Entry, EntryMask
 from streams_app.views import links
 from streams_app.views.common import connection_context, render_screen
@@ -173,7 +174,7 @@ def _form_context(
 
 def _newest(conn: str, key: bytes, mask: EntryMask) -> Entry | None:
     """The stream's newest entry (the form's template); NotFound when there is no such stream."""
-    page = reads.entries_page(conn, key, order="desc", count=1, mask=mask)
+    page = entry_reads.entries_page(conn, key, order="desc", count=1, mask=mask)
     return page.entries[0] if page.entries else None
 
 

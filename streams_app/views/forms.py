@@ -18,7 +18,7 @@ from django.http import HttpRequest, QueryDict
 
 from streams_app import services
 from streams_app.redis_ops.errors import InvalidArgument
-from streams_app.redis_ops.reads import DEFAULT_PAGE, MAX_PAGE
+from streams_app.redis_ops.reads.limits import DEFAULT_PAGE, MAX_PAGE
 from streams_app.views.action_forms import EntryIdField, PositionField
 
 

@@ -3,7 +3,7 @@
 A claim or an ack that is refused (the confirmation box not ticked, a bad consumer name, an error from
 Redis) returns to this page with the entries it named still ticked: :func:`selection_kept` leaves them
 in the session, the page takes them once. Without it the operator, told to tick the box, found the
-selection gone. The session rather than the address: a selection may name 1,000 IDs.
+selection gone (issue 28). The session rather than the address: a selection may name 1,000 IDs.
 """
 
 from __future__ import annotations
@@ -15,9 +15,10 @@ from contextlib import contextmanager
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
-from streams_app.redis_ops import reads
 from streams_app.redis_ops.decoding import display_text
 from streams_app.redis_ops.errors import OpsError
+from streams_app.redis_ops.reads import groups as group_reads
+from streams_app.redis_ops.reads import pending as pending_reads
 from streams_app.views import links
 from streams_app.views.common import connection_context, is_htmx, render_screen
 from streams_app.views.forms import PendingForm, validated
@@ -64,11 +65,11 @@ def group_detail(request: HttpRequest, conn: str, key: bytes, group: bytes) -> H
     context = connection_context(request, conn)
     params = validated(PendingForm, request.GET)
     masker = request_masker(request, conn, key)
-    rank = ranking(request.GET, sorts=reads.CONSUMER_SORTS)
-    info = reads.group_info(conn, key, group)
+    rank = ranking(request.GET, sorts=group_reads.CONSUMER_SORTS)
+    info = group_reads.group_info(conn, key, group)
     consumer = params["consumer"].encode() if params["consumer"] else None
     # Each row's message comes with the existence check's read (one pipeline), masked for this reader.
-    pending, messages = reads.pending_page_messages(
+    pending, messages = pending_reads.pending_page_messages(
         conn, key, group, consumer=consumer, min_idle_ms=params["min_idle_ms"],
         after=params["after"], count=params["count"], mask=masker.entry,
     )
@@ -79,7 +80,7 @@ def group_detail(request: HttpRequest, conn: str, key: bytes, group: bytes) -> H
         group_text=display_text(group),
         # The live refresh re-renders the pending section only: no need to read every consumer for it.
         consumers=None if is_htmx(request) else ranked_window(
-            reads.consumers(conn, key, group), rank, sorts=reads.CONSUMER_SORTS
+            group_reads.consumers(conn, key, group), rank, sorts=group_reads.CONSUMER_SORTS
         ),
         consumer_choices=len(pending.summary.consumers) <= CONSUMER_CHOICES,
         pending=pending,

@@ -6,8 +6,9 @@ from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
 from streams_app.metrics.snapshots import snapshot_health
-from streams_app.redis_ops import client, reads
+from streams_app.redis_ops import client
 from streams_app.redis_ops.errors import OpsError
+from streams_app.redis_ops.reads import server as server_reads
 from streams_app.views.common import render_screen
 
 
@@ -19,7 +20,7 @@ def overview(request: HttpRequest) -> HttpResponse:
         facts: dict[str, object] = {}
         if health.ok:
             try:
-                facts = reads.server_overview(connection.name)
+                facts = server_reads.server_overview(connection.name)
             except OpsError as exc:
                 health = client.Health(name=connection.name, ok=False, redis_version=None, error=exc.message)
         servers.append({"connection": connection, "health": health, "facts": facts})

@@ -21,9 +21,10 @@ from django import forms
 from django.db.models import Model, QuerySet
 from django.http import QueryDict
 
-from streams_app.redis_ops import reads
 from streams_app.redis_ops.errors import InvalidArgument
-from streams_app.redis_ops.reads import DEFAULT_PAGE, RankedRow, RowsPage
+from streams_app.redis_ops.reads import groups as group_reads
+from streams_app.redis_ops.reads.groups import RankedRow, RowsPage
+from streams_app.redis_ops.reads.limits import DEFAULT_PAGE
 
 M = TypeVar("M", bound=Model)
 
@@ -145,7 +146,7 @@ def ranked_window(
     (the list may have shrunk since the link was made), an empty list one empty page."""
     pages = max(1, -(-len(rows) // size))
     number = min(params.page, pages)
-    page = reads.ranked(rows, sorts=dict(sorts), sort=params.sort, order=params.order,
+    page = group_reads.ranked(rows, sorts=dict(sorts), sort=params.sort, order=params.order,
                         offset=(number - 1) * size, count=size)
     columns: dict[str, dict[str, Any]] = {}
     for name, default in sorts.items():

@@ -16,7 +16,7 @@ from streams_app.alerts.models import Alert, AlertRule
 from streams_app.redis_ops import conventions
 from streams_app.redis_ops.decoding import DecodedField, decode_fields, display_text, escape_bidi
 from streams_app.redis_ops.ids import id_ms, id_time
-from streams_app.redis_ops.reads import GROUP_SORTS, ranked
+from streams_app.redis_ops.reads.groups import GROUP_SORTS, ranked
 from streams_app.redis_ops.types import (
     Entry,
     GroupInfo,
@@ -91,13 +91,13 @@ def _compact(value: object) -> str:
 
 #: Bytes of each field decoded for a row's preview: enough for a line, however big the payload.
 PREVIEW_FIELD_BYTES = 1024
-#: The field that names an event's type (the event bus's, docs/architecture.md#the-buss-entries).
+#: The field that names an event's type (the event bus's, SPEC section 5).
 TYPE_FIELD = b"type"
 
 
 @dataclass(frozen=True, slots=True)
 class RowPreview:
-    """What a pending row or a dead letter's row says of its message: its ``type``
+    """What a pending row or a dead letter's row says of its message (issue 30 item 4): its ``type``
     field (None without one) and the start of its other fields decoded (``text``), each cut to
     ``BUSCONSOLE_PREVIEW_CHARS`` with an ellipsis; ``deleted``: the message is no longer in the stream.
     Built from fields the reader's mask already applied to; templates escape it, the API serialises it."""
@@ -128,7 +128,7 @@ def row_preview(fields: Sequence[tuple[bytes, bytes]] | None) -> RowPreview:
 
 
 def pending_previews(messages: Sequence[Entry | None]) -> list[RowPreview]:
-    """The preview of each pending row's message, as :func:`~streams_app.redis_ops.reads.pending_page_messages`
+    """The preview of each pending row's message, as :func:`~streams_app.redis_ops.reads.pending.pending_page_messages`
     read and masked it (None: deleted)."""
     return [row_preview(None if m is None else m.fields) for m in messages]
 
@@ -151,7 +151,7 @@ def dlq_convention(key: bytes) -> str | None:
     return kind.convention if kind else None
 
 
-# ---------------------------------------------------------------- JSON shapes (docs/api.md)
+# ---------------------------------------------------------------- JSON shapes (SPEC section 4)
 
 
 def entry_json(conn: str, key: bytes, entry: Entry) -> dict:

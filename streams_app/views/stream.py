@@ -10,9 +10,13 @@ from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
 from streams_app.accounts.roles import Role, role_of
-from streams_app.redis_ops import conventions, reads
+from streams_app.redis_ops import conventions
 from streams_app.redis_ops.decoding import decode_value, display_text
 from streams_app.redis_ops.errors import InvalidArgument
+from streams_app.redis_ops.reads import entries as entry_reads
+from streams_app.redis_ops.reads import groups as group_reads
+from streams_app.redis_ops.reads import pending as pending_reads
+from streams_app.redis_ops.reads import streams as stream_reads
 from streams_app.views import links
 from streams_app.views.common import connection_context, is_htmx, render_screen
 from streams_app.views.forms import EntriesForm, validated
@@ -30,12 +34,12 @@ def stream_detail(request: HttpRequest, conn: str, key: bytes) -> HttpResponse:
     # of them are parsed and ranked) and its DLQs are read for the whole page, not for every new entry.
     if not is_htmx(request):
         # The groups' own parameters are prefixed: the entries already take ``order``.
-        groups_rank = ranking(request.GET, sorts=reads.GROUP_SORTS, prefix="groups")
+        groups_rank = ranking(request.GET, sorts=group_reads.GROUP_SORTS, prefix="groups")
         # The DLQ may live on another node of a cluster: one that does not answer is named, not fatal.
-        info, dlq_keys, dlq_missed = reads.stream_info_with_dlqs(conn, key)
+        info, dlq_keys, dlq_missed = stream_reads.stream_info_with_dlqs(conn, key)
         context.update(
             info=info,
-            groups=ranked_window(info.groups, groups_rank, sorts=reads.GROUP_SORTS),
+            groups=ranked_window(info.groups, groups_rank, sorts=group_reads.GROUP_SORTS),
             dlq=dlq_convention(key),
             dlq_missed=dlq_missed,
             dead_letters=[
@@ -44,7 +48,7 @@ def stream_detail(request: HttpRequest, conn: str, key: bytes) -> HttpResponse:
             ],
             api_url=links.api_stream_url(conn, key),
         )
-    page = reads.entries_page(
+    page = entry_reads.entries_page(
         conn, key, order=params["order"], after=params["after"], before=params["before"],
         at=params["at"], count=params["count"], mask=masker.entry,
     )
@@ -69,9 +73,9 @@ def entry_detail(request: HttpRequest, conn: str, key: bytes, entry_id: str) -> 
     buttons for its ID and payload and, when the stream is a DLQ, the way to the dead letter's own page."""
     context = connection_context(request, conn)
     masker = request_masker(request, conn, key)
-    entry = reads.entry_get(conn, key, entry_id, mask=masker.entry)
-    groups = reads.groups(conn, key)
-    pending = reads.entry_pending(conn, key, entry.id, [g.name for g in groups])
+    entry = entry_reads.entry_get(conn, key, entry_id, mask=masker.entry)
+    groups = group_reads.groups(conn, key)
+    pending = pending_reads.entry_pending(conn, key, entry.id, [g.name for g in groups])
     context.update(
         key=key,
         key_text=display_text(key),
@@ -109,7 +113,7 @@ def entry_raw(request: HttpRequest, conn: str, key: bytes, entry_id: str) -> Htt
         raise InvalidArgument("field must be the index of a field of the entry.") from None
     # The masked entry, as the page that links here shows it (a removed field shifts the indexes with it).
     masker = request_masker(request, conn, key)
-    entry = reads.entry_get(conn, key, entry_id, mask=masker.entry)
+    entry = entry_reads.entry_get(conn, key, entry_id, mask=masker.entry)
     if not 0 <= index < len(entry.fields):
         raise InvalidArgument(f"This entry has {len(entry.fields)} fields; there is no field {index}.")
     name, value = entry.fields[index]

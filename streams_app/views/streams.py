@@ -23,8 +23,9 @@ from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
 from streams_app.metrics import mirror
-from streams_app.redis_ops import commands, conventions, reads
+from streams_app.redis_ops import commands, conventions
 from streams_app.redis_ops.errors import OpsError
+from streams_app.redis_ops.reads import streams as stream_reads
 from streams_app.redis_ops.types import StreamSummary
 from streams_app.views.common import connection_context, render_screen
 from streams_app.views.forms import StreamsForm, validated
@@ -44,7 +45,7 @@ def streams_list(request: HttpRequest, conn: str) -> HttpResponse:
             return render_screen(request, "streams_app/streams.html", context, partial="streams-table")
     match = params["match"].encode()
     if params["sort"] == "length":
-        ranked = reads.streams_by_length(conn, match=match, count=params["count"], offset=params["offset"])
+        ranked = stream_reads.streams_by_length(conn, match=match, count=params["count"], offset=params["offset"])
         rows, next_cursor, missed = list(ranked.streams), None, ranked.missed
         more = params["offset"] + len(rows) < ranked.sorted_among
         context.update(
@@ -52,7 +53,7 @@ def streams_list(request: HttpRequest, conn: str) -> HttpResponse:
             next_offset=params["offset"] + params["count"] if more else None,
         )
     else:
-        page = reads.streams_scan(conn, match=match, cursor=params["cursor"], count=params["count"])
+        page = stream_reads.streams_scan(conn, match=match, cursor=params["cursor"], count=params["count"])
         rows, next_cursor, missed = list(page.streams), page.next_cursor or None, page.missed
     context.update(
         missed=missed,
@@ -79,7 +80,7 @@ def mirror_rows(conn: str, page: mirror.MirrorPage) -> dict:
     keys = [m.key_bytes for m in page.rows]
     missed: tuple[str, ...] = ()
     try:
-        summaries, missed = reads.stream_summaries_covered(conn, keys)
+        summaries, missed = stream_reads.stream_summaries_covered(conn, keys)
         live = {s.key: s for s in summaries}
         live_error = None
     except OpsError as exc:  # the mirror still answers when the server does not

@@ -21,8 +21,9 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from streams_app import search
-from streams_app.redis_ops import reads
 from streams_app.redis_ops.decoding import display_text
+from streams_app.redis_ops.reads import entries as entry_reads
+from streams_app.redis_ops.reads import streams as stream_reads
 from streams_app.views import links
 from streams_app.views.action_forms import EntryIdField
 from streams_app.views.common import connection_context
@@ -51,11 +52,11 @@ class TailForm(forms.Form):
 def tail(request: HttpRequest, conn: str, key: bytes) -> HttpResponse:
     params = validated(TailForm, request.GET)  # a malformed after or keep is a 400 naming it
     context = connection_context(request, conn)
-    exists = context["health"].ok and reads.is_stream(conn, key)
+    exists = context["health"].ok and stream_reads.is_stream(conn, key)
     start_after, hold = "0-0", params["after"] or ""
     if exists:
         # The newest BACKLOG entries (up to ``after`` when the address has one) are replayed as context.
-        newest = reads.newest_ids(conn, key, count=BACKLOG + 1, at=params["after"] or None)
+        newest = entry_reads.newest_ids(conn, key, count=BACKLOG + 1, at=params["after"] or None)
         if len(newest) > BACKLOG:
             start_after = newest[BACKLOG]  # exclusive: the replay starts with the BACKLOG newest
         if params["paused"] and not hold and newest:

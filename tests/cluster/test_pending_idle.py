@@ -10,7 +10,8 @@ from __future__ import annotations
 import pytest
 from redis.cluster import RedisCluster
 
-from streams_app.redis_ops import reads, snapshot_reads
+from streams_app.redis_ops import snapshot_reads
+from streams_app.redis_ops.reads import groups as group_reads
 from tests.console.redis_ops.pel import FRESH, measured, pel, pel_max
 
 pytestmark = pytest.mark.django_db
@@ -44,5 +45,5 @@ def test_snapshot_and_group_read_give_the_longest_idle_on_every_node(
         assert before[key][0] - slack_ms <= figure.idle_ms <= after[key][0]
 
     key = keys[4]
-    figure = reads.group_info(on_cluster, key.encode(), b"billing").longest_idle
+    figure = group_reads.group_info(on_cluster, key.encode(), b"billing").longest_idle
     assert figure is not None and figure.exact and figure.id == expected_ids[key]

@@ -21,8 +21,10 @@ from eventbus.keys import P_DATA, P_EVENT, P_TS
 from streams_app.lake import export
 from streams_app.metrics import snapshots
 from streams_app.redis_ops import client as redis_client
-from streams_app.redis_ops import commands, progress, reads
+from streams_app.redis_ops import commands, progress
 from streams_app.redis_ops.ids import parse_id
+from streams_app.redis_ops.reads import server as server_reads
+from streams_app.redis_ops.reads import streams as stream_reads
 from streams_app.views.links import dlq_url, entry_url, group_url, stream_url
 from tests.polling import wait_for
 
@@ -149,7 +151,7 @@ def test_a_stream_whose_dlq_lives_on_another_node_renders_with_its_dlq(on_cluste
     rc.xadd(dlq, {"error": "boom"})
     body = viewer_client.get(stream_url("default", stream)).content.decode()
     assert dlq_url("default", dlq) in body and "DLQ not checked" not in body
-    found, missed = reads.existing_streams(on_cluster, [dlq, b"{orders}:dlq", b"nothing:dlq"])
+    found, missed = stream_reads.existing_streams(on_cluster, [dlq, b"{orders}:dlq", b"nothing:dlq"])
     assert (found, missed) == ([dlq], ())
 
 
@@ -178,7 +180,7 @@ def test_progress_and_overview_read_every_node(on_cluster, rc, viewer_client: Cl
             return [e.event async for e in progress.progress_follow(on_cluster, key, after=parse_id("0-0"), mask=None) if e]
 
         assert asyncio.run(follow()) == ["step", "done"]
-    facts = reads.server_overview(on_cluster)
+    facts = server_reads.server_overview(on_cluster)
     assert facts["dbsize"] == len(keys) and facts["nodes"] == 3 and facts["missed"] == ()
     assert "partial" not in viewer_client.get("/").content.decode()
 

@@ -1,4 +1,4 @@
-"""The read side of the JSON API (docs/api.md#addresses): same access layer, same shapes as the pages.
+"""The read side of the JSON API (SPEC section 4): same access layer, same shapes as the pages.
 
 Query strings are read by the models of :mod:`streams_app.views.api.schemas`; each view declares
 what it takes and answers with ``@api_endpoint`` (the OpenAPI document is built from that).
@@ -13,8 +13,12 @@ from django.http import HttpRequest, JsonResponse
 from django.utils import timezone
 
 from streams_app.metrics import mirror
-from streams_app.redis_ops import client, conventions, reads
+from streams_app.redis_ops import client, conventions
 from streams_app.redis_ops.errors import InvalidArgument
+from streams_app.redis_ops.reads import entries as entry_reads
+from streams_app.redis_ops.reads import groups as group_reads
+from streams_app.redis_ops.reads import pending as pending_reads
+from streams_app.redis_ops.reads import streams as stream_reads
 from streams_app.redis_ops.types import StreamSummary
 from streams_app.views import presenters
 from streams_app.views import streams as streams_view
@@ -58,7 +62,7 @@ def streams(request: HttpRequest, conn: str) -> JsonResponse:
     match = params.match.encode()
     if params.sort:
         return JsonResponse(_sorted_streams(conn, params))
-    page = reads.streams_scan(conn, match=match, cursor=params.cursor, count=params.count)
+    page = stream_reads.streams_scan(conn, match=match, cursor=params.cursor, count=params.count)
     return JsonResponse(
         {
             "streams": [_stream_row(conn, s) for s in page.streams],
@@ -94,7 +98,7 @@ def _sorted_streams(conn: str, params: StreamsQuery) -> dict[str, object]:
             f"mirror sync every {settings.BUSCONSOLE_MIRROR_INTERVAL_S} s. Until then only sort=length answers.",
             conn=conn,
         )
-    ranked = reads.streams_by_length(conn, match=params.match.encode(), count=params.count, offset=params.offset)
+    ranked = stream_reads.streams_by_length(conn, match=params.match.encode(), count=params.count, offset=params.offset)
     more = params.offset + len(ranked.streams) < ranked.sorted_among
     return {
         "streams": [_stream_row(conn, s) for s in ranked.streams],
@@ -120,7 +124,7 @@ def _stream_row(conn: str, s: StreamSummary) -> dict[str, object]:
               replies={200: replies.StreamReply})
 def stream(request: HttpRequest, conn: str, key: bytes) -> JsonResponse:
     client.connection(conn)
-    return JsonResponse(presenters.stream_info_json(conn, reads.stream_info(conn, key)))
+    return JsonResponse(presenters.stream_info_json(conn, stream_reads.stream_info(conn, key)))
 
 
 @api_endpoint(method="GET", summary="Page through a stream's entries", tag="streams", query=EntriesQuery,
@@ -130,7 +134,7 @@ def entries(request: HttpRequest, conn: str, key: bytes) -> JsonResponse:
     client.connection(conn)
     params = query(EntriesQuery, request.GET)
     masker = request_masker(request, conn, key)
-    page = reads.entries_page(
+    page = entry_reads.entries_page(
         conn, key, order=params.order, after=params.after, before=params.before, at=params.at, count=params.count,
         mask=masker.entry,
     )
@@ -151,12 +155,12 @@ def pending(request: HttpRequest, conn: str, key: bytes, group: bytes) -> JsonRe
     client.connection(conn)
     params = query(PendingQuery, request.GET)
     masker = request_masker(request, conn, key)
-    page, messages = reads.pending_page_messages(
+    page, messages = pending_reads.pending_page_messages(
         conn, key, group, consumer=params.consumer.encode() if params.consumer else None,
         min_idle_ms=params.min_idle_ms, after=params.after, count=params.count, mask=masker.entry,
     )
     body = presenters.pending_json(page.summary, page.entries, page.next, presenters.pending_previews(messages))
-    longest = reads.pending_longest_idle(conn, key, group, pending=page.summary.count) if page.summary.count else None
+    longest = pending_reads.pending_longest_idle(conn, key, group, pending=page.summary.count) if page.summary.count else None
     body["summary"]["longest_idle"] = presenters.pending_idle_json(longest)
     masker.reveal_record()
     return JsonResponse(body)
@@ -168,7 +172,7 @@ def groups(request: HttpRequest, conn: str, key: bytes) -> JsonResponse:
     """The most pending groups first unless ``sort`` and ``order`` say otherwise."""
     client.connection(conn)
     params = query(GroupsQuery, request.GET)
-    page = reads.groups_page(conn, key, sort=params.sort, order=params.order, offset=params.offset,
+    page = group_reads.groups_page(conn, key, sort=params.sort, order=params.order, offset=params.offset,
                              count=params.count)
     return JsonResponse({"groups": [presenters.group_json(g) for g in page.rows], **_ranked(page)})
 
@@ -179,7 +183,7 @@ def consumers(request: HttpRequest, conn: str, key: bytes, group: bytes) -> Json
     """The consumers owning the most pending entries first unless ``sort`` and ``order`` say otherwise."""
     client.connection(conn)
     params = query(ConsumersQuery, request.GET)
-    page = reads.consumers_page(conn, key, group, sort=params.sort, order=params.order, offset=params.offset,
+    page = group_reads.consumers_page(conn, key, group, sort=params.sort, order=params.order, offset=params.offset,
                                 count=params.count)
     return JsonResponse(
         {
@@ -193,7 +197,7 @@ def consumers(request: HttpRequest, conn: str, key: bytes, group: bytes) -> Json
     )
 
 
-def _ranked(page: reads.RowsPage) -> dict[str, object]:
+def _ranked(page: group_reads.RowsPage) -> dict[str, object]:
     """Where a ranked page sits in its list, the same for groups and consumers."""
     return {"total": page.total, "offset": page.offset, "next_offset": page.next_offset, "sort": page.sort,
             "order": page.order}

@@ -36,7 +36,8 @@ from pydantic_core import PydanticCustomError
 from streams_app.jobs.models import Job
 from streams_app.redis_ops.errors import InvalidArgument
 from streams_app.redis_ops.ids import parse_id, parse_position, parse_time
-from streams_app.redis_ops.reads import CONSUMER_SORTS, DEFAULT_PAGE, GROUP_SORTS, MAX_PAGE
+from streams_app.redis_ops.reads.groups import CONSUMER_SORTS, GROUP_SORTS
+from streams_app.redis_ops.reads.limits import DEFAULT_PAGE, MAX_PAGE
 from streams_app.views.action_forms import MAX_SELECTION
 
 #: The largest integer Redis and the database take (a signed 64-bit integer).

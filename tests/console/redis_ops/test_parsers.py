@@ -18,7 +18,7 @@ import pytest
 import redis
 
 from streams_app.redis_ops import client as redis_client
-from streams_app.redis_ops import reads, snapshot_reads
+from streams_app.redis_ops import snapshot_reads
 from streams_app.redis_ops.commands import entries_by_id, scan_streams
 from streams_app.redis_ops.errors import NotFound
 from streams_app.redis_ops.ids import id_ms, reply_id
@@ -30,6 +30,7 @@ from streams_app.redis_ops.parsers import (
     parse_pending_summary,
     parse_stream,
 )
+from streams_app.redis_ops.reads import groups as group_reads
 from streams_app.redis_ops.types import ConsumerInfo
 from streams_app.templatetags.console import idtime
 
@@ -99,7 +100,7 @@ def test_consumer_rows_of_redis_70_have_no_inactive() -> None:
 def test_pages_and_the_mirror_read_consumers_alike(r: redis.Redis) -> None:
     _group_with_consumers(r)
     # Times move between the two reads; whether ``inactive`` is known must not.
-    page = {c.name: (c.pending, c.inactive_ms is None) for c in reads.consumers(CONN, b"s", b"g")}
+    page = {c.name: (c.pending, c.inactive_ms is None) for c in group_reads.consumers(CONN, b"s", b"g")}
     [stream] = snapshot_reads.server_read(CONN, consumers=True).streams
     [group] = stream.groups
     mirror = {c.name: (c.pending, c.inactive_ms is None) for c in group.consumer_list or ()}
@@ -158,7 +159,7 @@ def test_pending_summary_and_rows_match_redis_py(r: redis.Redis) -> None:
 def test_group_row_parsed_once_for_pages_and_actions(r: redis.Redis, resp2: redis.Redis) -> None:
     _group_with_consumers(r)
     [raw] = resp2.execute_command("XINFO", "GROUPS", "s")
-    info = reads.group_info(CONN, b"s", b"g")
+    info = group_reads.group_info(CONN, b"s", b"g")
     assert replace(info, longest_idle=None) == parse_group(raw)  # plus the pending figure (test_pending_idle)
     assert info.longest_idle is not None
 

@@ -12,8 +12,9 @@ import time
 import pytest
 import redis
 
-from streams_app.redis_ops import pending_idle, reads, snapshot_reads
+from streams_app.redis_ops import pending_idle, snapshot_reads
 from streams_app.redis_ops.pending_idle import IDLE_PROBE_COUNT, PROBE_COUNT, PROBE_ROUNDS
+from streams_app.redis_ops.reads import groups as group_reads
 from streams_app.redis_ops.types import PendingIdle, StreamInfo
 from tests.console.helpers import CONN
 from tests.console.redis_ops.pel import FRESH, lowest, measured, pel, pel_max
@@ -61,11 +62,11 @@ def test_snapshot_figure_is_the_longest_idle_after_the_oldest_entry_was_claimed(
 def test_group_page_read_gives_the_same_figure(r: redis.Redis) -> None:
     ids = pel(r, "orders", "billing", scattered(25, peak_at=22))
     figure = assert_is_pel_max(
-        r, "orders", "billing", lambda: reads.group_info(CONN, b"orders", b"billing").longest_idle
+        r, "orders", "billing", lambda: group_reads.group_info(CONN, b"orders", b"billing").longest_idle
     )
     assert figure.id == ids[22]
     r.xgroup_create("orders", "idle-free", id="$")
-    assert reads.group_info(CONN, b"orders", b"idle-free").longest_idle is None  # nothing pending
+    assert group_reads.group_info(CONN, b"orders", b"idle-free").longest_idle is None  # nothing pending
 
 
 def test_entries_delivered_together_need_one_round_not_all_of_them(

@@ -23,7 +23,7 @@ from django.test import Client
 from django.urls import reverse, set_script_prefix
 from redis.cluster import RedisCluster
 
-from streams_app.redis_ops import reads
+from streams_app.redis_ops.reads import streams as stream_reads
 from tests.console.helpers import CONN, seg, stream_url
 from tests.servers import RedisClusterServers
 
@@ -201,11 +201,11 @@ def test_facts_and_dead_letter_queues_in_one_round_trip(
     r.xgroup_create("orders", "billing", id="0")
     r.xadd("{orders}:dlq", {"error": "x"})
     r.set("orders:dlq", "not a stream")
-    reads.stream_info(CONN, b"orders")  # the client is connected before counting
+    stream_reads.stream_info(CONN, b"orders")  # the client is connected before counting
     sends = _Sends(monkeypatch)
     r.config_resetstat()
     sends.on = True
-    info, dlqs, missed = reads.stream_info_with_dlqs(CONN, b"orders")
+    info, dlqs, missed = stream_reads.stream_info_with_dlqs(CONN, b"orders")
     sends.on = False
     assert sends.count == 1
     commands = _commands(r)
@@ -227,10 +227,10 @@ def test_dead_letter_queues_named_after_groups_cost_a_second_trip(
     r.xadd(b"omni-dlq:g2", {"error": "x"})
     r.xadd(b'omni-dlq:"><b>', {"error": "x"})
     r.xadd(b"omni-stream:orders:dlq", {"error": "x"})
-    reads.stream_info(CONN, key)
+    stream_reads.stream_info(CONN, key)
     sends = _Sends(monkeypatch)
     sends.on = True
-    _, dlqs, missed = reads.stream_info_with_dlqs(CONN, key)
+    _, dlqs, missed = stream_reads.stream_info_with_dlqs(CONN, key)
     sends.on = False
     assert sends.count == 2
     groups = sorted(g["name"] for g in r.xinfo_groups(key))
