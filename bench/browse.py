@@ -1,4 +1,4 @@
-"""Benchmark: browsing a big bus (SPEC section 8).
+"""Benchmark: browsing a big bus (docs/performance.md#goals-and-floors).
 
 Goals, each reported as one row of ``make bench``'s table (``bench/_summary.py``):
 - one entries page (50) at the newest, middle and oldest positions of a 1M-entry stream, and jumped to

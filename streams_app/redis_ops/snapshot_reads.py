@@ -1,6 +1,6 @@
 """The Redis side of the mirror sync and the metric snapshots: every stream of a server, in few round trips.
 
-A server may hold ten thousand streams and must never be blocked for it (SPEC sections 8 and 9), so:
+A server may hold ten thousand streams and must never be blocked for it (docs/architecture.md#costs-of-stream-commands), so:
 
 - keys are found by ``SCAN ... TYPE stream`` with a bounded ``COUNT`` per call (never ``KEYS``);
 - per-stream facts are pipelined in chunks of :data:`CHUNK` keys: one round trip sends ``XINFO STREAM``

@@ -33,7 +33,7 @@ EntryMask = Callable[[Entry], Entry]
 """What a reader may see of an entry: :meth:`streams_app.masking.apply.Masker.entry`, or
 :func:`streams_app.masking.apply.search_mask`'s answer (None when no rule applies to the stream).
 
-The masked-reader rule (issue 28): every function here that hands out entry bytes takes one as a
+The masked-reader rule (docs/api.md#masking): every function here that hands out entry bytes takes one as a
 required keyword, ``mask``, and applies it before the entries leave, so no caller can read a payload
 without saying how it is masked (``tests/test_architecture.py`` checks every such function and every
 call; the masking matrix, ``tests/security/test_masking_matrix.py``, checks every route)."""
@@ -82,7 +82,7 @@ class GroupInfo:
     pending: int
     last_delivered_id: str
     entries_read: int | None  # None: Redis < 7 or unknown
-    lag: int | None  # None: Redis cannot tell (see SPEC section 9)
+    lag: int | None  # None: Redis cannot tell (docs/architecture.md#lag-redis-cannot-tell)
     longest_idle: PendingIdle | None = None  # None: nothing pending, or not read
     consumer_list: tuple[ConsumerInfo, ...] | None = None  # None: not read (snapshots skip consumers)
 
@@ -125,7 +125,7 @@ def groups_lag(groups: Sequence[GroupInfo]) -> int | None:
 
 
 def groups_lag_unknown(groups: Sequence[GroupInfo]) -> int:
-    """How many of ``groups`` have a lag Redis cannot tell (SPEC section 9)."""
+    """How many of ``groups`` have a lag Redis cannot tell (docs/architecture.md#lag-redis-cannot-tell)."""
     return sum(1 for g in groups if g.lag is None)
 
 

@@ -49,7 +49,7 @@ DLQ_SAMPLED_MAX = 100
 
 
 def dlq_list(*, conn: str, budget: int | None = None) -> DlqListing:
-    """The dead-letter queues of ``conn``: streams whose key follows a DLQ convention (SPEC section 6).
+    """The dead-letter queues of ``conn``: streams whose key follows a DLQ convention (docs/architecture.md#conventions-of-other-buses).
 
     Scanned with one ``SCAN ... TYPE stream`` per convention's glob (``*:dlq``, ``omni-dlq:*`` and
     each configured pattern), so a server with millions of other keys costs at most ``budget``

@@ -3,7 +3,7 @@
 A claim or an ack that is refused (the confirmation box not ticked, a bad consumer name, an error from
 Redis) returns to this page with the entries it named still ticked: :func:`selection_kept` leaves them
 in the session, the page takes them once. Without it the operator, told to tick the box, found the
-selection gone (issue 28). The session rather than the address: a selection may name 1,000 IDs.
+selection gone. The session rather than the address: a selection may name 1,000 IDs.
 """
 
 from __future__ import annotations

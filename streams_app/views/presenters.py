@@ -91,13 +91,13 @@ def _compact(value: object) -> str:
 
 #: Bytes of each field decoded for a row's preview: enough for a line, however big the payload.
 PREVIEW_FIELD_BYTES = 1024
-#: The field that names an event's type (the event bus's, SPEC section 5).
+#: The field that names an event's type (the event bus's, docs/architecture.md#the-buss-entries).
 TYPE_FIELD = b"type"
 
 
 @dataclass(frozen=True, slots=True)
 class RowPreview:
-    """What a pending row or a dead letter's row says of its message (issue 30 item 4): its ``type``
+    """What a pending row or a dead letter's row says of its message: its ``type``
     field (None without one) and the start of its other fields decoded (``text``), each cut to
     ``BUSCONSOLE_PREVIEW_CHARS`` with an ellipsis; ``deleted``: the message is no longer in the stream.
     Built from fields the reader's mask already applied to; templates escape it, the API serialises it."""
@@ -151,7 +151,7 @@ def dlq_convention(key: bytes) -> str | None:
     return kind.convention if kind else None
 
 
-# ---------------------------------------------------------------- JSON shapes (SPEC section 4)
+# ---------------------------------------------------------------- JSON shapes (docs/api.md)
 
 
 def entry_json(conn: str, key: bytes, entry: Entry) -> dict:

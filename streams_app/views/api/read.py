@@ -1,4 +1,4 @@
-"""The read side of the JSON API (SPEC section 4): same access layer, same shapes as the pages.
+"""The read side of the JSON API (docs/api.md#addresses): same access layer, same shapes as the pages.
 
 Query strings are read by the models of :mod:`streams_app.views.api.schemas`; each view declares
 what it takes and answers with ``@api_endpoint`` (the OpenAPI document is built from that).

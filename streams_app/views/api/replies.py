@@ -83,7 +83,7 @@ class StreamRow(Reply):
     #: of the stream's lag; null without a group or when no group's lag is known (never 0 for unknown)
     lag: int | None = None
     lag_exact: bool = False  # true: every group's lag is known, so lag is the stream's lag
-    lag_unknown_groups: int = 0  # groups whose lag Redis cannot tell (SPEC section 9)
+    lag_unknown_groups: int = 0  # groups whose lag Redis cannot tell (docs/architecture.md#lag-redis-cannot-tell)
     lag_unknown: bool = False  # true: lag_unknown_groups > 0
     internal: bool = False  # the event bus's own bookkeeping stream (its metric events)
 
