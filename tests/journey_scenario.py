@@ -1,4 +1,4 @@
-"""The scenario of issue 30's "Done when", run through the real event bus on a real Redis (one server or
+"""The journey's scenario, run through the real event bus on a real Redis (one server or
 the cluster): order 7 fails in group ``billing``, is retried twice, is dead-lettered, is requeued by an
 operator (``requeue``: the console's API in the console tests, the bus's command line here) and then
 succeeds; group ``ledger`` acknowledges it at once. Orders 6 and 8 go through both groups untouched.

@@ -227,7 +227,7 @@ def _calls_outside_redis_ops() -> list[_Call]:
 
 
 def test_every_entry_read_takes_the_readers_mask() -> None:
-    """Issue 28: an entry read of redis_ops cannot be called without saying how its entries are masked:
+    """An entry read of redis_ops cannot be called without saying how its entries are masked:
     ``mask`` is keyword-only and has no default (None only says "no rule applies", as search_mask does)."""
     reads = _entry_reads()
     assert {"streams_app.redis_ops.reads.entries.entries_page", "streams_app.redis_ops.progress.progress_follow",

@@ -1,4 +1,4 @@
-"""Addresses in headless Chromium (issue 13, item 13): the DLQ page's JSON button, pages of keys holding
+"""Addresses in headless Chromium: the DLQ page's JSON button, pages of keys holding
 '/' or non-UTF-8 bytes refreshing themselves, the favicon, and the console's own 404 under DEBUG.
 
 Each refresh is the one htmx makes (the section's ``stream-refresh`` event, as console.js sends it), and

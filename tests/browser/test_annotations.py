@@ -1,4 +1,4 @@
-"""Annotations in headless Chromium (issue 30 item 3, "Annotations appear on the charts in Chromium").
+"""Annotations in headless Chromium: they appear on the charts.
 
 An annotation posted through the JSON API (a deploy script's bearer token, over real HTTP) shows on the
 group page's charts and on the incident timeline, with its words in a tooltip on hover and on keyboard

@@ -1,11 +1,11 @@
-"""Issue 13 items 7, 8 and 9 in headless Chromium, against the real ASGI app and a real Redis.
+"""Bulk actions in headless Chromium, against the real ASGI app and a real Redis.
 
-7: "Requeue all up to ..." and the sweep first show a page with the number they will touch (the
+- "Requeue all up to ..." and the sweep first show a page with the number they will touch (the
    expected number is computed here from XLEN / XPENDING ... IDLE), nothing changes until the operator
    confirms, and then exactly that many entries move.
-8: select-all boxes tick every row box of the pending, DLQ and entry tables, and the "N selected"
+- select-all boxes tick every row box of the pending, DLQ and entry tables, and the "N selected"
    label beside the buttons follows every box.
-9: a requeue's flash lists the new IDs (XRANGE finds them in the target stream) and links them, and
+- a requeue's flash lists the new IDs (XRANGE finds them in the target stream) and links them, and
    an action taken on a filtered DLQ page comes back to the same filter.
 """
 

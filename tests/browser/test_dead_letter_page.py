@@ -1,4 +1,4 @@
-"""A dead letter's own page in Chromium (issue 13, item 10): an event-bus and an OmniDaemon dead letter,
+"""A dead letter's own page in Chromium: an event-bus and an OmniDaemon dead letter,
 opened from the DLQ list, show what the test wrote (error, traceback, origin, decoded payload), and
 Requeue from the page makes exactly one new entry in the origin stream, read back with XRANGE.
 """

@@ -1,4 +1,4 @@
-"""An ack refused for want of the confirmation box keeps the selection (issue 28 item 19), in Chromium.
+"""An ack refused for want of the confirmation box keeps the selection, in Chromium.
 
 The operator ticks two pending entries and presses "Ack selected" without ticking "will never be
 processed". The ack is refused, and the two entries must still be ticked (and only they), so that ticking

@@ -1,4 +1,4 @@
-"""A job's page in headless Chromium (issue 28, C19): while the job runs the page follows it live, and
+"""A job's page in headless Chromium: while the job runs the page follows it live, and
 when it ends Cancel and Nudge leave the page without a reload; a job whose total is unknown shows what
 was done so far and never a percentage.
 

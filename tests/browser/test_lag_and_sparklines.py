@@ -1,5 +1,5 @@
 """In Chromium: an unknown lag explains itself on hover, and the overview's sparklines are drawn at a
-readable size at 390 px and 1600 px (issue 13, items 2 and 3).
+readable size at 390 px and 1600 px.
 
 Sizes are the rendered boxes Chromium reports. A sparkline is 32 CSS px tall and fills its cell; the
 thresholds (drawing at least 20 px tall and 60 px wide) sit well under that and well above the slivers

@@ -1,6 +1,6 @@
 """Every page of the console on a phone (390 px) and on a wide screen (1600 px), in headless Chromium.
 
-Issue 13 item 15: at 390 px pages scrolled sideways, the nav ran off its bar and the overview cut off
+Why: at 390 px pages once scrolled sideways, the nav ran off its bar and the overview cut off
 the DLQ depths. For each width this test opens every page (the hand list below plus what a crawl of
 the nav and the overview reaches, same-origin GET links only, bounded) with data that stresses a
 layout: keys and IDs with no place to break, a binary key, a long group and consumer name, pending

@@ -75,7 +75,7 @@ def test_claim_a_pending_entry_to_another_consumer_from_the_group_page(operator_
 
 def test_an_open_dlq_page_follows_another_operators_requeue_without_reload(operator_page, operator,
                                                                           r: redis.Redis) -> None:
-    """Issue 5 item 4: an action taken elsewhere reaches open pages of the stream over the channel layer."""
+    """An action taken elsewhere reaches open pages of the stream over the channel layer."""
     from concurrent.futures import ThreadPoolExecutor
 
     from playwright.sync_api import expect

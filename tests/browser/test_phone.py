@@ -1,4 +1,4 @@
-"""The DLQ and group pages on a phone (390 x 844), in headless Chromium (issue 28 item 18).
+"""The DLQ and group pages on a phone (390 x 844), in headless Chromium.
 
 At 390 px the DLQ table scrolled sideways inside its own box: a row's Requeue button, where it came from
 and its payload lay to the right of the screen. On a group with 151 pending entries the claim and ack

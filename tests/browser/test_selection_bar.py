@@ -1,4 +1,4 @@
-"""A selection's action bar stays in reach while scrolling, and works from the keyboard (issue 30 item 4),
+"""A selection's action bar stays in reach while scrolling, and works from the keyboard,
 in headless Chromium at a desktop size, against the real ASGI app and a real Redis.
 
 On the stream's entries, the pending list and a DLQ, an entry far down a long list is ticked with the

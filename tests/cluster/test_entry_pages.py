@@ -1,4 +1,4 @@
-"""Issue 13, items 10, 11 and 17 on a 3-primary cluster: the entry page's pending groups, a dead letter's
+"""Entry pages on a 3-primary cluster: the entry page's pending groups, a dead letter's
 page whose origin lives on another node, and adding an entry, for streams on every node."""
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ ROLES = ROOT / "deploy" / "postgres" / "roles.sql"
 
 pytestmark = pytest.mark.postgres
 
-#: streams_app's last migration in the release before issue 29: where a deployment upgrading to this
+#: streams_app's last migration in the release before the deployment work: where a deployment upgrading to this
 #: code starts from.
 PREVIOUS = "0039_streammirror_lag_unknown_groups"
 PASSWORDS = {"owner_password": "owner-pw-3", "app_password": "app-pw-4"}

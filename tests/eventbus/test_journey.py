@@ -1,4 +1,4 @@
-"""``python -m eventbus journey`` (issue 30 item 1): the journey of one event with Redis alone.
+"""``python -m eventbus journey``: the journey of one event with Redis alone.
 
 The scenario (:mod:`tests.journey_scenario`) runs through the real bus on the suite's redis-server; the
 operator's requeue is the bus's own command line here (the console's, with its audit row, is

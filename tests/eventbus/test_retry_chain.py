@@ -1,5 +1,5 @@
-"""Every retry of an event says where it has been: its first publish, the attempt that failed and when
-(issue 28, C11 and C19). Expected values are the entries Redis holds, read back with XRANGE."""
+"""Every retry of an event says where it has been: its first publish, the attempt that failed and when.
+Expected values are the entries Redis holds, read back with XRANGE."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Each Spark rollup against a plain-Python computation over the same generated history (STYLE rule 7).
+"""Each Spark rollup against a plain-Python computation over the same generated history (docs/architecture.md#tests).
 
 The history is written to the real Redis, exported by the real exporter and rolled up by real Spark
 (``run_all``, the entry point ``spark-submit`` uses); the rollup files are read back with pyarrow. The

@@ -1,4 +1,4 @@
-"""The lake and the reports mask (issue 28 item 4): after a pipeline run, ``/reports/`` showed a masked
+"""The lake and the reports mask: once, after a pipeline run, ``/reports/`` showed a masked
 ``dlq_error`` in clear, as the signature and as the example, because the lake export applied no masking.
 
 - The exporter reads through the masker: no value a rule hides reaches the lake (entries, dead letters),

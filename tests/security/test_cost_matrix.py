@@ -1,4 +1,4 @@
-"""The cost matrix (issue 28, section B): hostile expressions against every surface a search query reaches.
+"""The cost matrix (docs/api.md#bounded-cost): hostile expressions against every surface a search query reaches.
 
 Rows: :data:`HOSTILE`, the expressions (nested comprehensions over literal lists and over the entry's
 own lists, huge literals, regex bombs, deep nesting, string doubling), each with what it must do:
@@ -15,7 +15,7 @@ whichever it is, the message must name the reason, and no job may start. An expr
 end: a search answers (complete, or a partial result its budget stopped), an export is written whole, a
 job ends ``done``; the entries its own data makes too costly (``DEAR`` of them here) are counted, not
 matched. How long each takes, and whether ``/healthz`` stays within 100 ms meanwhile, is measured by
-``bench/cost.py`` (no timed assertion in the suite, SPEC section 8); here :func:`test_healthz_answers_
+``bench/cost.py`` (no timed assertion in the suite, docs/performance.md#ratios-to-a-floor); here :func:`test_healthz_answers_
 while_a_hostile_request_runs` checks on a real ASGI server that ``/healthz`` answers at all while the
 dearest allowed requests run.
 """

@@ -1,4 +1,4 @@
-"""The cost matrix, the live tail's row: hostile filters never hold the web process (issue 28, section B).
+"""The cost matrix, the live tail's row: hostile filters never hold the web process.
 
 Each hostile expression of the matrix (nested comprehensions, huge literals, regex bombs, deep
 nesting) is sent as a tail filter (``?filter=`` on the websocket) over a stream whose entries make it
@@ -10,7 +10,7 @@ refusals (the 60-item fourfold ``exists``, 1,990 ``!``, 990 dotted levels) must 
 And the loop is shared, not held: a filter that is dear but allowed, replayed over 1,000 entries, is
 evaluated in slices, so ``/healthz`` is answered, and the hub's own stats read on its loop, while the
 replay is still being evaluated (the count of evaluations then is below the total). That is an
-ordering, not a timing: nothing here asserts a duration (SPEC section 8 keeps speed in ``bench/``);
+ordering, not a timing: nothing here asserts a duration (docs/performance.md#ratios-to-a-floor: speed is kept in ``bench/``);
 the latencies seen are printed.
 
 Real uvicorn and redis-server; expected entries are the IDs XADD returned.

@@ -1,4 +1,4 @@
-"""API edges of issue 28 (items 10 and 19): duplicate JSON keys, 404s under DEBUG, action addresses with a
+"""API edges: duplicate JSON keys, 404s under DEBUG, action addresses with a
 trailing slash, and what a token capped below its account's role is told.
 
 Redis is read back with XLEN, XPENDING and XRANGE; routes come from walking Django's URL resolver, so a new

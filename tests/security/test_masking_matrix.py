@@ -1,4 +1,4 @@
-"""The masking matrix (issue 28; SPEC section 3 "Masking is a guarantee"; STYLE rule 10).
+"""The masking matrix (docs/api.md#masking; docs/decisions.md#masking-and-roles-at-one-chokepoint-each).
 
 Canary values sit in Redis under masking rules: in a stream's payload (a JSON path, masked), in a whole
 field (hashed), in a dead letter's error (masked) and payload (masked by its origin's rule), in the bus's
@@ -145,7 +145,7 @@ ROWS.update(
         "c/<conn:conn>/streams/<seg:key>/": SHOWS,
         "c/<conn:conn>/streams/<seg:key>/entries/<eid:entry_id>/": SHOWS,
         "c/<conn:conn>/streams/<seg:key>/entries/<eid:entry_id>/raw/": Row(True, "?field=1"),  # data
-        # a pending row previews its message: its type and the start of its payload, masked (issue 30)
+        # a pending row previews its message: its type and the start of its payload, masked
         "c/<conn:conn>/streams/<seg:key>/groups/<seg:group>/": SHOWS,
         "c/<conn:conn>/dlq/<seg:key>/": SHOWS,
         "c/<conn:conn>/dlq/<seg:key>/entries/<eid:entry_id>/": SHOWS,

@@ -132,7 +132,7 @@ ROUTES: dict[str, Route] = {
     "c/<conn:conn>/streams/<seg:key>/retries/delete/": ADMIN,
     "c/<conn:conn>/streams/<seg:key>/retries/all/preview/": OPERATOR,
     "c/<conn:conn>/streams/<seg:key>/tail/": READ,
-    # the incident timeline of a connection and of a stream, and its "add an annotation" form (issue 30)
+    # the incident timeline of a connection and of a stream, and its "add an annotation" form
     "c/<conn:conn>/timeline/": READ,
     "c/<conn:conn>/timeline/annotate/": OPERATOR,
     "c/<conn:conn>/streams/<seg:key>/timeline/": READ,
@@ -169,7 +169,7 @@ ROUTES: dict[str, Route] = {
     "api/v1/c/<conn:conn>/dlq/<seg:key>/triage/requeue": OPERATOR,
     "api/v1/c/<conn:conn>/dlq/<seg:key>/search/requeue": OPERATOR,
     "api/v1/c/<conn:conn>/streams/<seg:key>/search/": Route("read", "none", query="?q=data.n%20%3E%200"),
-    # the journey of one event (issue 30): a page and its JSON, which every role may read
+    # the journey of one event: a page and its JSON, which every role may read
     "c/<conn:conn>/journey/": Route("read", "none", query="?q=payload&stream=orders"),
     "api/v1/c/<conn:conn>/journey/": Route("read", "none", query="?q=payload&stream=orders"),
     # saved views: any signed-in user lists and saves; owners rename and delete
@@ -212,7 +212,7 @@ ROUTES: dict[str, Route] = {
     "api/v1/jobs/<int:job_id>/cancel": OWNER,
     "api/v1/jobs/<int:job_id>/resume": OPERATOR,
     "api/v1/audit/": READ,
-    "api/v1/annotations": Route("read", "operator"),  # GET lists, POST writes one (issue 30)
+    "api/v1/annotations": Route("read", "operator"),  # GET lists, POST writes one
     "api/v1/openapi.json": READ,
     "api/v1/docs/": Route("read", "none", html=True),
 }

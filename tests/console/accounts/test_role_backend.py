@@ -1,8 +1,8 @@
 """The session user is read with its role: ConsoleModelBackend's annotation and role_of agree, with no
 query of their own, and a change of groups counts from the next request.
 
-Each user's expected role is stated by hand from its groups and flags (SPEC section 3: the highest role
-group wins, an account in none is a viewer, superusers are admins, inactive accounts have none).
+Each user's expected role is stated by hand from its groups and flags (docs/api.md#roles-and-the-audit-trail: the highest
+role group wins, an account in none is a viewer, superusers are admins, inactive accounts have none).
 """
 
 from __future__ import annotations

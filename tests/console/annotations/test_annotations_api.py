@@ -1,4 +1,4 @@
-"""Annotations over the JSON API (issue 30, item 3): write one, list them, and every refusal a 4xx.
+"""Annotations over the JSON API: write one, list them, and every refusal a 4xx.
 
 What is checked comes from the test's own inputs: the times it sent (milliseconds or ISO text, turned
 into the other form with the standard library), the audit rows it expects one per attempt.

@@ -1,4 +1,4 @@
-"""Annotations on the chart panels of the stream, group and DLQ pages (issue 30, item 3).
+"""Annotations on the chart panels of the stream, group and DLQ pages.
 
 Real snapshots of a real Redis feed the charts; the test writes annotations in and out of the window, on
 the stream, on another stream, on the connection and on every connection, and reads the markers back

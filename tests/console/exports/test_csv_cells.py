@@ -1,4 +1,4 @@
-"""CSV export cells a spreadsheet or ``csv.DictReader`` can take as they are (issue 28, items 9 and 13).
+"""CSV export cells a spreadsheet or ``csv.DictReader`` can take as they are.
 
 * Formula injection: a cell starting with ``=``, ``+``, ``-``, ``@``, tab or CR is a formula to Excel,
   LibreOffice and Sheets. OWASP's remedy: such a cell gets a leading ``'`` and every cell is quoted. The

@@ -1,4 +1,4 @@
-"""Exports of a range (issue 14, item 3) against real Redis: every format read back with its own reader
+"""Exports of a range against real Redis: every format read back with its own reader
 (json, csv, pyarrow) and compared with XRANGE read here, bounds, pages, the job path, roles, audit rows.
 
 The stream has a binary key, names and values that are not UTF-8, a repeated name and JSON payloads.

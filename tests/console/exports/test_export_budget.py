@@ -1,4 +1,4 @@
-"""A direct download's query is bounded (issue 28 item 7, SPEC section 3 "every query is bounded"):
+"""A direct download's query is bounded (docs/api.md#bounded-cost):
 
 - before it runs: its cost by the expression alone (steps at 50 ns, :mod:`eventbus.search.cost`) times
   the range's entries must fit ``BUSCONSOLE_EXPORT_STREAM_BUDGET_S``, or a 400 says so and points at a

@@ -1,4 +1,4 @@
-"""A cancel stops a running job within about a second of its work, in a real Celery worker (issue 28, B7).
+"""A cancel stops a running job within about a second of its work, in a real Celery worker.
 
 The export job of the issue evaluated a search query on every entry and looked at its cancel flag only
 between part files of ten thousand entries: an admin's cancel left the worker busy for minutes. Here an

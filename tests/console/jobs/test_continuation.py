@@ -1,4 +1,4 @@
-"""A job continued after Celery's soft time limit keeps its queue and its priority (issue 28, B7).
+"""A job continued after Celery's soft time limit keeps its queue and its priority.
 
 Jobs are sent on the jobs' queue at their kind's priority (a fix before the queued reads). A job that
 hits the task's soft time limit goes on in a new task; that task was sent without a priority, so an

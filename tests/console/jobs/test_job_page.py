@@ -1,4 +1,4 @@
-"""The job page's numbers and buttons (issue 28, C19): no percentage without a total, and no Cancel or
+"""The job page's numbers and buttons: no percentage without a total, and no Cancel or
 Nudge once the job has ended, in the page and in the live partial htmx swaps in every second.
 
 Jobs are rows made here with known counts; what the page must say follows from those numbers.

@@ -1,4 +1,4 @@
-"""How many jobs one user may hold, and who may cancel a job (issue 28, B7).
+"""How many jobs one user may hold, and who may cancel a job.
 
 A viewer's two costly exports held both Celery workers while an operator's replay waited. Each user
 now holds at most ``BUSCONSOLE_JOBS_PER_USER`` jobs queued or running (1 by default): one more is

@@ -1,5 +1,5 @@
 """Console jobs never starve the bus's own upkeep, and a viewer's costly export never holds an operator's
-fix for long (issue 28, B7).
+fix for long (docs/decisions.md#jobs-on-their-own-queue-one-job-per-user).
 
 The beat's tasks (snapshots, the mirror sync, resuming stalled jobs, retention, starting the scheduled
 pipeline) and alert webhooks travel on ``busconsole-beat``, jobs on ``busconsole-jobs``, each with

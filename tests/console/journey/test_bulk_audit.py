@@ -1,4 +1,4 @@
-"""Bulk actions record enough in their audit rows for a journey to find them (issue 30 item 1): the
+"""Bulk actions record enough in their audit rows for a journey to find them: the
 requeue-all job its DLQ range and when its copies were made, the search-driven requeue each dead letter
 and its copy, the search-driven ack the range it acked, a selection too big for a row its ID range. Each
 is checked against the IDs Redis holds, then on the journey of one of the events they touched."""

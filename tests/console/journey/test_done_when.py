@@ -1,4 +1,4 @@
-"""Issue 30 item 1, "Done when": the journey of one event on the page, the API and ``manage.py bus``.
+"""The journey of one event on the page, the API and ``manage.py bus``.
 
 Order 7 is published through the real event bus, fails in ``billing``, is retried twice, dead-lettered,
 requeued by an operator through the console's API (an audit row) and then handled; ``ledger`` acks it at

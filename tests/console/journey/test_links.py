@@ -1,5 +1,5 @@
-"""A Journey link on every entry, dead letter, pending row and search result, and a box on the overview
-(issue 30 item 1); a dead letter's link opens the journey of its event in the stream it came from."""
+"""A Journey link on every entry, dead letter, pending row and search result, and a box on the overview;
+a dead letter's link opens the journey of its event in the stream it came from."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 30 item 1, "Done when", last line: the journey with a seed-module DLQ and with an OmniDaemon DLQ.
+"""The journey with a seed-module DLQ and with an OmniDaemon DLQ.
 
 Neither bus writes an event ``id`` or metric events: their dead letters are found by what the console's
 conventions read (the seed ``streams`` module's ``{stream}:dlq`` holds the original fields with

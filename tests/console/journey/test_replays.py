@@ -1,5 +1,5 @@
-"""Replay copies on an event's journey (issue 30 item 1: "requeues and replays: the ``_requeued_from`` chain
-both ways, and replay copies").
+"""Replay copies on an event's journey: the ``_requeued_from`` chain both ways,
+and replay copies.
 
 A replay is always a background job (a range, or the entries of a range a search matches); its
 ``replay.finished`` audit row names what it made: the target, how many copies, their ID range and, per

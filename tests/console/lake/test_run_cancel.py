@@ -1,4 +1,4 @@
-"""A cancelled pipeline run stops at the next boundary of its work, as every job does (issue 28, B7).
+"""A cancelled pipeline run stops at the next boundary of its work, as every job does.
 
 A pipeline job looks at its state through the runner's :class:`~streams_app.jobs.runner.Progress` at each
 boundary of its work: after every chunk (here: every stream) of the export, after every Spark job, before

@@ -174,7 +174,7 @@ DEAD_QUERIES: dict[str, Callable[[Fields], bool]] = {
 
 
 def dead_letter(i: int) -> Fields:
-    """An event bus dead letter (SPEC section 5): the original fields and the ``dlq_*`` ones."""
+    """An event bus dead letter (docs/architecture.md#conventions-of-other-buses): the original fields and the ``dlq_*`` ones."""
     return {
         "type": "shipment.created",
         "data": json.dumps({"n": i}),

@@ -1,4 +1,4 @@
-"""Masking of dead letters (issue 14 item 4): a rule naming a DLQ's own fields hides the parsed error and
+"""Masking of dead letters: a rule naming a DLQ's own fields hides the parsed error and
 traceback on the DLQ page, the dead letter's page, the DLQ API and the DLQ search; and an origin's rule
 reaches the original message nested in an OmniDaemon dead letter (``data.failed_message``).
 
@@ -30,7 +30,7 @@ def use_rules(settings, *rules: dict[str, str]) -> None:
 
 
 def ours(r: redis.Redis) -> str:
-    """Our event bus's dead letter of ``orders`` (SPEC section 6), in ``orders:dlq``."""
+    """Our event bus's dead letter of ``orders`` (docs/architecture.md#conventions-of-other-buses), in ``orders:dlq``."""
     fields = {"n": "1", "dlq_original_stream": "orders", "dlq_original_id": "5-0", "dlq_group": "billing"}
     return r.xadd("orders:dlq", {**fields, "dlq_error": ERROR, "dlq_traceback": TRACE}).decode()
 

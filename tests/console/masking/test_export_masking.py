@@ -1,4 +1,4 @@
-"""Masking on the export path (issue 14 items 3 and 4): a masked value is in no exported file, neither
+"""Masking on the export path: a masked value is in no exported file, neither
 a streamed download (every format) nor a background job's file, for any role; and an export filtered by
 a search for the secret writes nothing, since the search sees the entry as the user does.
 

@@ -1,4 +1,4 @@
-"""Masking fails closed (issue 28 item 5): a payload whose shape the masker cannot walk with certainty is
+"""Masking fails closed (docs/api.md#masking): a payload whose shape the masker cannot walk with certainty is
 masked whole for the fields its rules name, on every output (the raw download, the entry page, the NDJSON
 export) and for search.
 

@@ -1,4 +1,4 @@
-"""Masking (issue 14 item 4): a masked value leaves the server through none of the payload paths.
+"""Masking (docs/api.md#masking): a masked value leaves the server through none of the payload paths.
 
 One test per path: the stream page, the entry page, the raw download, a DLQ's entries, a dead letter's
 page, the pending preview, the entries API, the DLQ API and the live tail's frame. Each asserts the secret's
@@ -82,7 +82,7 @@ def test_raw_download(rules, viewer_client: Client, r: redis.Redis) -> None:
 
 
 def dead_letter(r: redis.Redis) -> str:
-    """An event bus dead letter of ``orders`` (SPEC section 6): the DLQ key matches no rule, its origin does."""
+    """An event bus dead letter of ``orders`` (docs/architecture.md#conventions-of-other-buses): the DLQ key matches no rule, its origin does."""
     return r.xadd(
         "bus:dlq",
         {**payload(), "dlq_original_stream": "orders", "dlq_original_id": "5-0", "dlq_error": "boom"},

@@ -1,4 +1,4 @@
-"""The progress SSE endpoint masks (issue 28 item 1): a viewer's ``GET /c/<conn>/progress/<key>/events/``
+"""The progress SSE endpoint masks: a viewer's ``GET /c/<conn>/progress/<key>/events/``
 gets every event's data masked as the entries API shows it, for a progress stream and for any other key,
 a DLQ (masked by its origin's rules too) included.
 

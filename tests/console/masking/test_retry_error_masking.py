@@ -1,5 +1,5 @@
-"""A waiting retry's last error is masked as the dead letter's error would be (issue 28 item 1's
-guarantee): the retries page and API read it from the bus's metric events, where no rule of the DLQ
+"""A waiting retry's last error is masked as the dead letter's error would be (every output of
+entry bytes is masked, docs/api.md#masking): the retries page and API read it from the bus's metric events, where no rule of the DLQ
 reached it. The rule here names the DLQ by its cluster-safe name or its old one: both hide it.
 
 Redis holds the clear error (written as the worker writes it); the secret is the test's own constant.

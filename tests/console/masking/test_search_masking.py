@@ -1,4 +1,4 @@
-"""Masking on the search paths (issue 14 items 1 and 4; kafka-ui #4115): a user who sees a value masked
+"""Masking on the search paths (a hole kafka-ui #4115 shows is possible): a user who sees a value masked
 cannot find the entry by searching for that value, through the API, the page's search steps or the count
 of "requeue the dead letters matching this"; and the matches shown are masked.
 

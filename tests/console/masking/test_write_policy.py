@@ -1,4 +1,4 @@
-"""The masking policy for people who can write (issue 28 items 2 and 3; :mod:`streams_app.masking.copies`).
+"""The masking policy for people who can write (:mod:`streams_app.masking.copies`).
 
 - A copy keeps the masking of its source: a replay of ``hr`` into ``hr-copy``, which no rule covers, is
   refused to an operator (and leaves no copy in Redis and a denied audit row); into the stream itself, or

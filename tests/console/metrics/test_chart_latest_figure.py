@@ -1,4 +1,4 @@
-"""A chart's headline figure is its newest snapshot, said as such, beside the live card (issue 28, C19).
+"""A chart's headline figure is its newest snapshot, said as such, beside the live card.
 
 The DLQ page showed depth 44 on its card and 45 on its chart: with more snapshots in the window than the
 chart has points, each point is the maximum of a bucket of snapshots, and the headline figure was the last

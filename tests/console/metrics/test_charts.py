@@ -94,7 +94,7 @@ def test_more_points_than_pixels_keep_each_buckets_peak() -> None:
     spark = chart_build(points, title="x", window=WINDOWS["24h"], end=END, size="spark")
     assert spark.points <= 61 and spark.max_label == "999"
     # The reduction is a per-bucket maximum of every point but the newest, which ends the line as it is
-    # (the headline figure is the newest sample, issue 28): recompute the buckets in plain Python.
+    # (the headline figure is the newest sample): recompute the buckets in plain Python.
     *older, newest = points
     buckets: dict[int, float] = {}
     for t, v in older:

@@ -1,4 +1,4 @@
-"""The overview's "busiest streams" (issue 13, item 3): the bus's own metrics streams are marked and left
+"""The overview's "busiest streams": the bus's own metrics streams are marked and left
 out unless asked for, the list is ordered by the rate each row shows at every window, and sparklines
 span the samples they have instead of a sliver of a 24 h width.
 

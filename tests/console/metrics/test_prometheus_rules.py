@@ -20,7 +20,7 @@ from tests.console.metrics.promql import metric_names
 
 #: Series Prometheus writes for every scrape target, not the target itself.
 PROMETHEUS_MADE = {"up", "scrape_duration_seconds", "scrape_samples_scraped"}
-#: What issue 29 asks the rules to catch, by the alert that does.
+#: What the rules must catch, by the alert that does.
 WANTED = {
     "DLQ growing": "BusconsoleDlqGrowing",
     "lag growing": "BusconsoleLagGrowing",

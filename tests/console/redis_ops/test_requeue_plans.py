@@ -1,7 +1,7 @@
 """One dead letter at a time: what each convention's entry parses into, and its requeue plan.
 
-Entries are written by hand as the producers of each convention write them (SPEC section 6, the seeds'
-layouts: eventbus, the seed ``streams`` module, OmniDaemon), malformed ones included, and the expected
+Entries are written by hand as the producers of each convention write them (docs/architecture.md#conventions-of-other-buses,
+the seeds' layouts: eventbus, the seed ``streams`` module, OmniDaemon), malformed ones included, and the expected
 ``DlqEntry`` and requeue plan (target stream, fields in order, one fresh ``_requeued_from`` marker) are
 spelled out literally. Which keys are DLQs at all is covered in ``test_dlq_conventions.py``.
 """

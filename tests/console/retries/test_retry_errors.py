@@ -1,4 +1,4 @@
-"""The last error of a waiting retry is the failure of its own group, found by the retry's time (issue 28, C11).
+"""The last error of a waiting retry is the failure of its own group, found by the retry's time.
 
 The retries are made by the real event bus: one event fails in two groups of ``orders`` with different
 errors (``shipping`` retries it, ``fulfillment`` rejects it). Expected errors come from the metric events

@@ -1,4 +1,4 @@
-"""The cost check reads every expression the CEL library compiles (issue 28 B6).
+"""The cost check reads every expression the CEL library compiles (docs/api.md#bounded-cost).
 
 An expression the library compiles but :mod:`eventbus.search.syntax` cannot parse would be refused
 ("cannot be checked for cost"): a working search turned away. Hypothesis writes expressions from CEL's

@@ -1,5 +1,5 @@
-"""A DLQ search hit shows the dead letter's error, which is what a search of a DLQ is usually about
-(issue 28, C19). The dead letters come from the real event bus; the expected error is the entry's own
+"""A DLQ search hit shows the dead letter's error, which is what a search of a DLQ is usually about.
+The dead letters come from the real event bus; the expected error is the entry's own
 ``dlq_error`` field, read back with XRANGE."""
 
 from __future__ import annotations

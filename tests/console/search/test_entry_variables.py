@@ -1,4 +1,4 @@
-"""Issue 28 C15: the entry's own variables never hide a field.
+"""The entry's own variables never hide a field.
 
 On a bus DLQ every dead letter carries the event's ``id`` field; ``id == "8639cf…"`` used to compare the
 entry ID and find nothing. A field now always wins over a built-in name; ``entry.id`` and ``entry.time``

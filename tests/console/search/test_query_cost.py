@@ -1,4 +1,4 @@
-"""Issue 28 B6: every expression is bounded before it runs, time budgets hold per entry, regexes run on
+"""Every expression is bounded before it runs, time budgets hold per entry, regexes run on
 RE2 compiled once per query, and deep nesting is a 400, not a ``RecursionError``.
 
 Expected answers come from plain Python over the data the tests write (``re`` for the patterns, where

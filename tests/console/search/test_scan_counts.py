@@ -1,4 +1,4 @@
-"""Issue 28 C19: "Scanned 2551 of 2550 entries".
+"""A search never says "Scanned 2551 of 2550 entries" (docs/api.md#looked-at-n-of-m).
 
 The figure after "of" was XLEN read before the scan, which then read up to the stream's end as it
 stood at each page: an entry added meanwhile was scanned but not counted. And a run of several steps

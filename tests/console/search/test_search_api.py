@@ -1,5 +1,5 @@
-"""``GET .../streams/<key>/search/`` against a real Redis: every example expression of issue 14, plain
-text, refusals, budgets and continuation, a binary key, DLQ variables.
+"""``GET .../streams/<key>/search/`` against a real Redis: the example expressions (:data:`EXAMPLES`),
+plain text, refusals, budgets and continuation, a binary key, DLQ variables.
 
 Expected matches are computed here by plain Python over ``XRANGE`` (redis-py), never by the search code:
 each test spells out its filter on the decoded payloads.

@@ -1,5 +1,5 @@
-"""Every caller that evaluates a search query says how many entries it left out as too costly (issue 28,
-B6/B7): an entry whose own data makes a data-dependent expression dearer than the per-entry bound is not
+"""Every caller that evaluates a search query says how many entries it left out as too costly
+(docs/api.md#bounded-cost): an entry whose own data makes a data-dependent expression dearer than the per-entry bound is not
 handed to CEL (:mod:`eventbus.search.cost`), is no match, and is counted. The search page and API
 already said so; here the exports (the streamed download's audit row, the background job's progress,
 page, finishing audit row and JSON), the count previews of the bulk actions fed by a search (replay,

@@ -1,4 +1,4 @@
-"""The incident timeline (issue 30, item 3): its data is what the test wrote, and its window lives in the address.
+"""The incident timeline: its data is what the test wrote, and its window lives in the address.
 
 The test drives a real Redis between real snapshots (entries added, a group reading some, dead letters
 arriving) and counts in plain Python what each snapshot must say: the DLQ's depth and its growth, each
@@ -61,7 +61,7 @@ class Bus:
         snapshots.snapshot_take(tick=tick)
         self.ticks.append(tick)
         self.expected["depth"].append(self.dead)
-        # lag as Redis reports it (None where it cannot tell: SPEC 9); where it can, it is what was not read
+        # lag as Redis reports it (None where it cannot tell: docs/architecture.md#lag-redis-cannot-tell); where it can, it is what was not read
         lag = next(g["lag"] for g in self.r.xinfo_groups("orders") if g["name"] == b"billing")
         assert lag is None or lag == self.added - self.read_by_billing
         self.expected["lag"].append(lag)

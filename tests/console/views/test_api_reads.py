@@ -1,4 +1,4 @@
-"""The read side of the JSON API (SPEC section 4): connections, streams, stream info, entries and
+"""The read side of the JSON API (docs/api.md#addresses): connections, streams, stream info, entries and
 pending entries, for each role and with API tokens.
 
 Django's test client (and, for keys with ``/`` and ``%``, a real uvicorn) against a real

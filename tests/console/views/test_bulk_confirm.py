@@ -1,10 +1,11 @@
-"""Issue 13 items 7, 9 and 12 through Django's test client, against a real Redis.
+"""Bulk actions' confirm pages, flashes and the pending table, through Django's test client, against a
+real Redis.
 
-Item 7: "requeue all up to" and the sweep go through a GET confirm page that counts what they would
+"requeue all up to" and the sweep go through a GET confirm page that counts what they would
 touch (the expected figure is computed here from XRANGE / XPENDING ... IDLE, or from what the test
 wrote), changes nothing, and offers the POST button only to those who may press it; the POST then
-does exactly the counted work. Item 9: a requeue's flash names the new IDs (which XRANGE finds in the
-target stream) and the DLQ page links them; ``next`` must be a path on this site. Item 12: the pending
+does exactly the counted work. A requeue's flash names the new IDs (which XRANGE finds in the
+target stream) and the DLQ page links them; ``next`` must be a path on this site. The pending
 table shows each entry's type, or the start of its payload, or "deleted", read with one round trip
 per page whatever its size (round trips counted on the redis-py connection itself).
 """

@@ -1,4 +1,4 @@
-"""A dead letter's own page (issue 13, item 10) by role and by convention, with Django's test client.
+"""A dead letter's own page by role and by convention, with Django's test client.
 
 The Chromium tests (``tests/browser/test_dead_letter_page.py``) press the buttons; these check what the
 page offers to whom, the conventions that have no browser test, and the refusals.

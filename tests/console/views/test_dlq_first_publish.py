@@ -1,4 +1,4 @@
-"""A dead letter names the event's first publish and its last attempt (issue 28, C19).
+"""A dead letter names the event's first publish and its last attempt.
 
 The bus re-adds each retry as a new entry, so ``dlq_original_id`` is the last copy. The dead letters here
 are made by the real event bus; the expected IDs are the stream's own entries, read back with XRANGE.

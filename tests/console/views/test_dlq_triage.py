@@ -1,4 +1,4 @@
-"""DLQ triage, live (issue 30 item 2): the DLQ page and its API open with counts over the whole DLQ by error
+"""DLQ triage, live: the DLQ page and its API open with counts over the whole DLQ by error
 signature, by group and by origin stream, bounded ("looked at N of M"); each count links to the filtered list
 and to "requeue these", whose job requeues exactly the matching dead letters, each once.
 

@@ -1,4 +1,4 @@
-"""Adding an entry from the console (issue 13, item 17): the form, its POST and ``POST .../entries/``.
+"""Adding an entry from the console: the form, its POST and ``POST .../entries/``.
 
 What was added is read back with XRANGE; who may add, read-only mode, bad input and the audit row
 are checked on both interfaces.

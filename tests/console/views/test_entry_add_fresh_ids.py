@@ -1,4 +1,4 @@
-"""Adding an entry never copies the newest entry's event id or time (issue 28, C16).
+"""Adding an entry never copies the newest entry's event id or time.
 
 The form is prefilled from the newest entry, which the real event bus published. An operator who edits only
 ``data`` must publish a new event, not a second one under an existing event id that idempotent handlers

@@ -1,4 +1,4 @@
-"""The entry page (issue 13, item 11): the groups that have the entry pending, copy buttons, human times.
+"""The entry page: the groups that have the entry pending, copy buttons, human times.
 
 Expected values come from Redis itself (XPENDING as the test sends it) or from plain Python
 (``datetime.fromtimestamp``), never from the console's own helpers.

@@ -1,4 +1,4 @@
-"""What the group page tells an operator to type or to look at (issue 28 item 19).
+"""What the group page tells an operator to type or to look at.
 
 * The handler metrics of a stream are in its own ``{S}:metrics`` (README: "Metric events ... go to the
   stream's own {S}:metrics"); the page and its panel named only the old shared ``eventbus:metrics``. The
@@ -69,7 +69,7 @@ def test_the_ack_matching_example_works_on_a_stream(r: redis.Redis, operator_cli
 
 
 def test_the_pending_card_says_it_is_read_live(viewer_client, r) -> None:
-    """The card and the chart beside it count different things at different times (issue 28, C19): the
+    """The card and the chart beside it count different things at different times: the
     card says it is Redis's figure now, which is XPENDING's."""
     for n in range(7):
         r.xadd("cards", {"n": str(n)})

@@ -1,4 +1,4 @@
-"""A range bound at the end of a millisecond reads as a time everywhere it is shown (issue 28, C19).
+"""A range bound at the end of a millisecond reads as a time everywhere it is shown.
 
 A replay "to 12:30:00" is stored as ``<ms>-18446744073709551615`` (every entry of that millisecond
 included), and the dry run, the flash, the job page and the audit log showed that number. They now say

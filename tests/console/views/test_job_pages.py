@@ -73,7 +73,7 @@ def test_a_replay_job_shows_the_human_time_of_its_range_bounds(viewer_client, op
         moment = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(milliseconds=int(bound.split("-")[0]))
         humans.append(moment.strftime("%Y-%m-%d %H:%M:%S.") + f"{moment.microsecond // 1000:03d} UTC")
         assert f'title="{bound}"' in cell  # the exact ID stays on hover
-    # the end's sequence is the largest there is: the range reaches the end of its millisecond (issue 28)
+    # the end's sequence is the largest there is: the range reaches the end of its millisecond
     assert f"from {humans[0]}" in cell and f"to the end of {humans[1]}" in cell
     assert str(2**64 - 1) not in cell.replace(f'title="{end}"', "")  # never shown raw
 

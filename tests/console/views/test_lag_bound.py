@@ -1,4 +1,4 @@
-"""A stream with one group whose lag Redis cannot tell shows its known lag as a lower bound (issue 28, C12).
+"""A stream with one group whose lag Redis cannot tell shows its known lag as a lower bound.
 
 ``orders`` has ``reporting`` 40 behind, ``analytics`` 38, and ``fraud-check`` moved by ``XGROUP SETID`` to an
 arbitrary ID without ENTRIESREAD, which makes Redis report its lag as null. Every expected figure and

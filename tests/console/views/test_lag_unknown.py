@@ -1,5 +1,5 @@
-"""A lag Redis cannot tell stays unknown on every page and in the API (issue 13, item 2); a stream with some
-groups' lags known shows the largest of them as a lower bound, never as its exact lag (issue 28, C12).
+"""A lag Redis cannot tell stays unknown on every page and in the API (docs/architecture.md#lag-redis-cannot-tell); a stream with some
+groups' lags known shows the largest of them as a lower bound, never as its exact lag.
 
 The unknown lag is made the way Redis makes it: ``XGROUP SETID`` to an arbitrary ID without
 ENTRIESREAD; each test checks that XINFO GROUPS then reports ``lag`` as null before looking at a page.

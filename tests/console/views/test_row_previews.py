@@ -1,4 +1,4 @@
-"""Rows that tell you what they hold (issue 30 item 4).
+"""Rows that tell you what they hold.
 
 A pending row and a dead letter's row carry a short preview of the message's payload, masked, escaped
 and cut to ``BUSCONSOLE_PREVIEW_CHARS`` with an ellipsis, on the page and in the API; a pending entry

@@ -1,4 +1,4 @@
-"""The live tail page reads its state from its address (issue 13, item 14): ``filter``, ``paused``,
+"""The live tail page reads its state from its address: ``filter``, ``paused``,
 ``after`` (the newest ID it had shown) and ``keep``, validated by a form (a malformed value is a 400
 naming it), and tells its script where to replay from and where to hold.
 
