@@ -67,11 +67,10 @@ def run_all(
     anomalies that read its rollup, in one; the other jobs one after another in the second. The small
     jobs cost mostly the same fixed work each (planning, code generation, scheduling, a write's
     commit), which the driver does while the executors run the throughput job's tasks: the same CPU,
-    less wall time. Measured on 2 cores over a lake of 10M entries, one job after another against two
-    lanes: a fresh JVM with this module's flags 22.8 s against 21.2 s, with C2 21-22 s against 18.8 s;
-    a warm one with C2 11.4-13.9 s against 8.9-10.2 s. Jobs are scheduled FIFO, Spark's default: the
-    FAIR scheduler, a pool per lane, was no faster (fresh 20.9 s against 19.8 s, warm 16.3 s against
-    15.4 s), as it lends the cores the throughput job, the longest chain, would use.
+    less wall time. Measured on 2 cores over a lake of 10M entries, two lanes beat one job after another in a fresh JVM
+    and in a warm one (docs/performance.md#figures-behind-the-design). Jobs are scheduled FIFO, Spark's default: the
+    FAIR scheduler, a pool per lane, was no faster, as it lends the cores the throughput job, the longest
+    chain, would use.
 
     ``on_step`` hears of each job as it finishes, in the caller's thread (never two calls at once).
     ``check`` is called there too, every :attr:`_Lanes.POLL_S` while the jobs run, and stops the run

@@ -17,9 +17,9 @@ The jobs do not care where they run, and the settings below are right for any ma
   JIT's first tier only and the parallel collector (``-XX:TieredStopAtLevel=1 -XX:+UseParallelGC``).
   A run is a fresh JVM doing each job once; the optimizing compiler (C2) and G1's concurrent threads
   then burn about as much CPU as the jobs themselves, on the same cores. Measured on 2 cores over a
-  lake of 10M entries: with C2 the compiler threads took half of the run's CPU; the throughput job
-  was a fifth faster (13-14.5 s against 17-17.5 s), every other job 1.2-1.5x slower, the whole run
-  3-12% faster. Over a small lake those other jobs are the whole run, so the first tier stays. The
+  lake of 10M entries (docs/performance.md#figures-behind-the-design): with C2 the compiler threads
+  took half of the run's CPU; the throughput job was faster, every other job slower, the whole run a
+  little faster. Over a small lake those other jobs are the whole run, so the first tier stays. The
   resident driver (:mod:`pipeline.service`), whose JVM runs the same jobs day after day, is the
   opposite case and keeps both tiers (``resident=True``, :data:`RESIDENT_JVM`). A
   cluster's executors keep the JVM defaults
@@ -62,8 +62,8 @@ RESIDENT_JVM = "-XX:+UseParallelGC"
 #: run. A run of the jobs generates 132 classes and Spark keeps 100 by default, so each run evicted
 #: and compiled most of them again (114-124 per run, measured), and the JIT started over on the new
 #: classes. With room for all, a later run compiles only the few whose code holds the run's ``as_of``
-#: (8), and took 5.2-6.4 s against 7.0-8.5 s over a lake of 500k entries, 6.8-9.7 s against 8.6-11.6 s
-#: over 10M. A static option: it takes effect when the session starts.
+#: (8), and was faster over lakes of 500k and of 10M entries
+#: (docs/performance.md#figures-behind-the-design). A static option: it takes effect when the session starts.
 RESIDENT_CONF = {"spark.sql.codegen.cache.maxEntries": "1000"}
 LOCAL_CONF = {
     "spark.ui.enabled": "false",

@@ -78,7 +78,8 @@ def throughput_totals(rows: DataFrame) -> DataFrame:
     (:func:`pipeline.load.write_then_derive`). Computed from the entries' aggregation instead, as one
     union, Spark shares the shuffle of the partial counts but runs the final merge of the per-minute
     counts (millions of rows with binary keys) once per part: measured at 10M entries on 2 cores, that
-    union cost 12 s of the job's 21 s, reading the written minutes back 3 s. Grouping sets were measured
+    union cost over half of the job's time, reading the written minutes back a fraction of it
+    (docs/performance.md#figures-behind-the-design). Grouping sets were measured
     too (over the entries: ``Expand`` copies every entry once per set, a seventh more CPU; over the
     minute rows: a second shuffle of them).
     """

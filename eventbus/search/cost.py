@@ -1,15 +1,14 @@
 """What an expression may cost one entry, bounded before the CEL library runs it.
 
-Why: the CEL library holds the GIL for the whole of one ``execute`` (measured: a 30^4-iteration
-nested ``exists`` took 150 ms, ~185 ns an iteration, and stalled every other thread of the web process
-that long), and nothing in it stops a program half-way. So a program must be known to be short before
+Why: the CEL library holds the GIL for the whole of one ``execute`` (a deeply nested ``exists`` stalled
+every other thread of the web process for as long as it ran), and nothing in it stops a program half-way. So a program must be known to be short before
 it starts: :class:`Estimate` reads the syntax tree (:mod:`.syntax`) and gives an upper bound, in
 *steps*, of the work one evaluation does. A step is what CEL spends on one node of the tree (a
 comparison, a selection, one item of a literal, one iteration of a comprehension's body), or on
-:data:`BYTES_PER_STEP` bytes of a string it copies, compares or converts. Measured on this project's
-2-core machine: 20-25 ns a step for expressions at the bound (``bench/cost.py`` prints it: 5-6.5 ms
-for the dearest allowed), up to ~50 ns for the dearest shapes (deep equality of maps, lists built in a
-loop) on a loaded machine, so :data:`MAX_STEPS` is about 10 ms at worst.
+:data:`BYTES_PER_STEP` bytes of a string it copies, compares or converts. What a step costs is measured
+by ``bench/cost.py`` (docs/performance.md#figures-behind-the-design); :data:`MAX_STEPS` is set so that
+the dearest allowed evaluation, in the dearest shapes (deep equality of maps, lists built in a loop), stays
+within the 10 ms goal of the longest single evaluation.
 
 Why written here: cel-go has a cost estimator, but the Rust ``cel`` crate behind the Python binding
 has none and hands out no tree, and no other package bounds a CEL expression for it; the model below
@@ -546,8 +545,7 @@ class Estimate:
     :data:`MAX_STEPS`. No value decoded from an entry is larger, in items or bytes, than the entry's
     own bytes (a JSON or msgpack item takes at least a byte, a decoded string is no longer than its
     encoding), so an entry no bigger than this needs no measuring: the caller skips :meth:`steps_for`,
-    whose walk would cost more than most evaluations (measured: 4-13 us an entry on the orders of
-    ``bench/search.py``)."""
+    whose walk would cost more than most evaluations (``bench/search.py``)."""
 
     __slots__ = ("dynamic", "regex_names", "safe_size", "steps", "tree", "why")
 

@@ -2,9 +2,9 @@
 
 Why a second evaluator
 ----------------------
-The CEL library evaluates a compiled program in well under a microsecond, but first converts the
-activation into its own values: about 2 µs per map, 17 µs per entry for ``size(data.items) > 3 &&
-data.total > 100.0``, twice what reading and decoding the entry costs. Most searches are conjunctions
+The CEL library evaluates a compiled program quickly, but first converts the activation into its own
+values, map by map, which for a typical entry costs more than reading and decoding it (``bench/search.py``;
+the figures are in docs/performance.md#figures-behind-the-design). Most searches are conjunctions
 and disjunctions of comparisons on decoded payload values, which Python answers on the decoded values
 as they are, with no conversion at all. :func:`compile_fast` recognises that subset and compiles it to
 closures; any other expression (arithmetic, ternaries, macros, indexing, timestamps, escapes in a

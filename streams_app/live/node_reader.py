@@ -19,8 +19,8 @@ is being written to waits at most about POLL_MS (the first one after a quiet sec
 and a quiet node costs 25 round trips a second (about 0.25 ms of CPU each for 33 slots: the XREADs
 of a round are encoded once and reused while their IDs do not change). The wait is the hub's own
 timer, not a short BLOCK on one of the slots: Redis ends a BLOCK that times out only at its next
-server tick (1000 / ``hz`` ms, 100 ms by default), and rounds with a 10 ms BLOCK were measured at ten
-a second, with a p99 near 100 ms. ``bench/tail.py`` measures the cluster case against a floor of one
+server tick (1000 / ``hz`` ms, 100 ms by default), so rounds with a short BLOCK ran far fewer times a
+second than their BLOCK said (docs/performance.md#figures-behind-the-design). ``bench/tail.py`` measures the cluster case against a floor of one
 blocked connection per key.
 
 Pacing. Handing a batch out costs per client (a socket write each, :mod:`streams_app.live.wire`), not
@@ -28,20 +28,17 @@ per entry, so a reader that read again the moment it had handed out would, at hi
 frame per entry to every client and spend the process on system calls. Hand-outs therefore get a budget:
 FANOUT_SHARE of the wall time that passes (saved up to :data:`PACE_BURST_S`), and each spends its CPU
 time T. While the budget lasts the reader reads again at once, so an entry waits for no pacing when the
-process is not busy handing out (100 clients x 200/s spend about a quarter of it). Once it is spent, the
+process is not busy handing out. Once it is spent, the
 reader waits until it is back to zero (at most :data:`PACE_MAX_S`): at a steady high rate that is
 ``T x (1 / FANOUT_SHARE - 1)`` after each hand-out, the entries that arrive meanwhile go out together,
 and handing out takes at most FANOUT_SHARE of the process's time whatever the rate. A quiet stream's
 entry always goes out at once (the wait follows a hand-out, it never precedes one). A wait after every
-hand-out, budget or not, was measured first: at 100 x 200/s it put the p99 at 4.4-5x the bare reader's,
-against 3x with the budget. T is the event loop thread's CPU time, not the wall
+hand-out, budget or not, was measured first: its p99 was worse than the budget's. T is the event loop thread's CPU time, not the wall
 clock: on a busy machine a hand-out that was merely descheduled took longer without costing more, and a
-wall-clock T turned each such stall into a second, longer one of the reader's own (measured at 100
-clients x 1000/s on a loaded machine: hand-outs of 1.5 ms at the median took up to 130 ms, each followed
-by the longest wait). 100 clients cost about 1 ms of hand-out and so about 2.3 ms of gathering, 500
-clients about five times that; :data:`PACE_MAX_S` bounds the wait, and so the latency it adds, for more
-clients than that in one process. A share of one half (a wait of T) was measured too: at 500 clients x
-200/s the same p99, with 1.3x the server's CPU per delivered entry and 1.25x the clients'.
+wall-clock T turned each such stall into a second, longer one of the reader's own (docs/performance.md#figures-behind-the-design). The gathering wait grows with a process's clients;
+:data:`PACE_MAX_S` bounds it, and so the latency it adds, however many clients one process holds. A share
+of one half (a wait of T) was measured too: the same p99, for more CPU per delivered entry on the server
+and the clients.
 
 Saying so. A reader that cannot read tells the subscribers of its keys, with ``status`` frames:
 ``reconnecting`` at the first failure to reach the node (a restart or a failover is often over
@@ -82,7 +79,7 @@ QUIET_FACTOR = 4
 #: Seconds of failing reads after which a node's tails are "stalled" rather than "reconnecting".
 STALL_AFTER_S = 2.0
 #: The longest wait between two attempts of a failing node: a failover ends within a second of the
-#: promotion on the tail's side (``bench/failover.py``; waits doubling to 5 s made it 2.3 s after a
+#: promotion on the tail's side (``bench/failover.py``; waits doubling to 5 s made it slower after a
 #: cluster promotion), for one connection attempt (and on a cluster one ``CLUSTER SLOTS``) a second.
 RETRY_MAX_S = 1.0
 #: The share of its CPU time a reader may spend handing out what it read ("Pacing" in the module docstring).

@@ -3,7 +3,8 @@
 Why. A tail's cost is per client and per frame, not per entry read: at 100 clients x 200 entries/s the
 ASGI path (``send_json``/``send`` -> Channels' session wrapper -> uvicorn's ``asgi_send`` -> the
 websockets protocol, which frames and UTF-8-encodes the text again for every client, then ``drain``)
-cost ~40 us of Python per client and frame, plus a task wake-up per client, and kept a core busy. A
+cost tens of microseconds of Python per client and frame (docs/performance.md#figures-behind-the-design), plus a task wake-up per
+client, and kept a core busy. A
 server-to-client websocket frame without extensions is never masked, so the bytes
 on the wire are the same for every client of a stream: :func:`text_frame` builds them once per batch
 and :class:`DirectSocket` hands that one ``bytes`` object to each client's transport. What is left per
