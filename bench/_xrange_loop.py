@@ -5,7 +5,7 @@ Run ``python bench/_xrange_loop.py <redis-url> <key>``; it prints ``{"entries": 
 seconds of the loop}`` (this process's, user and system).
 
 Why a process of its own: CPython's cyclic collector walks the young objects a reply leaves alive, and
-now and then the whole heap (see ``streams_app/heap.py``). A loop in the bench's own process, where
+now and then the whole heap (see ``streams_app/perf/heap.py``). A loop in the bench's own process, where
 Django, the console and pyarrow are loaded, ran at about half the rate of the same loop here, and swung
 from one run to the next (docs/performance.md#figures-behind-the-design): a floor that
 measured the bench's heap, not Redis and a client.

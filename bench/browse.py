@@ -233,7 +233,7 @@ def run(server: RedisServer, big: int) -> None:
 
     user = User.objects.create_user("bench")
     user.groups.add(Group.objects.get(name="viewer"))
-    from streams_app.heap import freeze_startup
+    from streams_app.perf.heap import freeze_startup
 
     freeze_startup()  # as the web process does at the end of busconsole/asgi.py
     web = Client(HTTP_HOST="localhost")

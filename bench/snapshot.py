@@ -115,9 +115,9 @@ def child(args: argparse.Namespace) -> int:
     from django.conf import settings
     from django.db import connection
 
-    from streams_app.heap import gc_paused
     from streams_app.metrics import snapshots
     from streams_app.metrics.models import GroupSample, StreamSample
+    from streams_app.perf.heap import gc_paused
     from streams_app.redis_ops import client as redis_client
     from streams_app.redis_ops import snapshot_reads
 

@@ -22,8 +22,8 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
-from streams_app.heap import freeze_startup  # noqa: E402
 from streams_app.live.wire import ServerSendMiddleware  # noqa: E402
+from streams_app.perf.heap import freeze_startup  # noqa: E402
 from streams_app.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
@@ -36,4 +36,4 @@ application = ProtocolTypeRouter(
     }
 )
 
-freeze_startup()  # the loaded project, out of the collector's full passes (streams_app/heap.py)
+freeze_startup()  # the loaded project, out of the collector's full passes (streams_app/perf/heap.py)

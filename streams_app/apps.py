@@ -22,12 +22,14 @@ class StreamsAppConfig(AppConfig):
         """
         # Code that enqueues a task names it; importing the tasks registers them, so the name resolves
         # to the task itself (its options, eager mode, routes) in the web process too, not only in workers.
-        from streams_app import compiled, signals, tasks  # noqa: F401
+        from streams_app import signals, tasks  # noqa: F401
         from streams_app.alerts import evaluation
         from streams_app.exports import files as export_files
         from streams_app.jobs import kinds, runner
         from streams_app.lake import run
         from streams_app.live import wire
+        from streams_app.perf import compiled
+        from streams_app.search import replay as search_replay
         from streams_app.search import requeue as search_requeue
         from streams_app.triage import requeue as triage_requeue
 
@@ -48,7 +50,7 @@ class StreamsAppConfig(AppConfig):
             runner.KIND_REQUEUE_ALL: kinds.requeue_all_run,
             runner.KIND_REQUEUE_MATCHING: search_requeue.requeue_matching_run,
             runner.KIND_REQUEUE_FILTERED: triage_requeue.requeue_filtered_run,
-            runner.KIND_REPLAY: kinds.replay_run,
+            runner.KIND_REPLAY: kinds.replay_body(matching=search_replay.replay_matching_run),
             runner.KIND_PIPELINE: run.pipeline_job_run,
             runner.KIND_EXPORT: export_files.export_job_run,
         })

@@ -23,19 +23,12 @@ from django.urls import get_resolver
 
 from streams_app.accounts.tokens import TokenRefused, token_authenticate
 from streams_app.redis_ops.errors import OpsError
+from streams_app.views.errors import api_error, is_api
 
 log = logging.getLogger(__name__)
 
 # Characters kept as they are when the routing path is rebuilt; ``%`` keeps existing escapes.
 _PATH_SAFE = "/%:@!$&'()*+,;=-._~"
-
-
-def is_api(request: HttpRequest) -> bool:
-    return request.path_info.startswith("/api/")
-
-
-def api_error(code: str, message: str, status: int) -> JsonResponse:
-    return JsonResponse({"error": {"code": code, "message": message}}, status=status)
 
 
 def _raw_path(request: HttpRequest) -> str | None:

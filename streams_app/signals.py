@@ -1,9 +1,5 @@
-"""What the console announces to the rest of itself.
-
-:data:`snapshot_taken` is sent once per snapshot tick, after its samples are committed, with
-``tick=<datetime>`` and ``run=<SnapshotRun>``: the alert rules connect to it, so they evaluate exactly the
-data a chart will show. Then :func:`streams_app.live.broadcast.snapshot_broadcast` tells open pages over
-the channel layer, with a small event only, so they refetch.
+"""Django's signals about users, wired to the open websockets (a signal a package sends lives with it:
+``snapshot_taken`` in :mod:`streams_app.metrics.signals`).
 
 :func:`revocation_connect` makes changes to who may read reach open websockets: a logout, a user saved
 (deactivated, superuser flag, password), deleted, or moved between groups sends the user's sockets a
@@ -17,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-import django.dispatch
 from django.contrib.auth import get_user_model, user_logged_out
 from django.contrib.auth.models import Group
 from django.db import transaction
@@ -26,10 +21,6 @@ from django.db.models.signals import m2m_changed, post_delete, post_save, pre_de
 from streams_app.accounts.sessions import REVOKE_EVENT, session_digest
 from streams_app.live import broadcast
 from streams_app.live.groups import user_group
-
-snapshot_taken = django.dispatch.Signal()
-"""Sent with ``tick`` (datetime) and ``run`` (SnapshotRun) after each snapshot is committed."""
-
 
 # ------------------------------------------------------------------- sockets of changed users
 

@@ -19,7 +19,7 @@ from django.db.models import Case, IntegerField, Max, QuerySet, Value, When
 
 from streams_app.accounts.login import password_login_allowed
 from streams_app.accounts.roles import GROUP_ROLE_ANNOTATION, ROLE_GROUPS, Role
-from streams_app.compiled import Compiled, compile_once
+from streams_app.perf.compiled import Compiled, compile_once
 
 if TYPE_CHECKING:
     from django.contrib.auth.base_user import AbstractBaseUser
@@ -49,7 +49,7 @@ def _user_with_role_query(alias: str) -> QuerySet:
 @functools.cache
 def _user_with_role(alias: str) -> Compiled | None:
     """ "The user with this id, with its role groups' rank", compiled once per database (see
-    :mod:`streams_app.compiled`: compiling it cost four times what running it does, on every request).
+    :mod:`streams_app.perf.compiled`: compiling it cost four times what running it does, on every request).
     None when Django's compiler is not as expected: :meth:`ConsoleModelBackend.get_user` runs the query."""
     return compile_once(_user_with_role_query(alias).filter(pk=_PK_MARKER), {"pk": _PK_MARKER}, expect={"pk": 1})
 

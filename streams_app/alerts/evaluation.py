@@ -67,10 +67,10 @@ from streams_app.metrics.models import (
     StreamSample,
     name_hash,
 )
+from streams_app.metrics.signals import snapshot_taken
 from streams_app.redis_ops.decoding import display_text
 from streams_app.redis_ops.glob import glob_match
 from streams_app.redis_ops.ids import id_ms
-from streams_app.signals import snapshot_taken
 
 log = logging.getLogger(__name__)
 

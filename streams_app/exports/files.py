@@ -42,10 +42,10 @@ from django.conf import settings
 
 from streams_app.exports.formats import PARQUET_SCHEMA, CsvEncoder, columns_of, encoder_for
 from streams_app.exports.reader import PAGE, Matches, Tally, encoded_pages, export_matcher
-from streams_app.heap import gc_paused
 from streams_app.jobs.models import Job
 from streams_app.jobs.runner import KIND_EXPORT, Progress
 from streams_app.masking.apply import search_mask
+from streams_app.perf.heap import gc_paused
 from streams_app.redis_ops import actions
 from streams_app.redis_ops.decoding import display_text
 from streams_app.redis_ops.ranges import range_entry_pages
@@ -116,7 +116,7 @@ def _drop_unsaved(workdir: Path, parts: int) -> None:
 def export_job_run(job: Job, progress: Progress) -> None:
     """Write the job's range to its file, part by part (see the module docstring).
 
-    With the cyclic collector paused (:mod:`streams_app.heap`): a part is ten thousand entries alive at
+    With the cyclic collector paused (:mod:`streams_app.perf.heap`): a part is ten thousand entries alive at
     once, each a few objects, which the collector would walk again and again. Measured over 300k entries
     in a process with the console loaded, CSV and Parquet went from 66-70k to 94-98k entries a second,
     NDJSON from 32k to 38-40k. The cycles a part made, if any, are collected after it.

@@ -38,14 +38,13 @@ from typing import Any
 
 from streams_app.jobs.models import Job
 from streams_app.jobs.replay_resume import replay_audit, replay_resume
-from streams_app.jobs.runner import Progress
+from streams_app.jobs.runner import KindBody, Progress
 from streams_app.redis_ops import actions
 from streams_app.redis_ops.commands import server_ms
 from streams_app.redis_ops.decoding import display_text
 from streams_app.redis_ops.errors import Unreachable
 from streams_app.redis_ops.ids import parse_id
 from streams_app.redis_ops.reads import streams as stream_reads
-from streams_app.search.replay import replay_matching_run
 
 DEFAULT_BATCH = 1000
 MAX_BATCH = 5000
@@ -194,11 +193,25 @@ def _count_up_to(conn: str, key: bytes, up_to: str) -> int | None:
     return actions.replay_count(conn, key, start=info.first_id, end=str(parse_id(up_to)))
 
 
+def replay_body(*, matching: KindBody) -> KindBody:
+    """The replay kind's body: :func:`replay_run` copies a range; a job with ``query`` in its parameters
+    ("replay the entries matching this") runs ``matching`` instead, where a search picks the copies.
+
+    ``matching`` is search's (:func:`streams_app.search.replay.replay_matching_run`), handed in by
+    ``StreamsAppConfig.ready`` as every kind's body is: search builds on jobs, so jobs imports no search.
+    """
+
+    def body(job: Job, progress: Progress) -> None:
+        if job.parameters.get("query"):
+            return matching(job, progress)
+        return replay_run(job, progress)
+
+    return body
+
+
 def replay_run(job: Job, progress: Progress) -> None:
     """Copy a range in batches; the cursor lives in Redis next to the copies, so none is made twice,
     and so does the count of copies, so ``done`` is exact after a crash (:func:`replay_resume`)."""
-    if job.parameters.get("query"):  # "replay the entries matching this": a search picks the copies
-        return replay_matching_run(job, progress)
     run = replay_resume(job)
     done, cursor, scanned, base, total = run.done, run.cursor, run.scanned, run.base, job.total
     audit = run.audit

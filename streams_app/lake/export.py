@@ -56,7 +56,6 @@ from busconsole.locks import LockError, renewable_lock
 from eventbus.keys import is_metrics_key
 from pipeline import compact as compaction
 from pipeline import convert, lake
-from streams_app.heap import gc_paused
 from streams_app.lake import worker
 from streams_app.lake.checkpoints import (
     ExportStats,
@@ -68,6 +67,7 @@ from streams_app.lake.checkpoints import (
 from streams_app.lake.models import ExportCheckpoint
 from streams_app.lake.tables import export_tables
 from streams_app.masking.apply import masker_cached, rules_load
+from streams_app.perf.heap import gc_paused
 from streams_app.redis_ops import conventions
 from streams_app.redis_ops.client import connections
 from streams_app.redis_ops.commands import node_of
@@ -378,7 +378,7 @@ def _export_stream(
     limit = min(MAX_COUNT, chunk_rows)
     count = min(FIRST_COUNT, limit)  # per page, aimed at REPLY_BYTES by the last page's size
     # Every reply is hundreds of thousands of new objects, which the collector would walk again and again
-    # while they are alive: it is paused for the stream (streams_app/heap.py).
+    # while they are alive: it is paused for the stream (streams_app/perf/heap.py).
     # Masked as the console shows the stream (the rules read once per run, rules_load in export_run and
     # in each worker): the lake, and the reports made from it, hold no value a rule hides.
     masker = masker_cached(conn, key)

@@ -46,7 +46,6 @@ from django.db import connection, models, transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from streams_app.heap import gc_paused
 from streams_app.metrics.bulk import chunks, rows_insert, rows_update
 from streams_app.metrics.models import (
     TEXT_MAX,
@@ -57,6 +56,7 @@ from streams_app.metrics.models import (
     StreamMirror,
     name_hash,
 )
+from streams_app.perf.heap import gc_paused
 from streams_app.redis_ops import snapshot_reads
 from streams_app.redis_ops.conventions import detect_dlq, dlq_source_streams
 from streams_app.redis_ops.decoding import display_text

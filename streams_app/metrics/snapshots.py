@@ -41,8 +41,6 @@ from django.db.models import Max, Min
 from django.utils import timezone
 
 from busconsole.locks import renewed_lock
-from streams_app import signals
-from streams_app.heap import gc_paused
 from streams_app.live import broadcast
 from streams_app.metrics.bulk import insert_select, insert_select_run, temp_table_drop
 from streams_app.metrics.mirror import SyncResult, mirror_sync
@@ -56,7 +54,9 @@ from streams_app.metrics.models import (
     StreamMirror,
     StreamSample,
 )
+from streams_app.metrics.signals import snapshot_taken
 from streams_app.metrics.snapshot_write import tick_write
+from streams_app.perf.heap import gc_paused
 from streams_app.redis_ops import client as redis_client
 from streams_app.redis_ops import snapshot_reads
 from streams_app.redis_ops.errors import OpsError
@@ -186,7 +186,7 @@ def _previous_tick(tick: datetime) -> datetime | None:
 
 def _announce(tick: datetime, run: SnapshotRun) -> None:
     """After the commit: the signal (alerts), then the channel-layer event (pages). Neither may fail us."""
-    for receiver, response in signals.snapshot_taken.send_robust(sender=SnapshotRun, tick=tick, run=run):
+    for receiver, response in snapshot_taken.send_robust(sender=SnapshotRun, tick=tick, run=run):
         if isinstance(response, Exception):
             log.error("snapshot_taken receiver %r failed", receiver, exc_info=response)
     broadcast.snapshot_broadcast(tick)

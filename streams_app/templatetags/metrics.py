@@ -22,10 +22,10 @@ from django.db.models import BooleanField, Value
 from eventbus import keys as bus_keys
 from streams_app.alerts.evaluation import alerts_for_page, alerts_open
 from streams_app.alerts.models import Alert
-from streams_app.compiled import Compiled, compile_once
 from streams_app.metrics import panels
 from streams_app.metrics.charts import format_value, window_of
 from streams_app.metrics.models import StreamMirror, name_hash
+from streams_app.perf.compiled import Compiled, compile_once
 from streams_app.redis_ops.decoding import display_text
 from streams_app.views import links
 
@@ -47,7 +47,7 @@ _MARKERS = {"conn": "\x00connection\x00", "digest": "\x00key-hash\x00"}
 @functools.cache
 def _mirror_and_marker(alias: str) -> Compiled | None:
     """The query of :func:`_stream_mirror_and_alerts`, compiled once per database (see
-    :mod:`streams_app.compiled`: compiling this UNION cost twice what the two queries it replaces took
+    :mod:`streams_app.perf.compiled`: compiling this UNION cost twice what the two queries it replaces took
     to run, on every page). None when Django's compiler is not as expected: the two ORM queries run."""
     conn, digest = _MARKERS["conn"], _MARKERS["digest"]
     open_alerts = Alert.objects.using(alias).filter(connection=conn, key_hash=digest, state=Alert.State.OPEN)
@@ -75,7 +75,7 @@ def _stream_mirror_and_alerts(conn: str, key: bytes) -> tuple[StreamMirror | Non
     their rules are read only when the marker says there is one. Neither side assumes the other
     exists: an alert can outlive its stream's mirror row. The rows are read through ``raw()`` so that
     the backend's converters apply to the mirror's columns as in any ORM read. Without the compiled
-    query (:mod:`streams_app.compiled` found Django changed) the mirror row and the alerts are read by
+    query (:mod:`streams_app.perf.compiled` found Django changed) the mirror row and the alerts are read by
     two plain ORM queries.
     """
     alias = router.db_for_read(StreamMirror)

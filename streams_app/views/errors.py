@@ -11,10 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from django.conf import settings
-from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed
+from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, JsonResponse
 from django.shortcuts import render
-
-from streams_app.middleware import api_error, is_api
 
 _MESSAGES = {
     400: ("bad_request", "The request was malformed."),
@@ -23,6 +21,15 @@ _MESSAGES = {
     405: ("method_not_allowed", "This address does not answer that method."),
     500: ("internal", "The console failed to answer; the error is logged."),
 }
+
+
+def is_api(request: HttpRequest) -> bool:
+    return request.path_info.startswith("/api/")
+
+
+def api_error(code: str, message: str, status: int) -> JsonResponse:
+    """The API's one error shape, ``{"error": {"code", "message"}}`` (the middleware answers with it too)."""
+    return JsonResponse({"error": {"code": code, "message": message}}, status=status)
 
 
 def _answer(request: HttpRequest, status: int, exception: Exception | None = None) -> HttpResponse:

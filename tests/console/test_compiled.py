@@ -1,4 +1,4 @@
-"""``streams_app.compiled``: a query compiled once and run with other values gives what the ORM gives."""
+"""``streams_app.perf.compiled``: a query compiled once and run with other values gives what the ORM gives."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import logging
 
 from django.contrib.auth.models import Group, User
 
-from streams_app.compiled import compile_once
+from streams_app.perf.compiled import compile_once
 
 
 def test_values_swapped_in_give_the_orms_answer(db) -> None:
@@ -28,7 +28,7 @@ def test_other_parameters_stay_and_a_marker_must_land_where_expected(db, caplog)
     assert compiled is not None and "on-call" in compiled.params
     assert [g.name for g in Group.objects.raw(compiled.sql, compiled.args(name="nobody"))] == ["on-call"]
     # Refused (the caller runs its ORM query), with a warning saying where the markers went.
-    with caplog.at_level(logging.WARNING, logger="streams_app.compiled"):
+    with caplog.at_level(logging.WARNING, logger="streams_app.perf.compiled"):
         assert compile_once(query, {"name": marker}, expect={"name": 2}) is None
         assert compile_once(Group.objects.all(), {"name": marker}, expect={"name": 1}) is None
     messages = [rec.getMessage() for rec in caplog.records if rec.levelno == logging.WARNING]

@@ -1,4 +1,4 @@
-"""The ORM internals ``streams_app.compiled`` replays are checked, and without them the pages read through
+"""The ORM internals ``streams_app.perf.compiled`` replays are checked, and without them the pages read through
 the plain ORM and show the same rows.
 
 The pinned Django must pass the check (an upgrade that changes one fails here, naming it). A changed
@@ -26,12 +26,12 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from streams_app import compiled
 from streams_app.accounts import role_backend
 from streams_app.accounts.roles import Role, role_of
 from streams_app.alerts.models import Alert
 from streams_app.metrics import snapshots
 from streams_app.metrics.models import StreamMirror, name_hash
+from streams_app.perf import compiled
 from streams_app.templatetags import metrics as metrics_tags
 from tests.console.conftest import make_user
 from tests.console.helpers import CONN
@@ -120,10 +120,10 @@ def test_with_the_compiler_changed_the_pages_read_what_the_orm_reads(
 
     monkeypatch.setattr(SQLCompiler, "as_sql", as_sql)
     _forget()
-    with caplog.at_level(logging.WARNING, logger="streams_app.compiled"), CaptureQueriesContext(connection) as q:
+    with caplog.at_level(logging.WARNING, logger="streams_app.perf.compiled"), CaptureQueriesContext(connection) as q:
         mirror_off, alerts_off = metrics_tags._stream_mirror_and_alerts(CONN, b"orders")
         user_off = role_backend.ConsoleModelBackend().get_user(operator.pk)
-    warnings = [rec for rec in caplog.records if rec.name == "streams_app.compiled" and rec.levelno == logging.WARNING]
+    warnings = [rec for rec in caplog.records if rec.name == "streams_app.perf.compiled" and rec.levelno == logging.WARNING]
     assert len(warnings) == 1, [rec.getMessage() for rec in warnings]
     assert "SQLCompiler.as_sql" in warnings[0].getMessage()
     assert f"Django {django.get_version()}" in warnings[0].getMessage()
@@ -161,6 +161,6 @@ def test_a_changed_internal_is_logged_at_start_up() -> None:
     done = subprocess.run([sys.executable, "-c", _STARTUP], cwd=REPO, env=env, capture_output=True, text=True,
                           timeout=120, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
-    lines = [line for line in done.stderr.splitlines() if "streams_app.compiled" in line]
+    lines = [line for line in done.stderr.splitlines() if "streams_app.perf.compiled" in line]
     assert len(lines) == 1 and "WARNING" in lines[0] and "SQLCompiler.as_sql takes (self, args, kwargs)" in lines[0]
     assert f"Django {django.get_version()}" in lines[0]

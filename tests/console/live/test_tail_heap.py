@@ -60,7 +60,7 @@ def test_live_tails_are_frozen_out_of_full_collections_and_freed_after(
     asgi_server, cookies, r: redis.Redis
 ) -> None:
     wait_for(lambda: heap.live == 0, what="no tail left open by an earlier test")
-    before = gc.get_freeze_count()  # the server's start-up freeze (streams_app/heap.py), or 0
+    before = gc.get_freeze_count()  # the server's start-up freeze (streams_app/perf/heap.py), or 0
     key = b"heap"
     clients = [RawClient(asgi_server, cookies, key)]
     try:

@@ -18,9 +18,8 @@ from channels.layers import get_channel_layer
 from django.db import connections
 
 from busconsole.locks import lock_held
-from streams_app import signals
 from streams_app.live.groups import snapshot_group
-from streams_app.metrics import snapshots
+from streams_app.metrics import signals, snapshots
 from streams_app.metrics.models import (
     DlqSample,
     GroupMirror,
