@@ -1,6 +1,6 @@
 """Dead-letter queue conventions: which keys are DLQs, what their entries mean, where a requeue goes.
 
-The console must be useful on buses it did not write (SPEC section 6), and so must the bus's command line
+The console must be useful on buses it did not write, and so must the bus's command line
 (``python -m eventbus dlq``/``requeue``): both read DLQs by this one Django-free copy. It knows three layouts
 natively and lets the operator describe more in ``BUSCONSOLE_DLQ_PATTERNS`` (the console's setting, the
 command line's environment variable or ``--dlq-patterns``), passed to each function as ``patterns``:
