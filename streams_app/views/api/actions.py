@@ -51,7 +51,7 @@ def _job_created(job: Job) -> JsonResponse:
 
 
 @api_endpoint(method="POST", summary="Claim pending entries (XCLAIM, guarded by idle time)", tag="groups",
-              body=s.ClaimBody, role="operator", replies={200: replies.ClaimReply})
+              body=s.ClaimBody, action="claim", replies={200: replies.ClaimReply})
 def claim(request: HttpRequest, conn: str, key: bytes, group: bytes) -> JsonResponse:
     client.connection(conn)
     data = body_input(request, conn, "claim", s.ClaimBody, read_json(request), key=key, group=group)
@@ -63,7 +63,7 @@ def claim(request: HttpRequest, conn: str, key: bytes, group: bytes) -> JsonResp
 
 
 @api_endpoint(method="POST", summary="Sweep idle pending entries to a consumer (XAUTOCLAIM)", tag="groups",
-              body=s.AutoclaimBody, role="operator", replies={200: replies.AutoclaimReply})
+              body=s.AutoclaimBody, action="autoclaim", replies={200: replies.AutoclaimReply})
 def autoclaim(request: HttpRequest, conn: str, key: bytes, group: bytes) -> JsonResponse:
     client.connection(conn)
     data = body_input(request, conn, "autoclaim", s.AutoclaimBody, read_json(request), key=key, group=group)
@@ -75,7 +75,7 @@ def autoclaim(request: HttpRequest, conn: str, key: bytes, group: bytes) -> Json
 
 
 @api_endpoint(method="POST", summary="Acknowledge pending entries (XACK)", tag="groups", body=s.AckBody,
-              role="operator", replies={200: replies.AckReply})
+              action="ack", replies={200: replies.AckReply})
 def ack(request: HttpRequest, conn: str, key: bytes, group: bytes) -> JsonResponse:
     """``acked`` counts the entries that were pending; the others are ignored."""
     client.connection(conn)
@@ -84,7 +84,7 @@ def ack(request: HttpRequest, conn: str, key: bytes, group: bytes) -> JsonRespon
 
 
 @api_endpoint(method="POST", summary="Rewind a group (XGROUP SETID), or preview it", tag="groups",
-              body=s.RewindBody, role="operator", replies={200: replies.RewindReply})
+              body=s.RewindBody, action=("rewind", "rewind.preview"), replies={200: replies.RewindReply})
 def rewind(request: HttpRequest, conn: str, key: bytes, group: bytes) -> JsonResponse:
     client.connection(conn)
     body = read_json(request)
@@ -171,7 +171,7 @@ def dlq_entries(request: HttpRequest, conn: str, key: bytes) -> JsonResponse:
 
 
 @api_endpoint(method="POST", summary="Requeue dead letters: some now, or all up to an ID as a job", tag="dlq",
-              body=s.DlqRequeueBody, role="operator",
+              body=s.DlqRequeueBody, action=("dlq.requeue", "dlq.requeue_all"),
               replies={200: replies.RequeueReply, 202: replies.JobCreated})
 def dlq_requeue(request: HttpRequest, conn: str, key: bytes) -> JsonResponse:
     """``ids``: done now (200). ``all`` with ``up_to``: a background job (202)."""
@@ -194,7 +194,7 @@ def dlq_requeue(request: HttpRequest, conn: str, key: bytes) -> JsonResponse:
     )
 
 
-@api_endpoint(method="POST", summary="Delete dead letters", tag="dlq", body=s.DlqDeleteBody, role="admin",
+@api_endpoint(method="POST", summary="Delete dead letters", tag="dlq", body=s.DlqDeleteBody, action="dlq.delete",
               replies={200: replies.DeletedReply})
 def dlq_delete(request: HttpRequest, conn: str, key: bytes) -> JsonResponse:
     client.connection(conn)
@@ -202,7 +202,7 @@ def dlq_delete(request: HttpRequest, conn: str, key: bytes) -> JsonResponse:
     return JsonResponse({"deleted": services.dlq_delete(user=request.user, conn=conn, key=key, ids=data.ids)})
 
 
-@api_endpoint(method="POST", summary="Purge a DLQ up to an ID", tag="dlq", body=s.DlqPurgeBody, role="admin",
+@api_endpoint(method="POST", summary="Purge a DLQ up to an ID", tag="dlq", body=s.DlqPurgeBody, action="dlq.purge",
               replies={200: replies.PurgedReply})
 def dlq_purge(request: HttpRequest, conn: str, key: bytes) -> JsonResponse:
     """Entries up to ``up_to`` go; later arrivals stay. ``confirm`` must be the DLQ's name."""
@@ -216,7 +216,7 @@ def dlq_purge(request: HttpRequest, conn: str, key: bytes) -> JsonResponse:
 
 
 @api_endpoint(method="POST", summary="Replay a range of a stream as a job, or count it", tag="streams",
-              body=s.ReplayBody, role="operator",
+              body=s.ReplayBody, action=("replay", "replay.count"),
               replies={200: replies.ReplayCountReply, 202: replies.JobCreated})
 def replay(request: HttpRequest, conn: str, key: bytes) -> JsonResponse:
     """``dry_run``: the count of matching entries (200). Otherwise a background job (202)."""
@@ -265,15 +265,15 @@ def jobs(request: HttpRequest) -> JsonResponse:
     return JsonResponse({"jobs": [job_json(j) for j in page.rows], "next": page.older})
 
 
-@api_endpoint(method="POST", summary="Cancel a background job", tag="jobs", role="viewer",
-              replies={200: replies.Job}, errors=(400, 404))
+@api_endpoint(method="POST", summary="Cancel a background job", tag="jobs",
+              action=("job.cancel", "job.cancel.any"), replies={200: replies.Job}, errors=(400, 404))
 def job_cancel(request: HttpRequest, job_id: int) -> JsonResponse:
     """Anyone may cancel a job they started; operators and admins anyone's (403 otherwise). The job
     stops within a second of its work; what it did stays done."""
     return JsonResponse(job_json(services.job_cancel(user=request.user, job=_job(job_id))))
 
 
-@api_endpoint(method="POST", summary="Resume a stopped background job", tag="jobs", role="operator",
+@api_endpoint(method="POST", summary="Resume a stopped background job", tag="jobs", action="job.resume",
               replies={200: replies.Job}, errors=(400, 404, 409))
 def job_resume(request: HttpRequest, job_id: int) -> JsonResponse:
     """A job that is done cannot be resumed (400); a stopped one is refused (409) while the user who

@@ -24,7 +24,7 @@ def _pending_json(pending: tuple[actions.GroupPending, ...]) -> dict[str, list[s
 
 
 @api_endpoint(method="POST", summary="Delete a consumer (XGROUP DELCONSUMER)", tag="admin",
-              body=s.ConsumerDeleteBody, role="admin", replies={200: replies.ConsumerDeleted}, errors=(409,))
+              body=s.ConsumerDeleteBody, action="consumer.delete", replies={200: replies.ConsumerDeleted}, errors=(409,))
 def consumer_delete(request: HttpRequest, conn: str, key: bytes, group: bytes, consumer: bytes) -> JsonResponse:
     """``{"force": true}`` drops its pending entries with it; without it, a consumer that still owns
     pending entries is refused with 409."""
@@ -40,7 +40,7 @@ def consumer_delete(request: HttpRequest, conn: str, key: bytes, group: bytes, c
 
 
 @api_endpoint(method="POST", summary="Delete a consumer group (XGROUP DESTROY)", tag="admin",
-              body=s.GroupDeleteBody, role="admin", replies={200: replies.GroupDeleted})
+              body=s.GroupDeleteBody, action="group.delete", replies={200: replies.GroupDeleted})
 def group_delete(request: HttpRequest, conn: str, key: bytes, group: bytes) -> JsonResponse:
     """``{"confirm": "<the group's name>"}``; the stream keeps its entries."""
     client.connection(conn)
@@ -73,7 +73,7 @@ def _trim_plan_json(plan: actions.TrimPlan) -> dict[str, Any]:
 
 
 @api_endpoint(method="POST", summary="Trim a stream (XTRIM), or preview it", tag="admin", body=s.TrimBody,
-              role="admin", replies={200: replies.TrimReply})
+              action=("stream.trim", "stream.trim.preview"), replies={200: replies.TrimReply})
 def trim(request: HttpRequest, conn: str, key: bytes) -> JsonResponse:
     """``{"maxlen": n}`` or ``{"minid": id or ISO time}``, with ``"dry_run": true`` for the preview,
     which also names the groups with pending entries in the range that would go."""
@@ -98,7 +98,7 @@ def trim(request: HttpRequest, conn: str, key: bytes) -> JsonResponse:
 
 
 @api_endpoint(method="POST", summary="Delete entries (XDEL), or preview it", tag="admin",
-              body=s.EntriesDeleteBody, role="admin", replies={200: replies.EntriesDeleteReply})
+              body=s.EntriesDeleteBody, action=("stream.delete", "stream.delete.preview"), replies={200: replies.EntriesDeleteReply})
 def entries_delete(request: HttpRequest, conn: str, key: bytes) -> JsonResponse:
     """``{"ids": [...]}``, with ``"dry_run": true`` to see which exist and which are pending."""
     client.connection(conn)

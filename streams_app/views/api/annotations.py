@@ -201,7 +201,7 @@ def annotations_list(request: HttpRequest) -> JsonResponse:
     summary="Write an annotation (a deploy marker, a note)",
     tag="annotations",
     body=AnnotationBody,
-    role="operator",
+    action="annotation.create",
     replies={201: AnnotationRow},
 )
 def annotation_add(request: HttpRequest) -> JsonResponse:

@@ -1,7 +1,8 @@
 """What each JSON API view takes and answers, declared once, on the view, and the body reader.
 
 ``@api_endpoint(...)`` restricts the view to its HTTP method and records its query model, body
-model, replies and least role on the view function. :mod:`streams_app.views.api.openapi` walks the
+model, replies and the actions it runs on the view function; the least role comes from
+``ACTION_ROLES``, the table the audit gate checks, so the document cannot say another. :mod:`streams_app.views.api.openapi` walks the
 URL resolver and reads these records to write the OpenAPI document, so every route under
 ``/api/v1/`` is described by the same models that validate it, and a route without a record fails
 the document's build (and its test) instead of going undescribed.
@@ -26,6 +27,7 @@ from pydantic import BaseModel
 from pydantic_core import from_json
 
 from streams_app import services
+from streams_app.accounts.roles import Role
 from streams_app.redis_ops.errors import InvalidArgument, OpsError
 from streams_app.views.api.schemas import Body, Query, parse
 
@@ -51,6 +53,10 @@ class Endpoint:
     page). ``errors`` adds error statuses the route's shape does not imply (409 for a consumer with
     pending entries); the usual ones (400, 401, 403, 404, 413, 503) follow from the method, the
     path and the models (:func:`streams_app.views.api.openapi.error_statuses`).
+
+    ``action`` names the action the view runs through the audit gate, or several (a dry run's, a
+    variant that needs more: ``entry.add.trim``); None for a read any signed-in user may make. The role
+    the document gives is the least of their roles in ``ACTION_ROLES`` (:attr:`role`).
     """
 
     method: Literal["GET", "POST"]
@@ -59,15 +65,32 @@ class Endpoint:
     replies: Mapping[int, type[BaseModel] | None]
     query: type[Query] | None = None
     body: type[Body] | None = None
-    role: Literal["viewer", "operator", "admin"] = "viewer"
+    action: str | tuple[str, ...] | None = None
     errors: tuple[int, ...] = ()
     #: the reply's media type, or several when a parameter chooses (an export's format)
     content_type: str | tuple[str, ...] = "application/json"
 
+    @property
+    def actions(self) -> tuple[str, ...]:
+        return (self.action,) if isinstance(self.action, str) else tuple(self.action or ())
+
+    def action_roles(self) -> dict[str, Role]:
+        """Each action's role, read from the table when asked (it is the gate's, not a copy)."""
+        return {action: services.ACTION_ROLES[action] for action in self.actions}
+
+    @property
+    def role(self) -> str:
+        """The least role that may call the operation at all."""
+        return min(self.action_roles().values(), default=Role.VIEWER).label
+
 
 def api_endpoint(**spec: Any) -> Callable[[V], V]:
-    """Declare a view's :class:`Endpoint` and allow only its method (anything else is a 405)."""
+    """Declare a view's :class:`Endpoint` and allow only its method (anything else is a 405). An action
+    the gate does not know is refused here, at import, rather than documented as nobody's."""
     endpoint = Endpoint(**spec)
+    unknown = [action for action in endpoint.actions if action not in services.ACTION_ROLES]
+    if unknown:
+        raise LookupError(f"@api_endpoint names actions that are not in ACTION_ROLES: {unknown}")
 
     def decorate(view: V) -> V:
         guarded = require_http_methods([endpoint.method])(view)

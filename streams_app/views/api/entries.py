@@ -50,7 +50,7 @@ class EntryAddReply(Reply):
     summary="Add an entry (XADD)",
     tag="streams",
     body=EntryAddBody,
-    role="operator",
+    action=("entry.add", "entry.add.trim"),
     replies={201: EntryAddReply},
 )
 def entry_add(request: HttpRequest, conn: str, key: bytes) -> JsonResponse:

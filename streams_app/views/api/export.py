@@ -75,6 +75,7 @@ _QUERY_NAMES = ("format", "from", "to", "q", "job")
     method="GET",
     summary="Export a range (NDJSON, CSV or Parquet), streamed",
     tag="streams",
+    action="export",
     query=ExportQuery,
     replies={200: None},
     content_type=tuple(CONTENT_TYPES.values()),
@@ -125,6 +126,7 @@ def _job_file(request: HttpRequest, conn: str, key: bytes, job_id: int) -> HttpR
     method="POST",
     summary="Export a range as a background job",
     tag="streams",
+    action="export.job",
     body=ExportBody,
     replies={202: ExportJobReply},
 )

@@ -234,7 +234,7 @@ def _operation(view: Callable[..., Any], endpoint: Endpoint, pattern: URLPattern
     for model in (endpoint.query, endpoint.body):
         if model is not None and model.__doc__:
             description.append(inspect.cleandoc(model.__doc__))
-    description.append(f"Needs the **{endpoint.role}** role.")
+    description.append(f"Needs the **{endpoint.role}** role{_stricter(endpoint)}.")
     responses: dict[str, Any] = {str(status): _success(endpoint, status, model)
                                  for status, model in endpoint.replies.items()}
     for status in error_statuses(endpoint, {p["name"] for p in params if p["in"] == "path"}):
@@ -260,6 +260,14 @@ def _operation(view: Callable[..., Any], endpoint: Endpoint, pattern: URLPattern
         operation["requestBody"] = {"required": needed,
                                     "content": {"application/json": media}}
     return operation
+
+
+def _stricter(endpoint: Endpoint) -> str:
+    """The operation's actions that need more than its least role, as the description says them."""
+    roles = endpoint.action_roles()
+    least = min(roles.values(), default=None)
+    more = [f"`{action}` needs **{role.label}**" for action, role in roles.items() if role != least]
+    return f" ({'; '.join(more)})" if more else ""
 
 
 _REDIRECT = {

@@ -255,7 +255,7 @@ _REPLIES = {200: RetryReply}
     summary="Re-add waiting retries to their stream now",
     tag="retries",
     body=RetryBody,
-    role="operator",
+    action=("retry.now", "retry.now.count"),
     replies=_REPLIES,
 )
 def retry_now(request: HttpRequest, conn: str, key: bytes) -> JsonResponse:
@@ -268,7 +268,7 @@ def retry_now(request: HttpRequest, conn: str, key: bytes) -> JsonResponse:
     summary="Move waiting retries to the stream's DLQ",
     tag="retries",
     body=RetryBody,
-    role="operator",
+    action=("retry.dead_letter", "retry.dead_letter.count"),
     replies=_REPLIES,
 )
 def retry_dead_letter(request: HttpRequest, conn: str, key: bytes) -> JsonResponse:
@@ -277,7 +277,12 @@ def retry_dead_letter(request: HttpRequest, conn: str, key: bytes) -> JsonRespon
 
 
 @api_endpoint(
-    method="POST", summary="Delete waiting retries", tag="retries", body=RetryBody, role="admin", replies=_REPLIES
+    method="POST",
+    summary="Delete waiting retries",
+    tag="retries",
+    body=RetryBody,
+    action=("retry.delete", "retry.delete.count"),
+    replies=_REPLIES,
 )
 def retry_delete(request: HttpRequest, conn: str, key: bytes) -> JsonResponse:
     return _act(request, conn, key, "delete")

@@ -124,7 +124,8 @@ def views_list(request: HttpRequest) -> JsonResponse:
 
 
 @api_endpoint(
-    method="POST", summary="Save a view", tag="views", body=SavedViewBody, replies={201: SavedViewRow}
+    method="POST", summary="Save a view", tag="views", body=SavedViewBody, action=("view.save", "view.share"),
+    replies={201: SavedViewRow},
 )
 def view_save(request: HttpRequest) -> JsonResponse:
     """Any user may save a private view; ``shared: true`` needs the operator role."""
@@ -138,7 +139,8 @@ def view_save(request: HttpRequest) -> JsonResponse:
 
 
 @api_endpoint(
-    method="POST", summary="Delete a saved view", tag="views", replies={200: SavedViewDeleted}, errors=(404,)
+    method="POST", summary="Delete a saved view", tag="views", action="view.delete", replies={200: SavedViewDeleted},
+    errors=(404,),
 )
 def view_delete(request: HttpRequest, view_id: int) -> JsonResponse:
     """The owner deletes a view, an admin any shared one (403 otherwise); another user's private view is a 404."""

@@ -52,7 +52,7 @@ class RequeueMatchingCountReply(Reply):
 
 
 @api_endpoint(method="POST", summary="Requeue the dead letters a search matches, as a job, or count them",
-              tag="dlq", body=RequeueMatchingBody, role="operator",
+              tag="dlq", body=RequeueMatchingBody, action="dlq.requeue_matching",
               replies={200: RequeueMatchingCountReply, 202: replies.JobCreated})  # fmt: skip
 def dlq_requeue_matching_route(request: HttpRequest, conn: str, key: bytes) -> JsonResponse:
     client.connection(conn)

@@ -110,7 +110,7 @@ def dlq_triage_route(request: HttpRequest, conn: str, key: bytes) -> JsonRespons
 
 
 @api_endpoint(method="POST", summary="Requeue the dead letters of a triage count, as a job, or count them",
-              tag="dlq", body=s.RequeueFilteredBody, role="operator",
+              tag="dlq", body=s.RequeueFilteredBody, action=ACTION,
               replies={200: RequeueFilteredCountReply, 202: replies.JobCreated})  # fmt: skip
 def dlq_requeue_filtered_route(request: HttpRequest, conn: str, key: bytes) -> JsonResponse:
     client.connection(conn)
