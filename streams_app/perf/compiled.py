@@ -1,12 +1,13 @@
 """A query the ORM compiles once per process, run many times with different values.
 
 Django compiles a queryset to SQL on every evaluation. For the few queries that run on every page (the
-session's user with its role, a stream page's mirror row with its open alerts) compiling took two to four
-times what running them did. Django has no prepared-statement cache to lean on, so :func:`compile_once`
-builds the queryset with *marker* values no real request has, compiles it, and remembers at which
-parameter positions each marker landed; :meth:`Compiled.args` then swaps the request's values in. The
-SQL text stays the ORM's own (quoted, portable, written from the models), and a queryset whose markers
-do not land exactly where expected is refused at compile time, not run with the wrong values.
+session's user with its role, a stream page's mirror row with its open alerts) compiling took longer than
+running them did (docs/performance.md#figures-behind-the-design). Django has no prepared-statement
+cache to lean on, so :func:`compile_once` builds the queryset with *marker* values no real request has,
+compiles it, and remembers at which parameter positions each marker landed; :meth:`Compiled.args` then
+swaps the request's values in. The SQL text stays the ORM's own (quoted, portable, written from the
+models), and a queryset whose markers do not land exactly where expected is refused at compile time, not
+run with the wrong values.
 
 What is private. The SQL comes from Django's compiler, which is not public API: ``QuerySet.query`` (the
 ``Query`` behind a queryset), ``Query.get_compiler(using)`` and ``SQLCompiler.as_sql()`` with its

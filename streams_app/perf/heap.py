@@ -4,8 +4,9 @@ the bulk reads and writes that allocate millions of objects at once.
 A full collection walks every object the collector tracks. In a web process most of them are the
 loaded project (Django, the URLconf and every view module, the models, compiled templates) and they
 live as long as the process does. Measured on the group page of 10k consumers (``bench/pages.py``),
-the requests that happened to trigger a full collection took 126-146 ms at the median against 54 ms,
-and every page's p95 sat near 150 ms. With the start-up heap frozen it was 60-69 ms, p95 72-106 ms.
+the requests that happened to trigger a full collection took more than twice as long as the others,
+and every page's p95 paid for them; with the start-up heap frozen both came down
+(docs/performance.md#figures-behind-the-design).
 
 ``gc.freeze`` is the standard library's tool for this: what is alive moves to a permanent generation
 that the collector does not walk. Reference counting still frees those objects; only a reference cycle
@@ -19,10 +20,10 @@ The collector runs after every 700 new container objects (hiredis makes two list
 each pass walks the young objects still alive; a full pass, triggered as they pile up, walks the whole
 heap, which in a process with Django and the project loaded is over a hundred thousand objects.
 Measured on the export's XRANGE pages of 20k entries (``bench/pipeline.py``'s entries) in a worker
-process, parsing took 1.3-1.5 microseconds of CPU an entry with the collector on and 0.35 with it
-paused; the whole export of a stream 3.1 against 1.8. A long block may collect the cycles it made so far
-with ``gc.collect(0)``, which walks only the objects made since the pause (the exporter does after each
-chunk it writes).
+process, parsing took about four times the CPU an entry with the collector on as with it paused, and
+the whole export of a stream took much longer (docs/performance.md#figures-behind-the-design). A long
+block may collect the cycles it made so far with ``gc.collect(0)``, which walks only the objects made
+since the pause (the exporter does after each chunk it writes).
 """
 
 from __future__ import annotations
