@@ -6,15 +6,14 @@ this one copy, so a query finds the same entries in both.
 
 Which library, and why
 ----------------------
-Both candidates were measured (November 2026, this project's 2-core test machine):
+Both candidates were measured (the figures are in docs/performance.md#figures-behind-the-design):
 
 * ``common-expression-language`` 0.10.0 (import ``cel``: Python bindings of the Rust ``cel`` crate)
-  runs a compiled program in well under 1 µs on scalar variables; what costs is converting Python
-  values into CEL's: about 2 µs per map, 12 µs for a list of five small maps, 25 µs for a typical
-  6-key JSON order. Fed whole payloads it would cap a scan at about 40k entries/s.
-* ``cel-python`` 0.5.0 (pure Python, a tree-walking interpreter over its own value classes) takes
-  110 µs for ``x == 1`` and 140-270 µs for the issue's examples: under 10k entries/s whatever we do
-  around it, so it cannot reach the goal (within 3x of XRANGE + ``json.loads``).
+  runs a compiled program quickly on scalar variables; what costs is converting Python values into
+  CEL's, map by map, which caps a scan fed whole payloads well below the XRANGE floor.
+* ``cel-python`` 0.5.0 (pure Python, a tree-walking interpreter over its own value classes) is over a
+  hundred times slower per evaluation, whatever is done around it, so it cannot reach the search goal
+  (within 3x of XRANGE + ``json.loads``).
 
 So ``cel`` is the evaluator, and the search spares it what it can. The commonest expressions
 (comparisons, ``size``, ``has``, ``in`` joined by ``&&`` and ``||``) are evaluated in plain Python on

@@ -118,8 +118,8 @@ def export_job_run(job: Job, progress: Progress) -> None:
 
     With the cyclic collector paused (:mod:`streams_app.perf.heap`): a part is ten thousand entries alive at
     once, each a few objects, which the collector would walk again and again. Measured over 300k entries
-    in a process with the console loaded, CSV and Parquet went from 66-70k to 94-98k entries a second,
-    NDJSON from 32k to 38-40k. The cycles a part made, if any, are collected after it.
+    in a process with the console loaded, every format wrote faster paused
+    (docs/performance.md#figures-behind-the-design). The cycles a part made, if any, are collected after it.
     """
     with gc_paused():
         _export_job_run(job, progress)

@@ -15,9 +15,9 @@ expressions over its cost bound); here a group evaluates for at most :data:`SLIC
 if that is longer), hands what it kept so far, and then leaves the loop to the rest of the process
 for as long as the slice took: evaluating takes at most half the process's time. A bare ``sleep(0)``
 was tried first: it gives the loop one turn per slice, and a request needs a few dozen turns (the ASGI
-handler, the thread of a sync view, the response), so with a dear filter (5 ms an entry, allowed)
-replaying, ``/healthz`` took 190 ms; with the wait, 55-75 ms (10-14 ms with nothing replaying; the test
-suite's in-process server, ``tests/security/test_cost_matrix_tail.py``). Batches wait in order; when more than a client's
+handler, the thread of a sync view, the response), so with a dear filter (milliseconds an entry, allowed)
+replaying, ``/healthz`` took about three times as long as with the wait (the test suite's in-process
+server, ``tests/security/test_cost_matrix_tail.py``; docs/performance.md#figures-behind-the-design). Batches wait in order; when more than a client's
 queue of entries waits for one group (the process cannot evaluate as fast as the stream grows), the
 waiting entries are dropped and the group's clients get a ``skipped`` note (``count`` null, reason
 ``lagging``), as when the reader itself falls behind: memory stays bounded and the tail stays fresh.

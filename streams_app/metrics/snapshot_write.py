@@ -183,7 +183,8 @@ def _streams_merged(db: Any, cursor: Any, sql: _Statements, params: Sequence[Any
     see :func:`_samples_insert`).
 
     The separate statements (refresh, samples, ids) join the staged streams to the mirror by a
-    64-character hash three times over, 0.1-0.15 s each at 100k streams. Here a ``WITH`` materializes
+    64-character hash three times over, each a noticeable part of a tick at 100k streams
+    (docs/performance.md#figures-behind-the-design). Here a ``WITH`` materializes
     that join once, with the previous samples and a flag for the rows whose figures changed; a
     data-modifying ``WITH`` writes the changed mirror rows from it, another inserts the samples, and
     the statement returns the ids. All its parts see the same snapshot, and the ``UPDATE`` and the
