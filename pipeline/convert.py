@@ -180,7 +180,8 @@ def split_by_day(table: pa.Table, days: pa.ChunkedArray | None = None) -> list[t
     """A table of ID-ordered rows cut into one table per UTC day (``date`` column, or ``days``), in order.
 
     The days of ordered rows never go back, so each day's rows are a slice of the table (no copy: a
-    filter per day copied every chunk of the export once more: 0.12 microseconds an entry, 8% of its CPU).
+    filter per day copied every chunk of the export once more, a measurable share of its CPU:
+    docs/performance.md#figures-behind-the-design).
     Days out of order are filtered instead, one table per day all the same.
     """
     days = (table.column("date") if days is None else days).combine_chunks()

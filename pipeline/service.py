@@ -4,13 +4,12 @@ A pipeline run in a fresh JVM (``python -m pipeline``, :mod:`pipeline.main`) pay
 start, for generating and compiling its queries' code and for the JIT compiling Spark's code paths
 while it runs them. This process keeps one SparkSession between runs, with room for every query's
 generated classes (:data:`pipeline.session.RESIDENT_CONF`) and the optimizing JIT compiler on
-(:data:`pipeline.session.RESIDENT_JVM`), so a run after its first reuses that work: on 2 cores over a
-lake of 10M entries the jobs took 18-23 s in a fresh JVM and 7.5-9.7 s in the resident one from its
-second run on. The price is the JVM's memory between runs: its heap stays at the size the runs grew
-it to, 1.5 GB over that lake with the default ``spark.driver.memory`` of 2 GB (``bench/pipeline.py``
-prints it). A full collection after each run with a heap that shrinks after it
-(``-XX:MaxHeapFreeRatio=30``) kept 1.0 GB but made the next runs a tenth slower, and G1 kept 0.86 GB
-at a quarter slower; so the heap is left alone, and ``spark.driver.memory`` is what bounds it.
+(:data:`pipeline.session.RESIDENT_JVM`), so a run after its first reuses that work: from its second run on, the jobs take less than half the time
+they take in a fresh JVM (docs/performance.md#figures-behind-the-design). The price is the JVM's memory
+between runs: its heap stays at the size the runs grew it to, below the default ``spark.driver.memory``
+(``bench/pipeline.py`` prints it). A full collection after each run with a heap that shrinks after it
+(``-XX:MaxHeapFreeRatio=30``), or G1, kept less memory but made the next runs slower; so the heap is
+left alone, and ``spark.driver.memory`` is what bounds it.
 
 The console (:func:`streams_app.lake.run.spark_jobs`) hands a run's Spark jobs to this service when one
 answers at ``BUSCONSOLE_SPARK_SERVICE``, and starts ``python -m pipeline`` in a child process otherwise;

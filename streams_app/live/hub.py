@@ -68,9 +68,8 @@ counting would read them). The backlog stays in Redis; the tail stays fresh; mem
 
 Pauses. A frame that is late because the event loop stood still is late for every client at once. The
 longest stills were CPython's full garbage collections: each walks every object the collector tracks
-(the loaded Django project, and a few hundred objects per open websocket): 70-190 ms at 100 to 500
-clients on a busy 2-core machine, every few seconds at 1000 entries/s, and a tail's p99 was the length
-of one of them. So the live tails of a process freeze the heap (``gc.freeze``: what is alive moves out
+(the loaded Django project, and a few hundred objects per open websocket), every few seconds at high
+rates, and a tail's p99 was the length of one of them (docs/performance.md#figures-behind-the-design). So the live tails of a process freeze the heap (``gc.freeze``: what is alive moves out
 of the collector's sight, and is still freed by reference counting) each time their number grows to
 :data:`FREEZE_GROWTH` times what it was at the last freeze, after one collection so that no garbage is
 frozen; a full collection then walks only what is newer. Freezes happen only at new highs (28 up to 500

@@ -28,9 +28,9 @@ def range_pages(
     exporter converts and writes it), Redis reads the next and its reply waits in the socket. That is
     one request in flight on a connection held for the read (taken from the pool of the key's primary,
     :func:`~.client.key_client`, and dropped if the caller stops with a request in flight). It replaced
-    a thread fetching one page ahead: a stream exported alone went from 550k to 620k entries a second
-    and from 1.8 to 1.55 microseconds of CPU an entry (the thread's were switches of the GIL); the
-    exporter's two workers on two cores ran at the same rate either way, with less memory without it.
+    a thread fetching one page ahead: a stream exported alone went faster and with less CPU an entry
+    (the thread's were switches of the GIL); the exporter's two workers on two cores ran at the same
+    rate either way, with less memory without it (docs/performance.md#figures-behind-the-design).
 
     ``count()`` is asked before each request, so the caller may size the pages by the last one's bytes
     (a page later than with one request at a time). Empty pages are not yielded; the iteration ends

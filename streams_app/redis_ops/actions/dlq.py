@@ -127,7 +127,7 @@ def requeue_range(
     * when requeueing is a field rewrite (``{stream}:dlq`` of eventbus or the seed module, configured
       patterns), the rewrite is handed to ``lua/requeue_rule.lua`` as a rule and the batch is read,
       rewritten and moved inside Redis in ONE call: nothing travels per entry, which is what makes a
-      bulk requeue 10x faster than a per-entry loop. An entry the rule cannot place is left alone and
+      bulk requeue many times faster than a per-entry loop (docs/performance.md#goals-and-floors). An entry the rule cannot place is left alone and
       planned in Python like the next case;
     * otherwise (OmniDaemon re-encodes its JSON) the batch is read, each entry planned by
       :func:`conventions.requeue_plan`, and moved by ONE call of ``lua/requeue.lua``.
