@@ -26,10 +26,15 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 DOCS = REPO / "docs"
-CODE_DIRS = ("streams_app", "eventbus", "busconsole", "pipeline", "bench", "tests", "scripts", "deploy")
+CODE_DIRS = (
+    "streams_app", "eventbus", "busconsole", "pipeline", "bench", "tests", "scripts", "deploy",
+    "templates", "static/js", "static/css",
+)
 READMES = ("README.md", "Makefile")
-TEXT_SUFFIXES = {".py", ".md", ".lua", ".html", ".js", ".sh", ".txt", ".toml", ".yml", ".yaml", ".cfg", ".ini", ""}
-SKIP_PARTS = {"__pycache__", ".pytest_cache", "node_modules"}
+TEXT_SUFFIXES = {
+    ".py", ".md", ".lua", ".html", ".js", ".css", ".sh", ".txt", ".toml", ".yml", ".yaml", ".cfg", ".ini", ".conf", "",
+}
+SKIP_PARTS = {"__pycache__", ".pytest_cache", "node_modules"}  # static/vendor is not ours: not read
 
 # Spelled in pieces so that this file does not match its own patterns.
 _SPEC, _STYLE, _ISSUE = "SP" + "EC", "STY" + "LE", "[Ii]ss" + "ue"
