@@ -8,7 +8,7 @@ timed, for a DLQ of 100,000 dead letters (``--entries``), at the bounds 10,000 (
   logged-in viewer), with no masking rule and with a rule on ``dlq_error``;
 - the DLQ page itself at the default bound (entries, charts panel and the counts);
 - the floor: reading the same dead letters the way every DLQ read does, in this process, without
-  counting: :func:`streams_app.redis_ops.actions.dlq_entries` pages of 1,000 (XREVRANGE, the masker when
+  counting: :func:`streams_app.redis_ops.reads.dlq.dlq_entries` pages of 1,000 (XREVRANGE, the masker when
   a rule applies, the convention parser), with the same masker as the request;
 - beside it, printed and not judged: the plain-Python count the tests use as the expected answer
   (XREVRANGE pages through redis-py, each entry's ``dlq_*`` fields read by hand, the error normalized
@@ -102,11 +102,11 @@ def floor_count(raw, limit: int) -> Counter:
 
 def read_floor(key: bytes, limit: int, mask) -> int:
     """The floor (module docstring): the dead letters read and parsed as the triage reads them, not counted."""
-    from streams_app.redis_ops import actions
+    from streams_app.redis_ops.reads import dlq as dlq_reads
 
     looked, cursor = 0, None
     while looked < limit:
-        entries, cursor = actions.dlq_entries("default", key, before=cursor, count=min(1000, limit - looked), mask=mask)
+        entries, cursor = dlq_reads.dlq_entries("default", key, before=cursor, count=min(1000, limit - looked), mask=mask)
         looked += len(entries)
         if cursor is None:
             break

@@ -52,14 +52,8 @@ from streams_app.services.audit import (
     action_run,
 )
 from streams_app.services.dlq import (
-    DLQ_SAMPLE,
-    DLQ_SAMPLED_MAX,
-    DlqListing,
-    DlqSummary,
     RequeueAllPreview,
-    dlq_convention_of,
     dlq_delete,
-    dlq_list,
     dlq_purge,
     dlq_requeue,
     dlq_requeue_all,
@@ -123,13 +117,7 @@ __all__ = [
     "pending_autoclaim_preview",
     "pending_claim",
     # dlq
-    "DLQ_SAMPLE",
-    "DLQ_SAMPLED_MAX",
-    "DlqListing",
-    "DlqSummary",
-    "dlq_convention_of",
     "dlq_delete",
-    "dlq_list",
     "dlq_purge",
     "dlq_require",
     "dlq_requeue",

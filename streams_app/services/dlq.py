@@ -1,4 +1,5 @@
-"""Dead-letter queues: list them, and requeue, delete or purge their entries."""
+"""Dead-letter queues: requeue, delete or purge their entries (listing them is a read:
+:mod:`streams_app.redis_ops.reads.dlq`)."""
 
 from __future__ import annotations
 
@@ -6,103 +7,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from django.conf import settings
-
 from streams_app.audit.records import AUDIT_MAX_IDS
 from streams_app.jobs import runner as jobs
 from streams_app.jobs.models import Job
-from streams_app.masking.apply import search_mask
 from streams_app.redis_ops import actions, conventions
 from streams_app.redis_ops.decoding import display_text
 from streams_app.redis_ops.errors import InvalidArgument
 from streams_app.redis_ops.reads import streams as stream_reads
-from streams_app.redis_ops.reads.limits import MAX_PAGE
-from streams_app.redis_ops.types import StreamSummary
 from streams_app.services.audit import action_audit
 
 if TYPE_CHECKING:
     from streams_app.accounts.roles import UserLike
-
-
-@dataclass(frozen=True, slots=True)
-class DlqSummary:
-    """One dead-letter queue as the DLQ list shows it."""
-
-    key: bytes
-    convention: str
-    depth: int
-    last_id: str | None
-    source_streams: tuple[bytes, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class DlqListing:
-    dlqs: tuple[DlqSummary, ...]
-    complete: bool  # False: the scan budget ran out, or some primaries of a cluster did not answer
-    missed: tuple[str, ...] = ()  # primaries (host:port) whose DLQs could not be listed or read
-
-
-#: Streams a DLQ's sample is read from to name its source streams and refine its convention.
-DLQ_SAMPLE = 10
-#: DLQs whose entries are sampled for the list; beyond these the key's own hint is all we show.
-DLQ_SAMPLED_MAX = 100
-
-
-def dlq_list(*, conn: str, budget: int | None = None) -> DlqListing:
-    """The dead-letter queues of ``conn``: streams whose key follows a DLQ convention (docs/architecture.md#conventions-of-other-buses).
-
-    Scanned with one ``SCAN ... TYPE stream`` per convention's glob (``*:dlq``, ``omni-dlq:*`` and
-    each configured pattern), so a server with millions of other keys costs at most ``budget``
-    keys looked at per glob, never ``KEYS``. The newest few entries of each DLQ name the streams it
-    feeds back into and tell ``eventbus`` from ``streams`` entries under a ``{stream}:dlq`` key.
-    """
-    budget = budget or settings.BUSCONSOLE_SCAN_BUDGET
-    globs = [b"*" + conventions.DLQ_SUFFIX, conventions.OMNI_DLQ_PREFIX + b"*"]
-    globs += [pattern.match for pattern in conventions.dlq_patterns() if pattern.match not in globs]
-    found: dict[bytes, StreamSummary] = {}
-    complete = True
-    missed: dict[str, None] = {}
-    for glob in globs:
-        cursor, scanned = 0, 0
-        while True:
-            page = stream_reads.streams_scan(conn, match=glob, cursor=cursor, count=MAX_PAGE, budget=budget)
-            for summary in page.streams:
-                if conventions.detect_dlq(summary.key) is not None:
-                    found.setdefault(summary.key, summary)
-            cursor, scanned = page.next_cursor, scanned + page.scanned
-            missed.update(dict.fromkeys(page.missed))
-            if cursor == 0:
-                break
-            if scanned >= budget:
-                complete = False
-                break
-    out = []
-    for index, key in enumerate(sorted(found)):
-        summary = found[key]
-        kind = conventions.detect_dlq(key)
-        assert kind is not None
-        sample: list[conventions.DlqEntry] = []
-        if index < DLQ_SAMPLED_MAX and summary.length:
-            # masked as anyone sees it: the convention and origin names read from it are shown
-            sample, _ = actions.dlq_entries(conn, key, count=DLQ_SAMPLE, mask=search_mask(None, conn, key))
-        out.append(
-            DlqSummary(
-                key=key,
-                convention=dlq_convention_of(kind.convention, sample),
-                depth=summary.length,
-                last_id=summary.last_id,
-                source_streams=tuple(conventions.dlq_source_streams(key, sample)),
-            )
-        )
-    return DlqListing(dlqs=tuple(out), complete=complete and not missed, missed=tuple(missed))
-
-
-def dlq_convention_of(key_convention: str, sample: Sequence[conventions.DlqEntry]) -> str:
-    """``eventbus-or-streams`` becomes ``eventbus`` or ``streams`` when the sampled entries agree."""
-    if key_convention != conventions.EVENTBUS_OR_STREAMS:
-        return key_convention
-    seen = {entry.convention for entry in sample}
-    return seen.pop() if len(seen) == 1 else key_convention
 
 
 def dlq_require(*, conn: str, key: bytes) -> conventions.DlqKind:

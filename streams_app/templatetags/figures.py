@@ -1,6 +1,8 @@
 """Figures Redis may not be able to tell (a group's lag, a consumer's inactive time), shown the same way
 on every page: the number when there is one, else a visible marker whose hover text says why Redis
 cannot tell and what makes the figure known again. Never a 0 or a blank standing in for "unknown".
+The overview's memory is written here too, in Redis's own ``used_memory_human`` style (``redis_bytes``,
+``server_memory``): the access layer hands out bytes.
 
 ``{% load figures %}`` then ``{% lag_figure g.lag version=health.redis_version %}`` (a group),
 ``{% lag_figure s.lag groups=s.groups of="stream" unknown=s.lag_unknown_groups version=health.redis_version %}``
@@ -25,6 +27,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
 from streams_app.metrics.charts import format_duration_ms
+from streams_app.redis_ops.reads.server import ServerOverview
 
 register = template.Library()
 
@@ -122,3 +125,26 @@ def _inactive(inactive_ms: int | None, *, version: str | None) -> dict[str, Any]
             "css": "unknown-figure",
         }
     return {"text": "never", "title": INACTIVE_NEVER, "css": "unknown-figure"}
+
+
+@register.filter
+def redis_bytes(size: int) -> str:
+    """``size`` bytes as Redis writes ``used_memory_human`` (``1.50M``): for a sum over a cluster's
+    primaries, which no server writes for us."""
+    value = float(size)
+    for unit in ("B", "K", "M", "G", "T"):
+        if value < 1024 or unit == "T":
+            return f"{value:.2f}{unit}" if unit != "B" else f"{size}B"
+        value /= 1024
+    return f"{size}B"
+
+
+@register.filter
+def server_memory(facts: ServerOverview | None) -> str | None:
+    """The overview's memory cell: a single server's own ``used_memory_human``, or the primaries' sum
+    written the same way (None: not known, the page shows a dash)."""
+    if not facts:
+        return None
+    if facts.nodes == 1 or facts.used_memory is None:
+        return facts.used_memory_human
+    return redis_bytes(facts.used_memory)

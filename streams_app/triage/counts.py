@@ -1,7 +1,7 @@
 """Counts over a DLQ by error signature, group and origin stream, and the filter behind each count.
 
 Bounded like every user-driven read: the newest ``limit`` dead letters are read (pages of
-:data:`PAGE` by :func:`streams_app.redis_ops.actions.dlq_entries`, newest first, parsed by their
+:data:`PAGE` by :func:`streams_app.redis_ops.reads.dlq.dlq_entries`, newest first, parsed by their
 convention and masked as the reader sees them), and the answer says how many were looked at of the
 DLQ's length and where to continue (``next``, an exclusive upper bound: the next window is the
 ``limit`` dead letters older than it). Newest first because the newest failures are an incident's.
@@ -30,10 +30,10 @@ from django.conf import settings
 
 from pipeline.signatures import normalize_error
 from streams_app.masking.apply import MASKED, Masker
-from streams_app.redis_ops import actions
 from streams_app.redis_ops.conventions import DlqEntry
 from streams_app.redis_ops.decoding import display_text
 from streams_app.redis_ops.errors import InvalidArgument
+from streams_app.redis_ops.reads import dlq as dlq_reads
 from streams_app.redis_ops.reads import streams as stream_reads
 from streams_app.redis_ops.types import Entry, EntryMask
 
@@ -59,7 +59,7 @@ def origin_text(entry: DlqEntry) -> str | None:
 class ShownDeadLetters:
     """A DLQ's dead letters as one reader sees them, and the signature each is counted and filtered under.
 
-    ``mask`` is what :func:`~streams_app.redis_ops.actions.dlq_entries` applies to each raw dead letter
+    ``mask`` is what :func:`~streams_app.redis_ops.reads.dlq.dlq_entries` applies to each raw dead letter
     (None when no rule applies): :meth:`Masker.dead_letter`, which also says whether the rules may hide
     an error the dead letter records, from the parse the masking makes anyway (no second read, nothing
     of the error's text). :meth:`signature` then counts a dead letter that shows no error under
@@ -215,7 +215,7 @@ def triage_count(
     shown = ShownDeadLetters(masker)
     while looked < limit:
         count = min(PAGE, limit - looked)
-        entries, cursor = actions.dlq_entries(conn, key, before=cursor, count=count, mask=shown.mask)
+        entries, cursor = dlq_reads.dlq_entries(conn, key, before=cursor, count=count, mask=shown.mask)
         for entry in entries:
             if where is None or where.matches(entry, shown=shown):
                 by_signature[shown.signature(entry)] += 1

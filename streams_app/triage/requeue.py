@@ -1,7 +1,7 @@
 """The job behind a triage count's "requeue these": requeue exactly the dead letters a filter matches.
 
 The body walks the DLQ newest first from ``up_to`` (the newest dead letter when the operator confirmed:
-later arrivals are never read) with :func:`streams_app.redis_ops.actions.dlq_entries`, one bounded step
+later arrivals are never read) with :func:`streams_app.redis_ops.reads.dlq.dlq_entries`, one bounded step
 at a time, its filter the job's :class:`~streams_app.triage.counts.TriageFilter` over each dead letter as
 its creator sees it (masked, by :class:`~streams_app.triage.counts.ShownDeadLetters`: a signature counted
 from a masked error, ``••••`` for one a rule removed too, selects the same entries here), and requeues
@@ -22,6 +22,7 @@ from streams_app.jobs.runner import Progress
 from streams_app.masking.apply import masker_for
 from streams_app.redis_ops import actions
 from streams_app.redis_ops.ids import U64_MAX, parse_id
+from streams_app.redis_ops.reads import dlq as dlq_reads
 
 from .counts import ShownDeadLetters, TriageFilter
 
@@ -50,7 +51,7 @@ def requeue_filtered_run(job: Job, progress: Progress) -> None:
     # it selects what its creator was shown and counted (never revealed: a removed error is a hidden one)
     shown = ShownDeadLetters(masker_for(job.created_by, conn, key))
     while cursor is not None:
-        matches, cursor = actions.dlq_entries(
+        matches, cursor = dlq_reads.dlq_entries(
             conn, key, before=cursor, count=STEP_MATCHES, where=shown.where(where), scan_limit=STEP_ENTRIES,
             mask=shown.mask,
         )  # fmt: skip

@@ -8,9 +8,11 @@ from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
 from streams_app import services
-from streams_app.redis_ops import actions, conventions
+from streams_app.masking.apply import search_mask
+from streams_app.redis_ops import conventions
 from streams_app.redis_ops.conventions import DlqEntry
 from streams_app.redis_ops.decoding import DecodedField, decode_fields, display_text
+from streams_app.redis_ops.reads import dlq as dlq_reads
 from streams_app.redis_ops.reads import streams as stream_reads
 from streams_app.triage.counts import ShownDeadLetters
 from streams_app.views import links
@@ -52,7 +54,8 @@ def dlq_entry_view(conn: str, key: bytes, entry: DlqEntry) -> DlqEntryView:
 @require_GET
 def dlq_list(request: HttpRequest, conn: str) -> HttpResponse:
     context = connection_context(request, conn)
-    listing = services.dlq_list(conn=conn)
+    # each DLQ's sample masked as anyone sees it: the convention and origin names read from it are shown
+    listing = dlq_reads.dlq_list(conn, mask_for=lambda key: search_mask(None, conn, key))
     context.update(
         listing=listing,
         rows=[
@@ -76,7 +79,7 @@ def dlq_detail(request: HttpRequest, conn: str, key: bytes) -> HttpResponse:
     masker = request_masker(request, conn, key)
     shown = ShownDeadLetters(masker)  # a triage count's signature, •••• too for an error a rule removed
     info = stream_reads.stream_info(conn, key)
-    entries, older = actions.dlq_entries(
+    entries, older = dlq_reads.dlq_entries(
         conn,
         key,
         before=params["before"],
@@ -91,7 +94,7 @@ def dlq_detail(request: HttpRequest, conn: str, key: bytes) -> HttpResponse:
         key=key,
         key_text=display_text(key),
         kind=kind,
-        convention=services.dlq_convention_of(kind.convention, entries),
+        convention=dlq_reads.dlq_convention_of(kind.convention, entries),
         info=info,
         params=params,
         rows=rows,

@@ -17,7 +17,7 @@ def overview(request: HttpRequest) -> HttpResponse:
     servers = []
     for connection in client.connections():
         health = client.health(connection.name)
-        facts: dict[str, object] = {}
+        facts: server_reads.ServerOverview | None = None
         if health.ok:
             try:
                 facts = server_reads.server_overview(connection.name)

@@ -181,7 +181,7 @@ def test_progress_and_overview_read_every_node(on_cluster, rc, viewer_client: Cl
 
         assert asyncio.run(follow()) == ["step", "done"]
     facts = server_reads.server_overview(on_cluster)
-    assert facts["dbsize"] == len(keys) and facts["nodes"] == 3 and facts["missed"] == ()
+    assert facts.dbsize == len(keys) and facts.nodes == 3 and facts.missed == ()
     assert "partial" not in viewer_client.get("/").content.decode()
 
 

@@ -27,11 +27,11 @@ slots reads the batch in the client and adds it with its cursor and count in the
 (:mod:`.replay`). The console's own keys (a replay's cursor, a requeue's leases and records) are
 named with a ``{tag}`` of the slot they must share (:func:`._common.slot_twin`).
 
-Layout: :mod:`.claims` (claim, autoclaim, ack), :mod:`.rewind`, :mod:`.dlq` (requeue, delete, purge,
-list), :mod:`.moves` (requeue across slots), :mod:`.replay`, :mod:`.admin` (delete a consumer or a
-group, trim, delete entries: admin only) and :mod:`._common` (constants, script loading, slots,
-validation). Callers keep
-using ``from streams_app.redis_ops import actions`` and ``actions.<name>``.
+Layout: :mod:`.claims` (claim, autoclaim, ack), :mod:`.rewind`, :mod:`.dlq` (requeue, delete, purge;
+listing a DLQ's entries is a read, :mod:`..reads.dlq`), :mod:`.moves` (requeue across slots),
+:mod:`.replay`, :mod:`.admin` (delete a consumer or a group, trim, delete entries: admin only) and
+:mod:`._common` (constants, script loading, slots, validation). Callers keep using
+``from streams_app.redis_ops import actions`` and ``actions.<name>``.
 """
 
 from __future__ import annotations
@@ -69,7 +69,6 @@ from .dlq import (
     RequeueFailure,
     RequeueResult,
     dlq_delete,
-    dlq_entries,
     dlq_purge,
     requeue,
     requeue_left,
@@ -111,7 +110,6 @@ __all__ = [
     "consumer_delete",
     "consumer_delete_preview",
     "dlq_delete",
-    "dlq_entries",
     "dlq_purge",
     "entries_delete",
     "entries_delete_preview",

@@ -1,4 +1,6 @@
-"""Dead-letter queues: requeue, delete, purge and list entries, each DLQ read by its convention.
+"""Dead-letter queues: requeue, delete and purge entries, each DLQ read by its convention.
+
+Listing a DLQ's entries is a read: :mod:`..reads.dlq`.
 
 **requeue** moves each dead letter inside a Lua script: still there? XADD to its stream + XDEL
 (``lua/requeue.lua`` for entries planned in Python; ``lua/requeue_rule.lua`` for the bulk path, which
@@ -16,7 +18,7 @@ CROSSSLOT: the work is split by slot before it is sent.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,16 +31,14 @@ from ..conventions import (
     EVENTBUS_PREFIX,
     REQUEUED_FROM_FIELD,
     RETRIES_FIELD,
-    DlqEntry,
     detect_dlq,
     dlq_patterns,
-    parse_dlq_entry,
     requeue_plan,
 )
 from ..errors import OpsError, translated
 from ..ids import parse_id, parse_position
 from ..parsers import parse_entry, reply_text
-from ..types import Entry, EntryMask
+from ..types import Entry
 from ._common import MAX_BATCH, MAX_IDS, _ids, _key, _positive, _script
 from .moves import BUSY, LEASE_MS, Packed, add_packed_and_release, lease_key, move_across
 
@@ -76,7 +76,7 @@ class RequeueBatch:
     last: str | None = None  # the last DLQ ID this batch read, whether or not the batch was full
 
 
-# ---------------------------------------------------------------- DLQ: requeue, delete, purge, list
+# ---------------------------------------------------------------- DLQ: requeue, delete, purge
 
 
 def requeue(conn: str, dlq_key: bytes, *, ids: Sequence[str], owner: str | None = None) -> RequeueResult:
@@ -374,68 +374,3 @@ def dlq_purge(conn: str, dlq_key: bytes, *, up_to: str, batch: int = 1000) -> in
             total += int(deleted)
             if int(deleted) == 0:
                 return total
-
-
-def dlq_entries(
-    conn: str,
-    dlq_key: bytes,
-    *,
-    after: str | None = None,
-    before: str | None = None,
-    count: int = 50,
-    error_contains: str | None = None,
-    where: Callable[[DlqEntry], bool] | None = None,
-    scan_limit: int = 5000,
-    mask: EntryMask | None,
-) -> tuple[list[DlqEntry], str | None]:
-    """DLQ entries newest first, between the exclusive bounds ``after`` and ``before``, parsed by convention.
-
-    Returns the page and the cursor to pass as ``before`` for the next (older) page, or None when the
-    range is exhausted. With ``error_contains`` only entries whose error text contains it (case
-    insensitive) are kept, and at most ``scan_limit`` entries are read per call: the page may then be
-    short (even empty) with a cursor to continue the search from. With ``where`` only the parsed entries
-    it accepts are kept, scanned the same way: the triage's filters by error signature, group and origin
-    (:class:`streams_app.triage.counts.TriageFilter`, so the signature rule stays above this layer).
-    ``mask`` is what the reader may see of a raw entry (:meth:`streams_app.masking.apply.Masker.entry`): it is applied before
-    the parse and the filters, so a masked error is neither shown nor found by its text.
-    """
-    _key(dlq_key, "DLQ key")
-    count = _positive(count, "count", cap=MAX_IDS)
-    scan_limit = _positive(scan_limit, "scan_limit")
-    upper = "(" + str(parse_id(before, allow_bare=False, what="before")) if before else "+"
-    lower = "(" + str(parse_id(after, allow_bare=False, what="after")) if after else "-"
-    needle = error_contains.casefold() if error_contains else None
-    filtered = needle is not None or where is not None
-    client = get_client(conn)
-    page: list[DlqEntry] = []
-    scanned = 0
-    with translated(conn):
-        while True:
-            step = count + 1 if not filtered else min(max(count, 200), scan_limit - scanned)
-            raw = stream_read(conn, client, dlq_key, "XREVRANGE", dlq_key, upper, lower, "COUNT", step)
-            if not filtered:
-                entries = [_parsed(dlq_key, item, mask) for item in raw[:count]]
-                return entries, entries[-1].id if len(raw) > count else None
-            for item in raw:
-                scanned += 1
-                entry = _parsed(dlq_key, item, mask)
-                if _error_matches(entry, needle, where):
-                    page.append(entry)
-                    if len(page) == count:
-                        return page, entry.id
-            if len(raw) < step:
-                return page, None
-            upper = "(" + reply_text(raw[-1][0])
-            if scanned >= scan_limit:
-                return page, reply_text(raw[-1][0])
-
-
-def _error_matches(entry: DlqEntry, needle: str | None, where: Callable[[DlqEntry], bool] | None) -> bool:
-    if needle is not None and not (entry.error and needle in entry.error.casefold()):
-        return False
-    return where is None or where(entry)
-
-
-def _parsed(dlq_key: bytes, raw: Sequence, mask: EntryMask | None) -> DlqEntry:
-    entry = parse_entry(raw) if mask is None else mask(parse_entry(raw))
-    return parse_dlq_entry(dlq_key, entry.id, entry.fields)

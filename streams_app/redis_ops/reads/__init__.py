@@ -2,7 +2,8 @@
 
 :mod:`.streams` (list, rank by length, one stream's XINFO and its DLQs), :mod:`.entries` (pages,
 single entries, batches by ID), :mod:`.groups` (groups and consumers, ordered and paged),
-:mod:`.pending` (a group's pending entries), :mod:`.server` (the overview's INFO facts) and
+:mod:`.pending` (a group's pending entries), :mod:`.dlq` (the DLQs of a connection, a DLQ's entries
+parsed by convention), :mod:`.server` (the overview's INFO facts, raw: the page writes them) and
 :mod:`.limits` (page sizes, argument checks). Callers import the module that owns a read; nothing is
 re-exported here.
 

@@ -6,13 +6,31 @@ Raw figures only: how they are shown (bytes in Redis's ``1.50M`` style) is the p
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import redis
 
 from ..client import is_cluster, primaries, primary_failed
 from ..errors import Unreachable, translated
 
 
-def server_overview(conn: str) -> dict[str, object]:
+@dataclass(frozen=True, slots=True)
+class ServerOverview:
+    """What the overview shows of one connection; None where the server did not say (a section refused)."""
+
+    redis_version: str | None  # the first primary's
+    used_memory: int | None  # bytes, summed over the primaries that answered
+    used_memory_human: str | None  # the first primary's own text of its used_memory (Redis's 1.50M)
+    connected_clients: int | None  # summed over the primaries
+    uptime_in_seconds: int | None  # the first primary's
+    dbsize: int | None  # keys, summed over the primaries
+    nodes: int  # primaries asked
+    missed: tuple[str, ...]  # primaries (host:port) that did not answer: the sums are partial
+    unavailable: tuple[str, ...]  # what the server refused ("INFO memory", "DBSIZE")
+    unavailable_reason: str | None  # Redis's reason for the first refusal
+
+
+def server_overview(conn: str) -> ServerOverview:
     """A few INFO facts for the overview page: INFO server, memory and clients, and DBSIZE, per primary.
 
     INFO and DBSIZE answer for one node, so on a cluster keys, memory and clients are summed over
@@ -59,31 +77,21 @@ def server_overview(conn: str) -> dict[str, object]:
         values = [info[field] for info, _ in answers if field in info]
         return sum(int(value or 0) for value in values) if values else None
 
-    memory = total("used_memory")
     sizes = [size for _, size in answers if size is not None]
-    return {
-        "redis_version": first.get("redis_version"),
-        "used_memory_human": first.get("used_memory_human") if len(nodes) == 1 or memory is None
-        else _human_bytes(memory),
-        "connected_clients": total("connected_clients"),
-        "uptime_in_seconds": first.get("uptime_in_seconds"),
-        "dbsize": sum(sizes) if sizes else None,
-        "nodes": len(nodes),
-        "missed": tuple(missed),
-        "unavailable": tuple(refused),
-        "unavailable_reason": next(iter(refused.values()), None),
-    }
+    version, human, uptime = (first.get(name) for name in ("redis_version", "used_memory_human", "uptime_in_seconds"))
+    return ServerOverview(
+        redis_version=None if version is None else str(version),
+        used_memory=total("used_memory"),
+        used_memory_human=None if human is None else str(human),
+        connected_clients=total("connected_clients"),
+        uptime_in_seconds=None if uptime is None else int(uptime),
+        dbsize=sum(sizes) if sizes else None,
+        nodes=len(nodes),
+        missed=tuple(missed),
+        unavailable=tuple(refused),
+        unavailable_reason=next(iter(refused.values()), None),
+    )
 
 
 #: The INFO sections the overview reads, each its own command so that one refused costs only its figures.
 _OVERVIEW_SECTIONS = ("server", "memory", "clients")
-
-
-def _human_bytes(size: int) -> str:
-    """Redis's own ``used_memory_human`` style (1.50M) for a sum over nodes."""
-    value = float(size)
-    for unit in ("B", "K", "M", "G", "T"):
-        if value < 1024 or unit == "T":
-            return f"{value:.2f}{unit}" if unit != "B" else f"{size}B"
-        value /= 1024
-    return f"{size}B"

@@ -14,8 +14,10 @@ from django.http import Http404, HttpRequest, JsonResponse
 
 from streams_app import services
 from streams_app.jobs.models import Job
+from streams_app.masking.apply import search_mask
 from streams_app.redis_ops import actions, client, conventions
 from streams_app.redis_ops.decoding import decode_fields, display_text
+from streams_app.redis_ops.reads import dlq as dlq_reads
 from streams_app.triage.counts import ShownDeadLetters, TriageFilter
 from streams_app.views import links, presenters
 from streams_app.views.api import replies
@@ -111,7 +113,8 @@ def rewind(request: HttpRequest, conn: str, key: bytes, group: bytes) -> JsonRes
 def dlq_list(request: HttpRequest, conn: str) -> JsonResponse:
     """Streams that follow a DLQ convention, with their depth and the streams their entries came from."""
     client.connection(conn)
-    listing = services.dlq_list(conn=conn)
+    # each DLQ's sample masked as anyone sees it: the convention and origin names read from it are shown
+    listing = dlq_reads.dlq_list(conn, mask_for=lambda key: search_mask(None, conn, key))
     return JsonResponse(
         {
             "dlqs": [
@@ -161,7 +164,7 @@ def dlq_entries(request: HttpRequest, conn: str, key: bytes) -> JsonResponse:
     masker = request_masker(request, conn, key)
     shown = ShownDeadLetters(masker)  # a triage count's signature, •••• too for an error a rule removed
     where = TriageFilter.from_params(params.triage_filter())  # a triage count's dead letters
-    entries, older = actions.dlq_entries(
+    entries, older = dlq_reads.dlq_entries(
         conn, key, before=params.before, count=params.count, error_contains=params.error,
         where=shown.where(where), mask=shown.mask,
     )  # fmt: skip

@@ -14,6 +14,7 @@ import threading
 import redis
 
 from streams_app.redis_ops import actions
+from streams_app.redis_ops.reads import dlq as dlq_reads
 from tests.console.helpers import CONN
 from tests.console.redis_ops.helpers import EVENTBUS_FIELDS, OMNI_DATA, OMNI_KEY, stream_fields
 
@@ -153,17 +154,17 @@ def test_dlq_entries_newest_first_with_paging_and_error_filter(r: redis.Redis) -
         pipe.xadd("orders:dlq", {**EVENTBUS_FIELDS, b"dlq_error": error.encode()})
     ids = [x.decode() for x in pipe.execute()]
 
-    page, cursor = actions.dlq_entries(CONN, b"orders:dlq", count=20, mask=None)
+    page, cursor = dlq_reads.dlq_entries(CONN, b"orders:dlq", count=20, mask=None)
     assert [e.id for e in page] == ids[::-1][:20] and cursor == ids[-20]
     assert page[0].convention == "eventbus" and page[0].original_stream == b"orders"
-    page2, _ = actions.dlq_entries(CONN, b"orders:dlq", before=cursor, after=ids[270], count=50, mask=None)
+    page2, _ = dlq_reads.dlq_entries(CONN, b"orders:dlq", before=cursor, after=ids[270], count=50, mask=None)
     assert [e.id for e in page2] == ids[271:280][::-1]
 
     expected = [i for n, i in enumerate(ids) if n % 10 == 3][::-1]
     found: list[str] = []
     before = None
     for _ in range(100):
-        page, before = actions.dlq_entries(
+        page, before = dlq_reads.dlq_entries(
             CONN, b"orders:dlq", before=before, count=7, error_contains="timeout", scan_limit=45, mask=None
         )
         assert len(page) <= 7
