@@ -22,7 +22,11 @@ from streams_app import services
 from streams_app.accounts.roles import Role
 from streams_app.views.api.openapi import openapi_document, openapi_path
 from tests.console.conftest import logged_in
-from tests.security.test_route_matrix import SIGNED_IN, World, all_routes, url_of, world  # noqa: F401
+from tests.security import test_route_matrix as matrix
+from tests.security.test_route_matrix import SIGNED_IN, World, all_routes, url_of
+
+# The route matrix's world of real objects, as a fixture of this module.
+world = matrix.world
 
 _METHODS = ("get", "post")
 
@@ -58,10 +62,7 @@ def _call(world: World, role: str, method: str, path: str) -> tuple[int, str]:
     values = {**world.values, "job_id": world.own_jobs[role]}
     url = url_of(found, World(values, world.users, world.tokens, world.own_jobs))
     client: Client = logged_in(world.users[role])
-    if method == "get":
-        response = client.get(url)
-    else:
-        response = client.post(url, b"", content_type="application/json")
+    response = client.get(url) if method == "get" else client.post(url, b"", content_type="application/json")
     code = ""
     if response.status_code == 403 and response.get("Content-Type", "").startswith("application/json"):
         code = json.loads(response.content)["error"]["code"]
