@@ -33,7 +33,7 @@ from tests.console.helpers import CONN, api, group_url, seg, stream_api
 from tests.eventbus.conftest import running
 from tests.eventbus.test_cli_urls import cli, one_line
 from tests.polling import wait_for
-from tests.security.test_route_matrix import (
+from tests.security.routes import (
     ROUTES,
     World,
     all_routes,

@@ -39,8 +39,8 @@ from tests.conftest import session_cookie
 from tests.console.conftest import logged_in
 from tests.console.helpers import CONN, seg
 from tests.console.masking.test_masked_paths import expected_hash
-from tests.security.test_route_matrix import ROUTES, SIGNED_IN, World, all_routes, url_of
-from tests.security.test_route_matrix import world as route_world  # noqa: F401 - the fixture
+from tests.security.routes import ROUTES, SIGNED_IN, World, all_routes, url_of
+from tests.security.routes import world as route_world  # noqa: F401 - the fixture
 
 SSN = "canary-ssn-7c1e9d"  # data.ssn of orders: masked
 CARD = "canary-card-52a8"  # the whole card field of orders: hashed
