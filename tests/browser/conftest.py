@@ -9,6 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.browser.phone_pages import PHONE
 from tests.console.conftest import *  # noqa: F403 - the standing users and their clients
 from tests.console.conftest import (  # noqa: F401 - the autouse fixtures apply here too
     PASSWORD,
@@ -63,6 +64,23 @@ def login_through_form(page, user, asgi_server):
     page.click("button[type=submit]")
     page.wait_for_url(f"{asgi_server.url}/")
     return page
+
+
+@pytest.fixture
+def phone(browser, asgi_server):
+    """A factory of logged-in phone-sized tabs (390 x 844), with or without JavaScript."""
+    contexts = []
+
+    def open_as(user, *, javascript: bool = True):
+        context = browser.new_context(base_url=asgi_server.url, viewport=PHONE, java_script_enabled=javascript)
+        contexts.append(context)
+        page = context.new_page()
+        page.set_default_timeout(15_000)
+        return login_through_form(page, user, asgi_server)
+
+    yield open_as
+    for context in contexts:
+        context.close()
 
 
 @pytest.fixture
