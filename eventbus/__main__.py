@@ -22,6 +22,7 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
+from typing import Any
 from urllib.parse import urlsplit
 
 from .bus import Bus
@@ -245,7 +246,7 @@ def global_option(sub: argparse.ArgumentParser, flag: str, **options: object) ->
 
 
 def _parser(
-    commands: argparse._SubParsersAction, name: str, summary: str, examples: str
+    commands: argparse._SubParsersAction[argparse.ArgumentParser], name: str, summary: str, examples: str
 ) -> argparse.ArgumentParser:
     sub = commands.add_parser(
         name,
@@ -340,7 +341,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(
-    argv: Sequence[str] | None = None, *, shown: Shown | None = None, journey_steps: Callable | None = None
+    argv: Sequence[str] | None = None,
+    *,
+    shown: Shown | None = None,
+    journey_steps: Callable[[Any], Any] | None = None,
 ) -> int:
     """Run one command. ``shown`` is what the commands may show of an entry (:data:`.cli_reads.Shown`):
     the bytes as stored when None; the console's ``manage.py bus`` passes its masking rules, and
@@ -358,7 +362,8 @@ def main(
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     try:
-        return args.func(args)
+        status: int = args.func(args)
+        return status
     except Unavailable as exc:
         print(exc, file=sys.stderr)
         return EXIT_UNAVAILABLE

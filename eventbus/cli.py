@@ -199,7 +199,9 @@ def _journey(client: Any, args: argparse.Namespace) -> Output:
 # ----------------------------------------------------------------------------------------------- plumbing
 
 
-def _runner(command: Callable[[Any, argparse.Namespace], Output], connect: Callable) -> Callable:
+def _runner(
+    command: Callable[[Any, argparse.Namespace], Output], connect: Callable[[argparse.Namespace], Any]
+) -> Callable[[argparse.Namespace], int]:
     """Connect (exit 69 when Redis is not there), run, print the table or the JSON, return the status."""
 
     def run(args: argparse.Namespace) -> int:
@@ -237,15 +239,18 @@ def _ids_or_all(parser: argparse.ArgumentParser, what: str) -> None:
 
 
 def add_commands(
-    commands: argparse._SubParsersAction, parser: Callable, url_help: str, connect: Callable,
-    global_option: Callable,
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+    parser: Callable[..., argparse.ArgumentParser],
+    url_help: str,
+    connect: Callable[[argparse.Namespace], Any],
+    global_option: Callable[..., None],
 ) -> None:
     """Register the commands; ``parser(commands, name, summary, examples)`` builds each subparser,
     ``connect(args)`` returns a reachable :class:`eventbus.Bus` (or raises the 69 exit) and
     ``global_option(sub, flag, ...)`` adds an option also taken before the command."""
 
     def command(
-        name: str, summary: str, examples: str, func: Callable, dlq: bool = False
+        name: str, summary: str, examples: str, func: Callable[[Any, argparse.Namespace], Output], dlq: bool = False
     ) -> argparse.ArgumentParser:
         sub = parser(commands, name, summary, examples + "\n" + EXIT_STATUS + "\n")
         global_option(sub, "--url", help=url_help)

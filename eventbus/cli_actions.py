@@ -155,7 +155,7 @@ def requeue_up_to(
     owner = mover_name()
     cursor = "-"
     while True:
-        raw = client.execute_command("XRANGE", dlq, cursor, up_to, "COUNT", batch)
+        raw = client.execute_command("XRANGE", dlq, cursor, up_to, "COUNT", batch)  # type: ignore[no-untyped-call]  # redis-py leaves execute_command unannotated; mypy applies untyped_calls_exclude to no union client
         if not raw:
             return total
         _merge(total, _move(client, dlq, raw, patterns, owner=owner))
@@ -180,12 +180,12 @@ def claim(
     Redis 7 drops them from the PEL).
     """
     if ids is not None:
-        reply = client.execute_command("XCLAIM", key, group, consumer, min_idle, *ids)
+        reply = client.execute_command("XCLAIM", key, group, consumer, min_idle, *ids)  # type: ignore[no-untyped-call]  # redis-py leaves execute_command unannotated; mypy applies untyped_calls_exclude to no union client
         claimed = [item[0].decode() for item in reply if item]
         return {"claimed": claimed, "skipped": [i for i in ids if i not in set(claimed)], "deleted": []}
     claimed, deleted, cursor = [], [], "0-0"
     for _ in range(MAX_SWEEPS):
-        reply = client.execute_command("XAUTOCLAIM", key, group, consumer, min_idle, cursor, "COUNT", 1000)
+        reply = client.execute_command("XAUTOCLAIM", key, group, consumer, min_idle, cursor, "COUNT", 1000)  # type: ignore[no-untyped-call]  # redis-py leaves execute_command unannotated; mypy applies untyped_calls_exclude to no union client
         claimed += [item[0].decode() for item in reply[1] if item]
         deleted += [raw.decode() for raw in (reply[2] if len(reply) > 2 else [])]
         cursor = reply[0].decode()

@@ -16,7 +16,7 @@ import json
 import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import redis
 
@@ -73,7 +73,7 @@ def scan_streams(client: SyncClient, *, match: str = "*", max_keys: int = 10_000
         cursor = 0
         while True:
             cursor, batch = node.scan(cursor, match=match, count=SCAN_COUNT, _type="stream")
-            found.update(batch)
+            found.update(cast("list[bytes]", batch))
             if len(found) >= max_keys:
                 return sorted(found)[:max_keys], True
             if not cursor:
@@ -82,7 +82,7 @@ def scan_streams(client: SyncClient, *, match: str = "*", max_keys: int = 10_000
 
 
 def require_stream(client: SyncClient, key: bytes) -> None:
-    kind = client.type(key)
+    kind = cast(bytes, client.type(key))
     if kind == b"none":
         raise CommandError(f"no stream {name(key)!r}", 1)
     if kind != b"stream":
@@ -222,7 +222,7 @@ def read_entries(
     while len(rows) < limit and scanned < scan_limit:
         count = limit if search is None else min(1000, scan_limit - scanned)
         command = ("XREVRANGE", key, cursor, "-") if reverse else ("XRANGE", key, cursor, "+")
-        raw = client.execute_command(*command, "COUNT", count)
+        raw = client.execute_command(*command, "COUNT", count)  # type: ignore[no-untyped-call]  # redis-py leaves execute_command unannotated; mypy applies untyped_calls_exclude to no union client
         for entry_id, flat in raw:
             scanned += 1
             cursor = "(" + entry_id.decode()
@@ -272,7 +272,7 @@ def pending_rows(
         if "NOGROUP" in str(exc):
             raise CommandError(f"no group {name(group)!r} on {name(key)!r}", 1) from exc
         raise
-    rows = client.xpending_range(key, group, "-", "+", limit, consumername=consumer, idle=min_idle)
+    rows = cast("list[dict[str, Any]]", client.xpending_range(key, group, "-", "+", limit, consumername=consumer, idle=min_idle))
     return total, [
         {
             "id": row["message_id"].decode(),
@@ -306,7 +306,7 @@ class DlqRow:
 def _newest(
     client: SyncClient, key: bytes, count: int, shown: Shown | None = None
 ) -> list[tuple[bytes, list[tuple[bytes, bytes]]]]:
-    replies = client.execute_command("XREVRANGE", key, "+", "-", "COUNT", count)
+    replies = client.execute_command("XREVRANGE", key, "+", "-", "COUNT", count)  # type: ignore[no-untyped-call]  # redis-py leaves execute_command unannotated; mypy applies untyped_calls_exclude to no union client
     if shown is None:
         return [(i, pairs(f)) for i, f in replies]
     return [(i, shown(key, i.decode(), pairs(f))) for i, f in replies]
@@ -364,7 +364,7 @@ def dlq_entries(
 
 
 def _metric_entries(client: SyncClient, key: bytes, since_ms: int) -> Iterator[dict[bytes, bytes]]:
-    for _id, flat in client.execute_command("XRANGE", key, since_ms, "+", "COUNT", METRICS_LIMIT):
+    for _id, flat in client.execute_command("XRANGE", key, since_ms, "+", "COUNT", METRICS_LIMIT):  # type: ignore[no-untyped-call]  # redis-py leaves execute_command unannotated; mypy applies untyped_calls_exclude to no union client
         yield dict(pairs(flat))
 
 

@@ -24,13 +24,16 @@ from __future__ import annotations
 
 import inspect
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 import redis
 import redis.asyncio
 import redis.asyncio.cluster
 import redis.cluster
+
+if TYPE_CHECKING:
+    from typing_extensions import TypeIs  # typing has it from Python 3.13
 
 from .sentinel import async_master_client, is_sentinel, master_client, sentinel_problem
 from .tls import tls_options, tls_problem
@@ -119,6 +122,9 @@ def database_missing(exc: BaseException) -> bool:
     return isinstance(exc, redis.ResponseError) and "DB index is out of range" in str(exc)
 
 
+_PROBE_ERRORS: tuple[type[Exception], ...] = (*REDIS_ERRORS, TypeError, ValueError)
+
+
 def databases_of(url: str) -> int | None:
     """How many databases the server at ``url`` has (``CONFIG GET databases`` on db 0); None if it will not say."""
     try:
@@ -127,10 +133,11 @@ def databases_of(url: str) -> int | None:
                    "socket_connect_timeout": 5}
         probe = redis.Redis(connection_pool=redis.ConnectionPool(**options))
         try:
-            return int(probe.config_get("databases").get("databases"))
+            databases = probe.config_get("databases").get("databases")
+            return None if databases is None else int(databases)
         finally:
             probe.close()
-    except (*REDIS_ERRORS, TypeError, ValueError):
+    except _PROBE_ERRORS:
         return None
 
 
@@ -146,7 +153,9 @@ def detect(url: str, **options: Any) -> str:
     return CLUSTER if int(info.get("cluster_enabled", 0) or 0) else STANDALONE
 
 
-def is_cluster_client(client: Any) -> bool:
+def is_cluster_client(
+    client: object,
+) -> TypeIs[redis.cluster.RedisCluster | redis.asyncio.cluster.RedisCluster | redis.asyncio.cluster.ClusterPipeline]:
     """Whether ``client`` (sync or asyncio, or one of their pipelines) talks to a cluster."""
     return isinstance(
         client,

@@ -40,6 +40,7 @@ import struct
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import date, datetime, time
+from typing import Any
 
 import msgpack
 
@@ -161,7 +162,7 @@ def _try_json(data: bytes, *, any_top_level: bool = False) -> Decoded | None:
     return Decoded("json", value, pretty, len(data), False)
 
 
-class _MsgpackMap(list):
+class _MsgpackMap(list[Any]):
     """A msgpack map as its key/value pairs: keys may be unhashable (arrays) or repeat."""
 
 
@@ -376,7 +377,7 @@ def _jsonable(value: object) -> object:
         try:
             return value.to_datetime().isoformat()
         except (OverflowError, ValueError, OSError):
-            return f"Timestamp(seconds={value.seconds}, nanoseconds={value.nanoseconds})"
+            return f"Timestamp(seconds={value.seconds}, nanoseconds={value.nanoseconds})"  # type: ignore[attr-defined]  # msgpack sets both in __init__; its stubs name neither
     if isinstance(value, datetime | date | time):
         return value.isoformat()
     return str(value)

@@ -106,7 +106,7 @@ def hash_tag(key: AnyStr) -> AnyStr | None:
 
 
 def _braces(key: AnyStr) -> tuple[AnyStr, AnyStr]:
-    return (b"{", b"}") if isinstance(key, bytes) else ("{", "}")  # type: ignore[return-value]  # the braces follow the key's own type (AnyStr), which mypy cannot tie to a conditional
+    return (b"{", b"}") if isinstance(key, bytes) else ("{", "}")
 
 
 def slot_safe(stream: AnyStr) -> bool:

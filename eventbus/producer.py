@@ -16,15 +16,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
-import redis
-import redis.asyncio
 from redis.exceptions import NoScriptError
 
 from . import keys
 from .codec import dumps, encode_event, loads, new_event_id, new_event_ids, now_ms
-from .connection import is_cluster_client
+from .connection import AsyncClient, SyncClient, is_cluster_client
 from .errors import DuplicateEvent, RequestFailed, RequestTimeout, SlotUnsafeStream
 from .scripts import Scripts, source
 
@@ -161,7 +159,7 @@ _UNSET: Any = object()
 class Producer:
     """Publishes on a synchronous client: safe to share between threads."""
 
-    def __init__(self, client: redis.Redis, scripts: Scripts, options: PublishOptions) -> None:
+    def __init__(self, client: SyncClient, scripts: Scripts, options: PublishOptions) -> None:
         self.client = client
         self.scripts = scripts
         self.options = options
@@ -184,7 +182,7 @@ class Producer:
             type, data, correlation_id=correlation_id, reply_to=reply_to, unique_key=unique_key
         )
         if unique_key is None:
-            return _entry_id(self.client.execute_command(*_xadd_head(stream, maxlen), *fields))  # type: ignore[return-value]  # XADD replies with the entry ID; execute_command is typed Any-or-awaitable
+            return _entry_id(self.client.execute_command(*_xadd_head(stream, maxlen), *fields))  # type: ignore[no-untyped-call, return-value]  # XADD without NOMKSTREAM always replies with the ID; execute_command is unannotated, and mypy applies untyped_calls_exclude to no union client
         script_keys, args = _unique_args(self.client, stream, fields, unique_key, self.options, maxlen)
         entry_id = _entry_id(self.scripts.publish_unique(keys=script_keys, args=args, client=self.client))
         if entry_id is None:
@@ -230,7 +228,7 @@ class Producer:
         correlation_id = new_event_id()
         reply_to = keys.reply_key(correlation_id)
         self.publish(stream, type, data, correlation_id=correlation_id, reply_to=reply_to)
-        got = self.client.blpop([reply_to], timeout=timeout)
+        got = cast("tuple[bytes, bytes] | None", self.client.blpop([reply_to], timeout=timeout))
         if got is None:
             raise RequestTimeout(stream, type, correlation_id, timeout)
         return _reply_result(correlation_id, got[1])
@@ -240,7 +238,7 @@ class Producer:
 class AsyncProducer:
     """The asyncio twin of :class:`Producer`, for handlers and services running in an event loop."""
 
-    def __init__(self, client: redis.asyncio.Redis, scripts: Scripts, options: PublishOptions) -> None:
+    def __init__(self, client: AsyncClient, scripts: Scripts, options: PublishOptions) -> None:
         self.client = client
         self.scripts = scripts
         self.options = options
@@ -262,7 +260,7 @@ class AsyncProducer:
             type, data, correlation_id=correlation_id, reply_to=reply_to, unique_key=unique_key
         )
         if unique_key is None:
-            return _entry_id(await self.client.execute_command(*_xadd_head(stream, maxlen), *fields))  # type: ignore[return-value]  # XADD replies with the entry ID; execute_command is typed Any-or-awaitable
+            return _entry_id(await self.client.execute_command(*_xadd_head(stream, maxlen), *fields))  # type: ignore[return-value]  # XADD without NOMKSTREAM always replies with the ID
         script_keys, args = _unique_args(self.client, stream, fields, unique_key, self.options, maxlen)
         entry_id = _entry_id(
             await self.scripts.publish_unique(keys=script_keys, args=args, client=self.client)
@@ -302,7 +300,7 @@ class AsyncProducer:
         correlation_id = new_event_id()
         reply_to = keys.reply_key(correlation_id)
         await self.publish(stream, type, data, correlation_id=correlation_id, reply_to=reply_to)
-        got = await self.client.blpop([reply_to], timeout=timeout)
+        got = cast("tuple[bytes, bytes] | None", await self.client.blpop([reply_to], timeout=timeout))
         if got is None:
             raise RequestTimeout(stream, type, correlation_id, timeout)
         return _reply_result(correlation_id, got[1])

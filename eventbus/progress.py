@@ -22,13 +22,12 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
-
-import redis
-import redis.asyncio
+from typing import Any, cast
 
 from . import keys
 from .codec import dumps, loads, now_ms
+from .connection import AsyncClient, SyncClient
+from .replies import Rows, StreamsReply
 from .scripts import source
 
 START = "start"
@@ -109,7 +108,7 @@ class Progress:
     ``with bus.progress("report:7") as p: p.delta(...)`` writes ``start``, then ``done``, or
     ``error`` if the block raises."""
 
-    def __init__(self, client: redis.Redis, key: str, options: ProgressOptions | None = None) -> None:
+    def __init__(self, client: SyncClient, key: str, options: ProgressOptions | None = None) -> None:
         self.client = client
         self.key = key
         self.options = options or ProgressOptions()
@@ -147,7 +146,7 @@ class Progress:
 class AsyncProgress:
     """The asyncio twin of :class:`Progress`."""
 
-    def __init__(self, client: redis.asyncio.Redis, key: str, options: ProgressOptions | None = None) -> None:
+    def __init__(self, client: AsyncClient, key: str, options: ProgressOptions | None = None) -> None:
         self.client = client
         self.key = key
         self.options = options or ProgressOptions()
@@ -198,7 +197,7 @@ def _id_tuple(entry_id: str) -> tuple[int, int]:
 
 # Sync twin of asubscribe: the two differ only in their awaits.
 def subscribe(
-    client: redis.Redis,
+    client: SyncClient,
     key: str | bytes,
     *,
     after: str | None = None,
@@ -215,7 +214,7 @@ def subscribe(
     """
     last = normalize_after(after)
     while True:  # replay, a page at a time: O(log N + count) per page at any depth
-        rows = client.xrange(key, min=f"({last}", max="+", count=count)
+        rows = cast(Rows, client.xrange(key, min=f"({last}", max="+", count=count))
         for row in rows:
             event = parse_entry(*row)
             last = event.id
@@ -224,10 +223,10 @@ def subscribe(
                 return
         if len(rows) < count:
             break
-    if _finished_at_or_before(client.xrevrange(key, "+", "-", count=1), last):
+    if _finished_at_or_before(cast(Rows, client.xrevrange(key, "+", "-", count=1)), last):
         return
     while True:  # follow
-        reply = client.xread({key: last}, count=count, block=block_ms)
+        reply = cast(StreamsReply, client.xread({key: last}, count=count, block=block_ms))
         if not reply:
             if not client.exists(key):
                 return
@@ -244,7 +243,7 @@ def subscribe(
 
 # Async twin of subscribe: the two differ only in their awaits.
 async def asubscribe(
-    client: redis.asyncio.Redis,
+    client: AsyncClient,
     key: str | bytes,
     *,
     after: str | None = None,
@@ -255,7 +254,7 @@ async def asubscribe(
     """The asyncio twin of :func:`subscribe`."""
     last = normalize_after(after)
     while True:
-        rows = await client.xrange(key, min=f"({last}", max="+", count=count)
+        rows = cast(Rows, await client.xrange(key, min=f"({last}", max="+", count=count))
         for row in rows:
             event = parse_entry(*row)
             last = event.id
@@ -264,10 +263,10 @@ async def asubscribe(
                 return
         if len(rows) < count:
             break
-    if _finished_at_or_before(await client.xrevrange(key, "+", "-", count=1), last):
+    if _finished_at_or_before(cast(Rows, await client.xrevrange(key, "+", "-", count=1)), last):
         return
     while True:
-        reply = await client.xread({key: last}, count=count, block=block_ms)
+        reply = cast(StreamsReply, await client.xread({key: last}, count=count, block=block_ms))
         if not reply:
             if not await client.exists(key):
                 return

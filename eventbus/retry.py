@@ -81,7 +81,8 @@ async def schedule_retry(
     args: list[Any] = [group, entry_id, consumer, delay_ms, retries]
     for pair in fields.items():
         args += pair
-    return await scripts.schedule_retry(keys=[stream, keys.retry_key(stream)], args=args)
+    scheduled: int | None = await scripts.schedule_retry(keys=[stream, keys.retry_key(stream)], args=args)
+    return scheduled
 
 
 async def pump_due(

@@ -17,7 +17,7 @@ isolates): invisible, yet they reorder the text around them, so ``pay\u202eexe.t
 _BIDI = re.compile(f"[{BIDI_CONTROLS}]")
 
 
-def display_text(raw: bytes) -> str:
+def display_text(raw: bytes | str) -> str:
     """Bytes as text for display: UTF-8, any byte that is not part of valid UTF-8 as ``\\xNN``, NUL as
     ``\\x00`` and any bidi control character as ``\\uNNNN``.
 

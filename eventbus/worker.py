@@ -46,7 +46,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import redis
 import redis.asyncio
@@ -59,6 +59,7 @@ from .dlq import format_error, move_to_dlq
 from .errors import MalformedEvent, Reject, SlotUnsafeStream
 from .leases import Leases, reclaim
 from .producer import error_reply_payload, reply_payload
+from .replies import StreamsReply
 from .retry import pump_due, schedule_retry
 from .router import Handler, Subscription
 from .scripts import Scripts
@@ -245,8 +246,9 @@ class Worker:
             self._queue.put_nowait(None)
         running = asyncio.gather(*runners, return_exceptions=True)
         done_or_forced = asyncio.ensure_future(self._runners_done.wait())
+        waited: list[asyncio.Future[Any]] = [running, done_or_forced]
         await asyncio.wait(
-            [running, done_or_forced], timeout=cfg.shutdown_timeout, return_when="FIRST_COMPLETED"
+            waited, timeout=cfg.shutdown_timeout, return_when="FIRST_COMPLETED"
         )
         done_or_forced.cancel()
         if not running.done():
@@ -296,7 +298,7 @@ class Worker:
                 backoff = min(backoff * 2, 5.0)
                 continue
             backoff = 0.1
-            for stream_name, entries in reply or ():
+            for stream_name, entries in cast(StreamsReply, reply) or ():
                 sub = by_stream[stream_name]
                 for entry_id, fields in entries:
                     self._accept(sub, entry_id.decode(), fields, 1)
@@ -525,17 +527,17 @@ class Worker:
             log.warning(
                 "flush failed (%s): keeping %d acks for the next try", exc, sum(map(len, acks.values()))
             )
-            for key, ids in acks.items():
-                self._acks[key][:0] = ids
+            for pair, ids in acks.items():
+                self._acks[pair][:0] = ids
             self._replies[:0] = replies
             return False
         for result in results:
             if isinstance(result, Exception):
                 # NOGROUP after an operator deleted a group, say: nothing a retry would fix.
                 log.warning("flush: %s", result)
-        for key, ids in acks.items():
+        for pair, ids in acks.items():
             for entry_id in ids:
-                self._leases.drop(key, entry_id)
+                self._leases.drop(pair, entry_id)
         return True
 
     # ----------------------------------------------------------------------------- maintenance

@@ -91,7 +91,8 @@ class Reader:
         pipe = self.client.pipeline(transaction=False)
         for command in commands:
             pipe.execute_command(*command, **options)
-        return pipe.execute(raise_on_error=False)
+        replies: list[Any] = pipe.execute(raise_on_error=False)
+        return replies
 
     def sizes(self, keys: Iterable[bytes]) -> dict[bytes, str]:
         """TYPE and size of each key in one round trip; remembers streams' and sorted sets' sizes."""

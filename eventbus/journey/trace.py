@@ -281,9 +281,10 @@ def trace(
             return _finish(out)
         key = start.streams[0]
         if detect_dlq(key, patterns) is not None:  # a dead letter: the journey of its event, in its stream
-            key, seeds = _from_dead_letter(reader, out, key, start.value, seeds[start.value], patterns)
-            if key is None:
+            origin, seeds = _from_dead_letter(reader, out, key, start.value, seeds[start.value], patterns)
+            if origin is None:
                 return _finish(out)
+            key = origin
         out.stream = key
         out.entries.update(seeds)
         out.event_id = next((_text(_get(f, b"id")) for f in seeds.values() if _get(f, b"id")), None)
@@ -375,10 +376,10 @@ def _seek(
     if start.by == "event":
         for key in start.streams:
             ids = _event_in_metrics(reader, key, value)
-            found = reader.lookup(key, ids) if ids else {}
-            if found:
+            hits = reader.lookup(key, ids) if ids else {}
+            if hits:
                 out.stream, out.event_id = key, start.value
-                out.entries.update(found)
+                out.entries.update(hits)
                 return True
 
     def keep(key: bytes) -> Callable[[str, Fields], bool]:
@@ -391,17 +392,17 @@ def _seek(
 
     first_stream, high = 0, "+"
     if cursor:
-        index, _, after = cursor.partition(":")
-        if not index.isdigit() or int(index) >= len(start.streams) or not ENTRY_ID.fullmatch(after):
+        place, _, after = cursor.partition(":")
+        if not place.isdigit() or int(place) >= len(start.streams) or not ENTRY_ID.fullmatch(after):
             raise JourneyError("cursor must be the 'next' of an earlier answer.")
-        first_stream, high = int(index), "(" + after
+        first_stream, high = int(place), "(" + after
     identity: object = None
     for index in range(first_stream, len(start.streams)):
         key = start.streams[index]
         test = keep(key)
-        found: list[tuple[str, Fields]] = []
-
-        def wanted(entry_id: str, fields: Fields, key: bytes = key, test: Callable = test) -> bool:
+        def wanted(
+            entry_id: str, fields: Fields, key: bytes = key, test: Callable[[str, Fields], bool] = test
+        ) -> bool:
             nonlocal identity
             if not test(entry_id, fields):
                 return False
@@ -444,7 +445,7 @@ def _event_in_metrics(reader: Reader, stream: bytes, event_id: bytes) -> list[st
     key = bus_keys.metrics_key(stream)
     if reader.sizes([key])[key] != "stream":
         return []
-    kept: list = []
+    kept: list[Fields] = []
 
     def keep(_entry_id: str, fields: Fields) -> bool:
         if _get(fields, b"event_id") == event_id:
@@ -453,8 +454,7 @@ def _event_in_metrics(reader: Reader, stream: bytes, event_id: bytes) -> list[st
 
     # from the newest down to the event's newest metric event: the entry it names leads to the others
     reader.scan(key, forward=False, limit=min(METRICS_READ, reader.left()), keep=keep, done=lambda: bool(kept))
-    kept = [(None, f) for f in kept]
-    return [i.decode() for i in dict.fromkeys(_get(f, b"entry_id") or b"" for _, f in kept) if ENTRY_ID.fullmatch(i.decode())]
+    return [i.decode() for i in dict.fromkeys(_get(f, b"entry_id") or b"" for f in kept) if ENTRY_ID.fullmatch(i.decode())]
 
 
 # ----------------------------------------------------------------------------------------- following it
@@ -468,7 +468,7 @@ class _Ties:
         self.event = out.event_id.encode() if out.event_id else None
         self.ids: set[bytes] = set()
         self.dead: set[bytes] = set()
-        self.signatures: set[tuple] = set()
+        self.signatures: set[tuple[tuple[bytes, bytes], ...]] = set()
         for entry_id, fields in out.entries.items():
             self.add(entry_id, fields)
 
@@ -663,7 +663,7 @@ def _dead_letters(
         ):
             return False
         parsed = parse_dlq_entry(key, entry_id, fields, patterns)
-        named = {parsed.original_id, parsed.first_id} - {None}
+        named = {i for i in (parsed.original_id, parsed.first_id) if i is not None}
         if any(i.encode() in ties.ids for i in named) or ties.holds("0-0", parsed.payload_fields or fields):
             out.dead.append(DeadLetter(
                 key=key, id=entry_id, convention=parsed.convention, group=parsed.group, error=parsed.error,
@@ -698,8 +698,8 @@ def _copies(reader: Reader, out: Trace, ties: _Ties, first_ms: int) -> None:
                     leads.append(m.ms)
             elif m.kind == "dead_lettered":
                 still = any(d.original_id == m.entry_id and d.present for d in out.dead)
-                copied = any(_ms(_get(f, b"_requeued_from").decode()) >= m.ms - 1000
-                             for f in out.entries.values() if _get(f, b"_requeued_from"))  # fmt: skip
+                copied = any(_ms(source.decode()) >= m.ms - 1000
+                             for f in out.entries.values() if (source := _get(f, b"_requeued_from")))  # fmt: skip
                 if not still and not copied:
                     leads.append(m.ms)
         if not out.bus_metrics:  # another bus: its retries and requeues are named by nothing
@@ -740,7 +740,7 @@ def _replayed(reader: Reader, out: Trace, ties: _Ties, windows: Sequence[tuple[b
             continue
         originals = {i.encode() for i in out.entries}
 
-        def keep(entry_id: str, fields: Fields, key: bytes = key, originals: set = originals) -> bool:
+        def keep(entry_id: str, fields: Fields, key: bytes = key, originals: set[bytes] = originals) -> bool:
             source = _get(fields, b"_replayed_from")
             return source in originals and (ties.event is None or _get(fields, b"id") in (None, ties.event))
 

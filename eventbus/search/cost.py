@@ -45,7 +45,7 @@ Regular expressions (``matches``) run on RE2 through a registered Python functio
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from .syntax import Node
 
@@ -335,7 +335,7 @@ class Values(Shape):
 def _length(value: object) -> int:
     if isinstance(value, str):
         return len(value) if value.isascii() else len(value.encode("utf-8", "surrogatepass"))
-    return len(value) if isinstance(value, _SIZED) else 0  # type: ignore[arg-type]  # _SIZED is a tuple of sized types mypy cannot narrow through
+    return len(value) if isinstance(value, _SIZED) else 0
 
 
 def _deep(value: object) -> float:
@@ -392,7 +392,8 @@ class _Estimator:
         self.regex_names = _REGEX_FUNCTIONS | regex_names
 
     def run(self, node: Node, scope: Mapping[str, Shape]) -> Result:
-        return getattr(self, "_" + node.kind)(node, scope)
+        rule: Callable[[Node, Mapping[str, Shape]], Result] = getattr(self, "_" + node.kind)
+        return rule(node, scope)
 
     def _dearest(self, parts: list[Result]) -> str:
         if not self.explain or not parts:

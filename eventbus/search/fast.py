@@ -151,7 +151,7 @@ def _in(a: object, b: object) -> object:
 def _size(value: object) -> object:
     t = type(value)
     if t is str:
-        return len(value) if value.isascii() else len(value.encode("utf-8"))  # type: ignore[attr-defined]  # narrowed by the exact type() check above, which mypy does not follow through a variable (the hot path compares types, not isinstance)
+        return len(value) if value.isascii() else len(value.encode("utf-8"))  # type: ignore[attr-defined, arg-type]  # narrowed by the exact type() check above, which mypy does not follow through a variable (the hot path compares types, not isinstance)
     if t is list or t is dict or t is bytes:
         return len(value)  # type: ignore[arg-type]  # narrowed by the exact type() check above, which mypy does not follow through a variable (the hot path compares types, not isinstance)
     if value is ERROR or t in _KNOWN:
@@ -200,7 +200,7 @@ def _path(name: str, names: tuple[str, ...]) -> Evaluator:
         value = root(env)
         for key in names:
             if type(value) is dict:
-                value = value.get(key, ERROR)  # type: ignore[attr-defined]  # a map by the type() check above, which mypy does not follow
+                value = value.get(key, ERROR)
             elif value is ERROR or type(value) in _NOT_A_MAP:
                 return ERROR
             else:
@@ -219,7 +219,7 @@ def _path_from(inner: Evaluator, names: tuple[str, ...]) -> Evaluator:
         value = inner(env)
         for key in names:
             if type(value) is dict:
-                value = value.get(key, ERROR)  # type: ignore[attr-defined]  # a map by the type() check above, which mypy does not follow
+                value = value.get(key, ERROR)
             elif value is ERROR or type(value) in _NOT_A_MAP:
                 return ERROR
             else:
@@ -233,7 +233,7 @@ def _has(parent: Evaluator, key: str) -> Evaluator:
     def has(env: Mapping[str, object]) -> object:
         value = parent(env)
         if type(value) is dict:
-            return key in value  # type: ignore[operator]  # a map by the type() check above, which mypy does not follow
+            return key in value
         if value is ERROR or type(value) in _NOT_A_MAP:
             return ERROR
         raise Unknown
@@ -267,7 +267,7 @@ def _compare_constant(inner: Evaluator, op: str, constant: int | float) -> Evalu
 
     def order(env: Mapping[str, object]) -> object:
         value = inner(env)
-        if type(value) is kind and (value == value if kind is float else _MIN <= value <= _MAX):  # type: ignore[operator]  # an int by the type() check on the same line, which mypy does not follow through `kind`
+        if type(value) is kind and (value == value if kind is float else _MIN <= value <= _MAX):
             return compare(value, constant)
         pair = _ordered(value, constant)
         return pair if pair is ERROR else compare(*pair)  # type: ignore[misc]  # pair is a 2-tuple once it is not ERROR; mypy cannot narrow the sentinel by identity

@@ -73,15 +73,15 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 import cel
 
 from ..conventions import DlqPattern, parse_dlq_entry
-from ..decoding import PREVIEW_LIMIT, decoded_value, display_text
-from ..text import id_ms, id_time
+from ..decoding import PREVIEW_LIMIT, decoded_value
+from ..text import display_text, id_ms, id_time
 from . import analysis, cost, regex, syntax
 from .fast import Evaluator, compile_fast
 
@@ -198,7 +198,7 @@ class Query:
         self.too_costly = 0
         """Entries :meth:`matches` did not hand to CEL because their own data made the expression too
         costly (see :mod:`.cost`): not matches, and counted here so that callers can say so."""
-        self._functions: dict[str, object] = {}
+        self._functions: dict[str, Callable[..., Any]] = {}
         self.needle = ""
         self._needle_bytes = b""
         tokens = None

@@ -66,7 +66,7 @@ class Node:
         self.children = tuple(children)
         self.ops = ops
         self.method = method
-        self.depth = 1 + max((c.depth for c in self.children), default=0)
+        self.depth: int = 1 + max((c.depth for c in self.children), default=0)
         if self.depth > MAX_DEPTH:
             raise TooDeep
 

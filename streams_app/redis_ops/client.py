@@ -27,6 +27,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any, cast
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import redis
@@ -34,6 +35,7 @@ import redis.asyncio as aioredis
 from django.conf import settings
 from redis.cluster import RedisCluster
 from redis.crc import key_slot
+from redis.sentinel import SentinelConnectionPool
 
 from eventbus.sentinel import async_master_client, is_sentinel, master_client
 from eventbus.sentinel import parse as parse_sentinel
@@ -49,7 +51,7 @@ RESP = 2
 _RAW_REPLIES = ("XRANGE", "XREVRANGE", "XREAD", "XREADGROUP", "XPENDING", "XCLAIM", "XAUTOCLAIM")
 
 
-def _identity(response, **options):
+def _identity(response: Any, **options: Any) -> Any:
     return response
 
 _lock = threading.Lock()
@@ -238,12 +240,12 @@ def _cluster_client(url: str) -> RedisCluster:
     manager = cluster.nodes_manager
     create = manager.create_redis_node
 
-    def create_raw(host, port, **kwargs):
-        node = create(host, port, **kwargs)
+    def create_raw(host: str, port: int, **kwargs: Any) -> redis.Redis:
+        node: redis.Redis = create(host, port, **kwargs)  # type: ignore[no-untyped-call]  # redis-py leaves create_redis_node unannotated
         _raw_replies(node)
         return node
 
-    manager.create_redis_node = create_raw
+    manager.create_redis_node = create_raw  # type: ignore[method-assign]  # every node the manager makes gets the raw replies
     for node in cluster.get_nodes():
         if node.redis_connection is not None:
             _raw_replies(node.redis_connection)
@@ -304,8 +306,10 @@ def primaries(name: str) -> list[Node]:
     client = get_client(name)
     if is_sentinel(connection_url(name)):
         with translated(name):  # where the sentinels said the primary was at the last connect, else ask them
-            host, port = client.connection_pool.master_address or client.connection_pool.get_master_address()
-        return [Node(name=f"{host}:{port}", host=host, port=port, client=client)]
+            # a sentinel URL makes a plain client whose pool knows the primary (eventbus.sentinel.master_client)
+            pool = cast("SentinelConnectionPool", cast(redis.Redis, client).connection_pool)
+            host, port = pool.master_address or pool.get_master_address()
+        return [Node(name=f"{host}:{port}", host=host, port=port, client=cast(redis.Redis, client))]
     if not isinstance(client, RedisCluster):
         described = connection(name)
         return [Node(name=f"{described.host}:{described.port}", host=described.host, port=described.port or 0,

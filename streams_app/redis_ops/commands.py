@@ -14,10 +14,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import redis
+from redis.cluster import RedisCluster
 from redis.exceptions import AskError, ClusterDownError, SlotNotCoveredError, TryAgainError
+
+from eventbus.connection import SyncClient
 
 from .client import Node, get_client, is_cluster, key_client, primaries, primary_failed
 from .errors import InvalidArgument, NotFound, Unreachable, translated
@@ -125,9 +128,9 @@ def scan_streams(
                 raise  # one server that does not answer: the whole listing fails, as before
             if primary_failed(conn):  # the cluster may have promoted a replica in its place: read on there
                 with translated(conn):
-                    fresh = primaries(conn)
-                if len(fresh) == len(nodes) and fresh[index].name != node.name:
-                    nodes, node_cursor = fresh, 0  # the same slots, so the same place in the slot order
+                    promoted = primaries(conn)
+                if len(promoted) == len(nodes) and promoted[index].name != node.name:
+                    nodes, node_cursor = promoted, 0  # the same slots, so the same place in the slot order
                     continue
             _note(missed, node.name)
             index, node_cursor = index + 1, 0
@@ -209,7 +212,7 @@ def require_stream(conn: str, key_type: object) -> None:
 
 def stream_pipeline(
     conn: str,
-    client: redis.Redis,
+    client: SyncClient,
     key: bytes,
     commands: Sequence[Sequence[object]],
     *,
@@ -238,7 +241,7 @@ def stream_pipeline(
     return replies
 
 
-def pipelined(client: redis.Redis, commands: Iterable[Sequence[object]], *, raise_on_error: bool = True) -> list[Any]:
+def pipelined(client: SyncClient, commands: Iterable[Sequence[object]], *, raise_on_error: bool = True) -> list[Any]:
     """The replies to ``commands``, sent in one round trip without MULTI: a fact per key or group."""
     pipe = client.pipeline(transaction=False)
     for command in commands:
@@ -274,7 +277,8 @@ def node_of(conn: str, key: bytes) -> str:
     if not is_cluster(conn):
         return primaries(conn)[0].name
     with translated(conn):
-        return client.get_node_from_key(key).name
+        name: str = cast(RedisCluster, client).get_node_from_key(key).name
+        return name
 
 
 def keyed_pipeline(
@@ -322,7 +326,7 @@ def keyed_pipeline(
     return KeyedReplies(replies=out, missed=tuple(missed))
 
 
-def stream_read(conn: str, client: redis.Redis, key: bytes, *command: object) -> Any:
+def stream_read(conn: str, client: SyncClient, key: bytes, *command: object) -> Any:
     """The reply to one read ``command`` on ``key``, sent with the key's TYPE (see :func:`stream_pipeline`)."""
     return stream_pipeline(conn, client, key, [command])[0]
 
@@ -334,7 +338,7 @@ def lookup(key: bytes, entry_id: str | bytes) -> tuple[object, ...]:
 
 def entries_by_id(
     conn: str,
-    client: redis.Redis,
+    client: SyncClient,
     key: bytes,
     ids: Sequence[str],
     *,

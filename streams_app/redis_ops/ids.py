@@ -11,6 +11,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 # One copy, shared with the bus's command line and search; re-exported under the names the console imports.
 from eventbus.text import id_ms, id_time  # noqa: F401
@@ -58,7 +59,7 @@ def id_order(entry_id: str) -> tuple[int, int]:
     return int(ms), int(seq or 0)
 
 
-def reply_id(entry: Sequence | None) -> str | None:
+def reply_id(entry: Sequence[Any] | None) -> str | None:
     """The ID of an entry as Redis replies with it (``[id, fields]``, e.g. XINFO STREAM's first-entry).
 
     None for nil: XINFO STREAM of an empty stream has no first or last entry.

@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cache
+from typing import cast
 
 from django.conf import settings
 
@@ -92,7 +93,8 @@ async def progress_follow(
             item = await loop.run_in_executor(_threads(), next, steps, _END)
         if item is _END:
             return
-        yield item if item is None or mask is None else _masked_event(item, mask)  # type: ignore[arg-type]  # item is an event here: the None case is the left branch
+        event = cast("ProgressEvent | None", item)  # what subscribe yields, once it is not _END
+        yield event if event is None or mask is None else _masked_event(event, mask)
 
 
 def _masked_event(event: ProgressEvent, mask: EntryMask) -> ProgressEvent:

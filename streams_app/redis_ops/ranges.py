@@ -82,7 +82,7 @@ def range_entry_pages(
     client = get_client(conn)
     while True:
         with translated(conn):
-            reply = client.execute_command("XRANGE", key, start, end, "COUNT", page)
+            reply = client.execute_command("XRANGE", key, start, end, "COUNT", page)  # type: ignore[no-untyped-call]  # redis-py leaves execute_command unannotated
         if reply:
             yield masked(mask, [parse_entry(raw) for raw in reply])
         if len(reply) < page:

@@ -24,6 +24,7 @@ import hashlib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import msgpack
 
@@ -225,7 +226,7 @@ def with_failures(conn: str, rset: RetrySet, entries: Sequence[RetryEntry]) -> t
 # ------------------------------------------------------------------------------------ reads
 
 
-def _pairs(reply: Sequence) -> list[tuple[bytes, int]]:
+def _pairs(reply: Sequence[Any]) -> list[tuple[bytes, int]]:
     """ZRANGE WITHSCORES as (member, score) pairs, whether redis-py paired them or not."""
     if reply and isinstance(reply[0], list | tuple):
         return [(bytes(m), int(float(s))) for m, s in reply]
@@ -294,7 +295,7 @@ def retry_members(
 ) -> list[tuple[bytes, int]]:
     """Members due at or before ``up_to_ms``, oldest first, from ``offset``: one batch of a bulk action."""
     with translated(conn):
-        reply = get_client(conn).execute_command(
+        reply = get_client(conn).execute_command(  # type: ignore[no-untyped-call]  # redis-py leaves execute_command unannotated
             "ZRANGE", rset.key, "-inf", up_to_ms, "BYSCORE", "LIMIT", offset, count, "WITHSCORES"
         )
     return _pairs(reply)

@@ -29,8 +29,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from eventbus import keys as bus_keys
+from eventbus.connection import SyncClient
 
 from .client import get_client
 from .commands import pipelined
@@ -71,7 +73,7 @@ def _fields(flat: Sequence[bytes] | None) -> dict[bytes, bytes]:
     return {flat[i]: flat[i + 1] for i in range(0, len(flat) - 1, 2)}
 
 
-def _read(client, *command: object) -> list:
+def _read(client: SyncClient, *command: object) -> list[Any]:
     """One XRANGE/XREVRANGE; [] when Redis refuses it (the metrics key holds another type): the errors are
     then unknown, and the retries are still listed."""
     reply = pipelined(client, [command], raise_on_error=False)[0]
@@ -103,7 +105,7 @@ def failures_find(conn: str, stream: bytes, wanted: Sequence[Wanted]) -> Found:
     return found
 
 
-def _forward(client, metrics: bytes, wanted: list[Wanted], found: Found, budget: int) -> int:
+def _forward(client: SyncClient, metrics: bytes, wanted: list[Wanted], found: Found, budget: int) -> int:
     """Current members: forward from each one's ``_failed_at`` (soonest first), matching group and entry."""
     by_key: dict[tuple[bytes, bytes], list[str]] = {}
     for w in wanted:
@@ -129,7 +131,7 @@ def _forward(client, metrics: bytes, wanted: list[Wanted], found: Found, budget:
     return budget
 
 
-def _backward(client, metrics: bytes, wanted: list[Wanted], found: Found, budget: int) -> None:
+def _backward(client: SyncClient, metrics: bytes, wanted: list[Wanted], found: Found, budget: int) -> None:
     """Members without ``_failed_at``: the newest failure of their event in their group before their due
     time, from one walk back from the latest due time."""
     if not wanted:

@@ -33,18 +33,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Coroutine, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import redis
 import redis.asyncio as aioredis
 from django.conf import settings
+from redis.cluster import RedisCluster
 
 from .client import async_client, connection_url, get_client, is_cluster, node_url, primaries, slot_of
 from .errors import OpsError, RedisRefused, Unreachable, reply_text, translated
 from .ids import reply_id
 from .types import RawEntry
+
+T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
@@ -163,7 +166,7 @@ def load_layout(conn: str) -> Layout:
         if not is_cluster(conn):
             node = primaries(conn)[0]
             return Layout(urls={node.name: connection_url(conn)})
-        client = get_client(conn)
+        client = cast(RedisCluster, get_client(conn))  # is_cluster(conn) above
         manager = client.nodes_manager
         manager.initialize()
         owners = [""] * SLOTS
@@ -452,7 +455,7 @@ class TailSource:
             reader = self.readers[node] = TailReader(self.conn, url=url, node=node)
         return reader
 
-    async def _routed(self, key: bytes, call: Any) -> Any:
+    async def _routed(self, key: bytes, call: Callable[[TailReader], Awaitable[T]]) -> T:
         """``call(reader)`` on the reader of ``key``'s node, following MOVED a bounded number of times."""
         for hop in range(MOVED_HOPS + 1):
             reader = self.reader(await self.node_of(key))
@@ -474,7 +477,11 @@ class TailSource:
 
     async def types(self, keys: Sequence[bytes]) -> list[str]:
         """``TYPE`` of each key (``none`` for a missing key), each asked of its own node."""
-        return [(await self._routed(key, lambda reader, k=key: reader.types([k])))[0] for key in keys]
+
+        async def one(key: bytes) -> str:
+            return (await self._routed(key, lambda reader: reader.types([key])))[0]
+
+        return [await one(key) for key in keys]
 
     def release(self, node: str) -> None:
         """Let one node's connections go (nothing it reads is tailed any more)."""

@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from streams_app import search
 from streams_app.masking.apply import search_mask
@@ -52,7 +52,7 @@ class AckMatchingResult:
 
 
 def _matching_pages(
-    conn: str, key: bytes, group: bytes, query: search.Query, *, up_to: str, mask: Callable | None
+    conn: str, key: bytes, group: bytes, query: search.Query, *, up_to: str, mask: Callable[..., Any] | None
 ) -> Iterator[tuple[int, list[str], bool]]:
     """Per page of the pending list up to ``up_to``: (entries scanned, the matching IDs, last page?)."""
     limit = parse_id(up_to)
@@ -82,7 +82,7 @@ def _matching_pages(
 
 
 def _scan(
-    conn: str, key: bytes, group: bytes, query: search.Query, *, up_to: str, mask: Callable | None,
+    conn: str, key: bytes, group: bytes, query: search.Query, *, up_to: str, mask: Callable[..., Any] | None,
     each: Callable[[list[str]], int] | None = None,
 ) -> tuple[int, int, int, bool]:  # fmt: skip
     scanned = matched = acked = 0

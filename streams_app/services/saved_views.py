@@ -27,7 +27,7 @@ from streams_app.saved.targets import target_parse
 from streams_app.services.audit import action_attempt, action_audit
 
 if TYPE_CHECKING:
-    from django.contrib.auth.base_user import AbstractBaseUser
+    from django.contrib.auth.models import User
 
     from streams_app.accounts.roles import UserLike
 
@@ -63,7 +63,7 @@ def saved_view_save(*, user: UserLike | None, name: str, url: str, shared: bool 
         clean = saved_view_name_clean(name)
         target = target_parse(url)
         view = SavedView.objects.create(
-            owner=cast("AbstractBaseUser", user),
+            owner=cast("User", user),  # action_audit refused anonymous users
             name=clean,
             path=target.path,
             query=target.query,

@@ -13,6 +13,7 @@ from streams_app.services.audit import action_audit
 
 if TYPE_CHECKING:
     from django.contrib.auth.base_user import AbstractBaseUser
+    from django.contrib.auth.models import User
 
     from streams_app.accounts.roles import UserLike
 
@@ -37,7 +38,8 @@ def token_issue(
 def token_revoke(*, user: UserLike | None, token_id: int) -> ApiToken:
     """Delete one of ``user``'s own tokens; another user's token is a 404 (and an audited error)."""
     with action_audit(user=user, conn="", action="token.revoke", params={"token_id": token_id}) as record:
-        token = ApiToken.objects.filter(pk=token_id, user_id=getattr(user, "pk", None)).first()
+        owner = cast("User", user)  # action_audit refused anonymous users
+        token = ApiToken.objects.filter(pk=token_id, user_id=owner.pk).first()
         if token is None:
             raise Http404("You have no API token with that id.")
         record.params.update(name=token.name, prefix=token.prefix)

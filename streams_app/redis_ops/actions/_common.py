@@ -14,11 +14,13 @@ import threading
 import weakref
 from collections.abc import Mapping, Sequence
 from importlib import resources
+from typing import Any
 
 import redis
 from redis.commands.core import Script
 
 from eventbus import scripts as bus_scripts
+from eventbus.connection import SyncClient
 from eventbus.moves import slot_twin as slot_twin  # the one copy, re-exported for the actions
 
 from ..client import key_client
@@ -50,7 +52,7 @@ _SCRIPT_NAMES = (
     "requeue", "requeue_rule", "count_range", "purge", "replay", "replay_copy", "consumer_delete", "walk",
     "retry_take",
 )
-_scripts: weakref.WeakKeyDictionary[redis.Redis, dict[str, Script]] = weakref.WeakKeyDictionary()
+_scripts: weakref.WeakKeyDictionary[SyncClient, dict[str, Script]] = weakref.WeakKeyDictionary()
 _scripts_lock = threading.Lock()
 
 
@@ -100,20 +102,20 @@ class ReadOnlyScript:
     def __init__(self, script: Script) -> None:
         self.script = script
 
-    def __call__(self, keys: Sequence = (), args: Sequence = ()) -> object:
+    def __call__(self, keys: Sequence[Any] = (), args: Sequence[Any] = ()) -> Any:  # a Lua reply, any shape
         client, sha = self.script.registered_client, self.script.sha
         try:
-            return client.execute_command("EVALSHA_RO", sha, len(keys), *keys, *args)
+            return client.execute_command("EVALSHA_RO", sha, len(keys), *keys, *args)  # type: ignore[no-untyped-call]  # redis-py leaves execute_command unannotated
         except redis.exceptions.NoScriptError:
             client.script_load(self.script.script)
-            return client.execute_command("EVALSHA_RO", sha, len(keys), *keys, *args)
+            return client.execute_command("EVALSHA_RO", sha, len(keys), *keys, *args)  # type: ignore[no-untyped-call]  # redis-py leaves execute_command unannotated
         except redis.ResponseError as exc:
             if "unknown command" not in str(exc):
                 raise
             return self.script(keys=keys, args=args)
 
 
-def _script(client: redis.Redis, name: str) -> Script | ReadOnlyScript:
+def _script(client: SyncClient, name: str) -> Script | ReadOnlyScript:
     """The script ``name`` registered on ``client``, once per client (EVALSHA, reloaded on NOSCRIPT;
     EVALSHA_RO for :data:`_READ_ONLY_SCRIPTS`)."""
     scripts = _scripts.get(client)
@@ -126,7 +128,7 @@ def _script(client: redis.Redis, name: str) -> Script | ReadOnlyScript:
     return ReadOnlyScript(scripts[name]) if name in _READ_ONLY_SCRIPTS else scripts[name]
 
 
-def _count(client: redis.Redis, key: bytes, start: str, end: str, match: Sequence[bytes] = ()) -> int:
+def _count(client: SyncClient, key: bytes, start: str, end: str, match: Sequence[bytes] = ()) -> int:
     """Entries in [start, end] (``start`` may be exclusive), counted inside Redis in bounded batches."""
     script = _script(client, "count_range")
     total = 0
@@ -141,7 +143,7 @@ def _count(client: redis.Redis, key: bytes, start: str, end: str, match: Sequenc
 # ---------------------------------------------------------------- reads
 
 
-def _stream_snapshot(conn: str, client: redis.Redis, key: bytes) -> StreamInfo:
+def _stream_snapshot(conn: str, client: SyncClient, key: bytes) -> StreamInfo:
     """XINFO STREAM and XINFO GROUPS of one stream, read in one MULTI (on the key's node on a cluster).
 
     The previews compare the stream's counters with its groups (a rewind's ENTRIESREAD, a trim's

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import redis
+from eventbus.connection import SyncClient
 
 from ..client import get_client, key_client
 from ..commands import entries_by_id, pipelined, require_stream, stream_pipeline
@@ -140,7 +140,7 @@ def consumer_delete_preview(conn: str, key: bytes, group: bytes, *, consumer: by
     _name(group, "group")
     _name(consumer, "consumer")
     with translated(conn):
-        rows = get_client(conn).execute_command("XINFO", "CONSUMERS", key, group)
+        rows = get_client(conn).execute_command("XINFO", "CONSUMERS", key, group)  # type: ignore[no-untyped-call]  # redis-py leaves execute_command unannotated
     for row in map(parse_consumer, rows):
         if row.name == consumer:
             return ConsumerPlan(consumer=consumer, pending=row.pending, idle_ms=row.idle_ms)
@@ -247,14 +247,14 @@ def trim(conn: str, key: bytes, *, maxlen: int | None = None, minid: str | None 
         word = "MAXLEN" if strategy == "maxlen" else "MINID"
         while calls < MAX_TRIM_CALLS:
             calls += 1
-            step = int(client.execute_command("XTRIM", key, word, "~", threshold))
+            step = int(client.execute_command("XTRIM", key, word, "~", threshold))  # type: ignore[no-untyped-call]  # redis-py leaves execute_command unannotated
             removed += step
             if not step:
                 break
         if strategy == "minid":
             # The approximate calls removed whole nodes; what is left older than minid is in the first node.
             calls += 1
-            removed += int(client.execute_command("XTRIM", key, "MINID", "=", threshold))
+            removed += int(client.execute_command("XTRIM", key, "MINID", "=", threshold))  # type: ignore[no-untyped-call]  # redis-py leaves execute_command unannotated
         length = int(client.xlen(key))
     return TrimResult(strategy=strategy, maxlen=maxlen, minid=minid, removed=removed, length=length, calls=calls)
 
@@ -273,7 +273,7 @@ def _trim_args(maxlen: int | None, minid: str | None) -> tuple[str, int | None, 
     return "minid", None, str(parse_position(minid, what="minid").lowest)
 
 
-def _maxlen_bound(client: redis.Redis, key: bytes, *, length: int, keep: int) -> tuple[StreamId, bool] | None:
+def _maxlen_bound(client: SyncClient, key: bytes, *, length: int, keep: int) -> tuple[StreamId, bool] | None:
     """(ID, inclusive) of the newest entry ``MAXLEN keep`` removes, walking from the nearer end."""
     remove = length - keep
     if keep == 0:
@@ -294,7 +294,7 @@ def _maxlen_bound(client: redis.Redis, key: bytes, *, length: int, keep: int) ->
 
 
 def _pending_at_risk(
-    client: redis.Redis, key: bytes, groups: Sequence[GroupInfo], bound: tuple[StreamId, bool]
+    client: SyncClient, key: bytes, groups: Sequence[GroupInfo], bound: tuple[StreamId, bool]
 ) -> tuple[PendingAtRisk, ...]:
     """Groups whose pending entries (XPENDING's oldest first) fall at or below ``bound``."""
     if not groups:
@@ -347,17 +347,18 @@ def entries_delete(conn: str, key: bytes, *, ids: Sequence[str]) -> EntriesDelet
 
 
 def _split(wanted: Sequence[str], found: Sequence[Entry | None]) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    existing, missing = [], []
+    existing: list[str] = []
+    missing: list[str] = []
     for entry_id, entry in zip(wanted, found, strict=True):
         (existing if entry is not None else missing).append(entry_id)
     return tuple(existing), tuple(missing)
 
 
-def _pending_named(client: redis.Redis, key: bytes, ids: Sequence[str]) -> tuple[GroupPending, ...]:
+def _pending_named(client: SyncClient, key: bytes, ids: Sequence[str]) -> tuple[GroupPending, ...]:
     """Per group, which of ``ids`` are in its PEL; only IDs within the group's pending range are asked."""
     if not ids:
         return ()
-    groups = [g for g in map(parse_group, client.execute_command("XINFO", "GROUPS", key)) if g.pending]
+    groups = [g for g in map(parse_group, client.execute_command("XINFO", "GROUPS", key)) if g.pending]  # type: ignore[no-untyped-call]  # redis-py leaves execute_command unannotated
     if not groups:
         return ()
     summaries = pipelined(client, [("XPENDING", key, g.name) for g in groups])

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
-import redis
+from eventbus.connection import SyncClient
 
 from ..client import get_client, key_client
 from ..commands import lookup, stream_pipeline
@@ -133,7 +134,7 @@ def autoclaim(
     with translated(conn):
         for _ in range(max_batches):
             step = count if limit is None else min(count, limit - len(claimed))
-            reply = client.execute_command(
+            reply = client.execute_command(  # type: ignore[no-untyped-call]  # redis-py leaves execute_command unannotated
                 "XAUTOCLAIM", key, group, consumer, min_idle_ms, cursor, "COUNT", step
             )
             cursor = reply_text(reply[0])
@@ -165,10 +166,10 @@ def ack(conn: str, key: bytes, group: bytes, *, ids: Sequence[str]) -> int:
     return int(acked)
 
 
-def _deliveries(pel_rows: Sequence) -> int:
+def _deliveries(pel_rows: Sequence[Any]) -> int:
     """The delivery count of the one row ``XPENDING key group id id 1`` answered."""
     return parse_pending_entry(pel_rows[0]).deliveries
 
 
-def _has_group(client: redis.Redis, key: bytes, group: bytes) -> bool:
-    return any(parse_group(row).name == group for row in client.execute_command("XINFO", "GROUPS", key))
+def _has_group(client: SyncClient, key: bytes, group: bytes) -> bool:
+    return any(parse_group(row).name == group for row in client.execute_command("XINFO", "GROUPS", key))  # type: ignore[no-untyped-call]  # redis-py leaves execute_command unannotated

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import redis
+from eventbus.connection import SyncClient
 
 from ..client import get_client, is_cluster, slot_of
 from ..commands import entries_by_id, require_stream, stream_read
@@ -159,7 +159,8 @@ def requeue_range(
             moved = len(result.requeued)
             per_target = _per_target(result.requeued)
         else:
-            keys, placement = [dlq_key], [b"any", b"", b""]
+            keys = [dlq_key]
+            placement: list[bytes | int] = [b"any", b"", b""]
             if is_cluster(conn):
                 # Targets in the DLQ's slot are written by the script; others are leased and returned.
                 keys.append(lease_key(dlq_key))
@@ -241,7 +242,7 @@ def _request_owner() -> str:
 
 
 def _rule_outcomes(
-    conn: str, dlq_key: bytes, reply: Sequence, *, owner: str, itemize: bool
+    conn: str, dlq_key: bytes, reply: Sequence[Any], *, owner: str, itemize: bool
 ) -> tuple[RequeueResult, int, dict[bytes, int]]:
     """Turn ``requeue_rule.lua``'s reply into a result: add the entries it leased (cluster) to their
     targets on their own nodes, and plan and move declined entries in Python. Returns the result,
@@ -297,7 +298,7 @@ def _rule_outcomes(
 
 
 def _requeue_entries(
-    conn: str, client: redis.Redis, dlq_key: bytes, entries: Sequence[Entry], *, owner: str
+    conn: str, client: SyncClient, dlq_key: bytes, entries: Sequence[Entry], *, owner: str
 ) -> RequeueResult:
     """Plan each entry and move them: those whose target shares the DLQ's slot (all of them on
     standalone) in one script call, the others by :func:`.moves.move_across`, one call per target."""
@@ -352,7 +353,7 @@ def dlq_delete(conn: str, dlq_key: bytes, *, ids: Sequence[str]) -> int:
     _key(dlq_key, "DLQ key")
     wanted = _ids(ids)
     with translated(conn):
-        return int(get_client(conn).execute_command("XDEL", dlq_key, *wanted))
+        return int(get_client(conn).execute_command("XDEL", dlq_key, *wanted))  # type: ignore[no-untyped-call]  # redis-py leaves execute_command unannotated
 
 
 def dlq_purge(conn: str, dlq_key: bytes, *, up_to: str, batch: int = 1000) -> int:

@@ -22,6 +22,7 @@ and its count is exact. The cost is that each entry travels to the client and ba
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from eventbus.keys import hash_tag
 
@@ -207,7 +208,7 @@ def _replay_across(
     raw = stream_read(conn, client, key, "XRANGE", key, start, last, "COUNT", batch)
     done = len(raw) < batch or (bool(raw) and reply_text(raw[-1][0]) == last)
     reached = last if done else reply_text(raw[-1][0])
-    entries: list[object] = []
+    entries: list[bytes | str | int] = []
     for entry_id, fields in raw:
         entries += (entry_id, len(fields), *fields)
     copied, counted, span = _script(client, "replay_copy")(
@@ -217,7 +218,7 @@ def _replay_across(
                        span=copy_span(span))  # fmt: skip
 
 
-def copy_span(reply: list) -> tuple[str, str, str, str] | None:
+def copy_span(reply: list[Any]) -> tuple[str, str, str, str] | None:
     """The scripts' ``{first source ID, last, first copy, last copy}`` (``{}`` when nothing was copied)."""
     if not reply:
         return None

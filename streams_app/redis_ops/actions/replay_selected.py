@@ -38,7 +38,7 @@ def replay_entries(
     _key(target, "target stream")
     _key(job_key, "job key")
     reached = str(parse_id(reached, allow_bare=False, what="reached"))
-    args: list[object] = []
+    args: list[bytes | str | int] = []
     for entry in entries:
         if parse_id(entry.id) > parse_id(reached):
             raise InvalidArgument("An entry to copy lies after the position the step reached.")

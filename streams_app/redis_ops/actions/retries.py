@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from eventbus.dlq import dead_letter_fields
 from eventbus.keys import in_slot_of
@@ -113,10 +114,10 @@ def _dlq_args(rset: RetrySet, entry: RetryEntry, note: str) -> list[bytes | str]
 
 
 def _take(
-    conn: str, rset: RetrySet, mode: str, target: bytes | None, items: list[tuple[str, list]]
+    conn: str, rset: RetrySet, mode: str, target: bytes | None, items: list[tuple[str, list[Any]]]
 ) -> RetryOutcome:
     """One script call over ``items`` (ref, dlq fields) of one set; at most MAX_IDS of them."""
-    args: list[object] = [mode]
+    args: list[bytes | str | int] = [mode]
     for ref, fields in items:
         due, sha = parse_ref(ref)
         args += [due, sha, len(fields), *fields]
@@ -145,7 +146,7 @@ def retry_take(conn: str, rset: RetrySet, *, mode: str, refs: Sequence[str], not
         return _take(conn, rset, mode, target, [(ref, []) for ref in wanted])
     found = retry_entries_by_ref(conn, rset, wanted)
     failures = {e.ref: e for e in with_failures(conn, rset, [e for e in found if e is not None])}
-    items: list[tuple[str, list]] = []
+    items: list[tuple[str, list[Any]]] = []
     gone: list[str] = []
     for ref, entry in zip(wanted, found, strict=True):
         if entry is None:

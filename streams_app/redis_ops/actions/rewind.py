@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import redis
+from eventbus.connection import SyncClient
 
 from ..client import get_client
 from ..errors import InvalidArgument, NotFound, translated
@@ -115,7 +115,7 @@ def _rewind(conn: str, key: bytes, group: bytes, *, to: str, apply: bool) -> Rew
             args: list[Any] = ["XGROUP", "SETID", key, group, target]
             if entries_read is not None:
                 args += ["ENTRIESREAD", entries_read]
-            client.execute_command(*args)
+            client.execute_command(*args)  # type: ignore[no-untyped-call]  # redis-py leaves execute_command unannotated
     return RewindPlan(
         last_delivered_id=target,
         entries_read=entries_read,
@@ -125,7 +125,7 @@ def _rewind(conn: str, key: bytes, group: bytes, *, to: str, apply: bool) -> Rew
     )
 
 
-def _rewind_target(client: redis.Redis, key: bytes, text: str, *, last: str) -> str:
+def _rewind_target(client: SyncClient, key: bytes, text: str, *, last: str) -> str:
     if text == "$":
         return last
     if text in ("0", "-"):
@@ -134,6 +134,6 @@ def _rewind_target(client: redis.Redis, key: bytes, text: str, *, last: str) -> 
     if pos.seq is not None:
         return str(pos.lowest)
     before = (
-        client.execute_command("XREVRANGE", key, "(" + str(pos.lowest), "-", "COUNT", 1) if pos.ms else []
+        client.execute_command("XREVRANGE", key, "(" + str(pos.lowest), "-", "COUNT", 1) if pos.ms else []  # type: ignore[no-untyped-call]  # redis-py leaves execute_command unannotated
     )
     return reply_text(before[0][0]) if before else ZERO_ID

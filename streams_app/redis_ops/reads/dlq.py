@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from django.conf import settings
 
@@ -169,6 +170,6 @@ def _error_matches(entry: DlqEntry, needle: str | None, where: Callable[[DlqEntr
     return where is None or where(entry)
 
 
-def _parsed(dlq_key: bytes, raw: Sequence, mask: EntryMask | None) -> DlqEntry:
+def _parsed(dlq_key: bytes, raw: Sequence[Any], mask: EntryMask | None) -> DlqEntry:
     entry = parse_entry(raw) if mask is None else mask(parse_entry(raw))
     return parse_dlq_entry(dlq_key, entry.id, entry.fields)

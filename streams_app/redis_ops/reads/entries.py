@@ -94,7 +94,7 @@ def entry_get(conn: str, key: bytes, entry_id: str, *, mask: EntryMask | None) -
     sid = parse_id(entry_id, allow_bare=False, what="entry ID")
     client = get_client(conn)
     with translated(conn):
-        raw = client.execute_command(*lookup(key, str(sid)))
+        raw = client.execute_command(*lookup(key, str(sid)))  # type: ignore[no-untyped-call]  # redis-py leaves execute_command unannotated
     if not raw:
         raise NotFound(f"No entry {sid} in this stream.", conn=conn)
     return masked(mask, [parse_entry(raw[0])])[0]
@@ -105,7 +105,7 @@ def entry_exists(conn: str, key: bytes, entry_id: str) -> bool:
     validate_key(key)
     sid = parse_id(entry_id, allow_bare=False, what="entry ID")
     with translated(conn):
-        return bool(get_client(conn).execute_command(*lookup(key, str(sid))))
+        return bool(get_client(conn).execute_command(*lookup(key, str(sid))))  # type: ignore[no-untyped-call]  # redis-py leaves execute_command unannotated
 
 
 def newest_ids(conn: str, key: bytes, *, count: int, at: str | None = None) -> list[str]:

@@ -87,7 +87,7 @@ def groups(conn: str, key: bytes) -> tuple[GroupInfo, ...]:
     """Every group of the stream, in Redis's order (XINFO GROUPS answers all of them at once)."""
     validate_key(key)
     with translated(conn):
-        raw = get_client(conn).execute_command("XINFO", "GROUPS", key)
+        raw = get_client(conn).execute_command("XINFO", "GROUPS", key)  # type: ignore[no-untyped-call]  # redis-py leaves execute_command unannotated
     return tuple(parse_group(g) for g in raw)
 
 
@@ -113,7 +113,7 @@ def consumers(conn: str, key: bytes, group: bytes) -> tuple[ConsumerInfo, ...]:
     """Every consumer of the group, in Redis's order (XINFO CONSUMERS answers all of them at once)."""
     validate_key(key)
     with translated(conn):
-        raw = get_client(conn).execute_command("XINFO", "CONSUMERS", key, group)
+        raw = get_client(conn).execute_command("XINFO", "CONSUMERS", key, group)  # type: ignore[no-untyped-call]  # redis-py leaves execute_command unannotated
     return tuple(parse_consumer(item) for item in raw)
 
 

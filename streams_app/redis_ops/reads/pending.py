@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ..client import get_client
 from ..commands import keyed_pipeline, lookup, pipelined
@@ -41,7 +42,7 @@ def pending_longest_idle(conn: str, key: bytes, group: bytes, *, pending: int) -
     """
     sent_at = time.monotonic()
     with translated(conn):
-        reply = get_client(conn).execute_command(*first_probe(key, group))
+        reply = get_client(conn).execute_command(*first_probe(key, group))  # type: ignore[no-untyped-call]  # redis-py leaves execute_command unannotated
     figures, _, _ = longest_idle(conn, [(key, group, pending, reply)], sent_at=sent_at)
     return figures[0]
 
@@ -98,7 +99,7 @@ def _pending_read(
     min_idle_ms: int | None,
     after: str | None,
     count: int,
-) -> tuple[PendingPage, list]:
+) -> tuple[PendingPage, list[Any]]:
     """The page and the raw ``XRANGE id id`` reply of each of its rows (empty: the message is gone)."""
     validate_key(key)
     count = check_count(count)

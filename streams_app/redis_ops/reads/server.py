@@ -7,6 +7,7 @@ Raw figures only: how they are shown (bytes in Redis's ``1.50M`` style) is the p
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import redis
 
@@ -42,7 +43,7 @@ def server_overview(conn: str) -> ServerOverview:
     with translated(conn):
         nodes = primaries(conn)
     cluster = is_cluster(conn)
-    answers: list[tuple[dict, int | None]] = []
+    answers: list[tuple[dict[Any, Any], int | None]] = []
     missed: list[str] = []
     refused: dict[str, str] = {}
     for node in nodes:
@@ -59,7 +60,7 @@ def server_overview(conn: str) -> ServerOverview:
             primary_failed(conn)  # a replica promoted in its place is asked from the next overview on
             missed.append(node.name)
             continue
-        info: dict = {}
+        info: dict[Any, Any] = {}
         for name, reply in zip((*_OVERVIEW_SECTIONS, "DBSIZE"), (*sections, dbsize), strict=True):
             if isinstance(reply, redis.ResponseError):
                 refused.setdefault(name if name == "DBSIZE" else f"INFO {name}", str(reply))
