@@ -116,6 +116,18 @@ class ApiTokenAdmin(admin.ModelAdmin):
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
+    def delete_model(self, request: HttpRequest, obj: ApiToken) -> None:
+        """A token revoked here (anyone's) goes through the gate as its owner's revoke on /tokens/ does."""
+        params = {"token_id": obj.pk, "name": obj.name, "prefix": obj.prefix, "owner": obj.user.get_username()}
+        with services.action_audit(user=request.user, conn="", action="token.revoke.any", params=params) as record:
+            super().delete_model(request, obj)
+            record.affected = 1
+
+    def delete_queryset(self, request: HttpRequest, queryset: Any) -> None:
+        """The admin's bulk delete: each token one attempt and one row."""
+        for obj in queryset.select_related("user"):
+            self.delete_model(request, obj)
+
 
 # ------------------------------------------------------------------ metrics mirror
 # The mirror is Redis's state as last seen: editing it would only be overwritten (or lie), so it is

@@ -72,6 +72,7 @@ ACTION_ROLES: dict[str, Role] = {
     # personal API tokens page: every user manages their own
     "token.create": Role.VIEWER,
     "token.revoke": Role.VIEWER,
+    "token.revoke.any": Role.ADMIN,  # someone else's, in the Django admin
     # alert rules are the console's own settings: admins manage them
     "alert_rule.create": Role.ADMIN,
     "alert_rule.update": Role.ADMIN,
@@ -98,7 +99,7 @@ ACTION_ROLES: dict[str, Role] = {
 
 #: Actions on the console's own records that read-only mode allows: it protects the monitored Redis,
 #: and a read-only console is still read through the API, with personal tokens.
-READ_ONLY_ALLOWED: frozenset[str] = frozenset({"token.create", "token.revoke"})
+READ_ONLY_ALLOWED: frozenset[str] = frozenset({"token.create", "token.revoke", "token.revoke.any"})
 #: An export only reads the monitored Redis (its job writes a file of the console's own).
 READ_ONLY_ALLOWED |= {"export", "export.job"}
 #: Stopping a job changes no monitored Redis (what it did stays done), and a read-only console still runs
