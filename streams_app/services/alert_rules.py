@@ -14,11 +14,10 @@ from typing import TYPE_CHECKING, Any, cast
 
 from django.core.exceptions import PermissionDenied
 
-from streams_app.accounts.roles import require_role
 from streams_app.alerts.models import AlertRule
 from streams_app.alerts.rules import RULE_FIELDS
 from streams_app.alerts.webhooks import webhook_display
-from streams_app.services.audit import ACTION_ROLES, action_audit, action_authorize, action_check
+from streams_app.services.audit import action_audit, action_authorize, action_check, action_role_require
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -48,10 +47,7 @@ def alert_rule_form_require(*, user: UserLike | None, action: str) -> None:
     Showing a form changes nothing, so it is not audited, and read-only mode does not hide it: the
     save is what gets refused, with the reason.
     """
-    role = ACTION_ROLES.get(action)
-    if role is None:
-        raise PermissionDenied(f"{action!r} is not an action the console knows.")
-    require_role(user, role)
+    action_role_require(user=user, action=action)
 
 
 def alert_rule_authorize(*, user: UserLike | None, action: str, rule: AlertRule | None = None) -> None:

@@ -126,6 +126,12 @@ def action_authorize(*, user: UserLike | None, action: str) -> None:
     """
     if action not in READ_ONLY_ALLOWED:
         require_writable()
+    action_role_require(user=user, action=action)
+
+
+def action_role_require(*, user: UserLike | None, action: str) -> None:
+    """Raise PermissionDenied unless ``user`` holds the role of ``action``, read-only mode aside: for
+    showing a form (which changes nothing, so is not audited) whose save is then refused with the reason."""
     role = ACTION_ROLES.get(action)
     if role is None:
         raise PermissionDenied(f"{action!r} is not an action the console knows.")
