@@ -263,6 +263,24 @@ def test_table_check_sees_a_planted_violation(tmp_path: Path) -> None:
     assert find_cycles(table_graph(circle)) == [(["audit", "jobs", "audit"], ["audit", "jobs"])]
 
 
+#: Imports the table was written to refuse (each was in the code once): importer, imported.
+_REFUSED = [
+    ("streams_app.jobs.kinds", "streams_app.search.replay"),  # a circle: search's job bodies build on jobs
+    ("streams_app.redis_ops.actions.dlq", "pipeline.signatures"),  # the door knowing the reports' rule
+    ("streams_app.metrics.snapshots", "streams_app.signals"),  # a package reaching up into the glue
+    ("streams_app.alerts.evaluation", "streams_app.signals"),
+    ("streams_app.accounts.role_backend", "streams_app.compiled"),  # a top-level module no row names
+    ("streams_app.views.errors", "streams_app.middleware"),
+    ("streams_app.annotations.models", "streams_app.metrics.panels"),  # only metrics' models sit below
+    ("busconsole.locks", "streams_app.accounts.roles"),  # busconsole's helpers sit below the console
+]
+
+
+@pytest.mark.parametrize(("importer", "imported"), _REFUSED)
+def test_the_table_refuses_an_import_upward(importer: str, imported: str) -> None:
+    assert table_offenders(TABLE, {importer: [(imported, 1)]}) == [f"{importer}:1 imports {imported}"]
+
+
 def test_the_table_names_real_packages_once_and_has_no_circle() -> None:
     names = [name for row in TABLE for name in (*row.names, *row.may)]
     unknown = sorted({n for n in names if not any(_under(m, n) for m in MODULES)})
