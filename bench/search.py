@@ -123,7 +123,7 @@ def _search_rate(conn: str, text: str, n: int) -> tuple[float, int]:
 
 
 def _breakdown(client, conn: str, sample: int, queries: list[str]) -> None:
-    from streams_app.redis_ops.decoding import decoded_value
+    from eventbus.decoding import decoded_value
     from streams_app.redis_ops.parsers import parse_entry
     from streams_app.search import compile_query
 

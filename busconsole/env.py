@@ -10,12 +10,19 @@ import json
 import os
 import re
 from ipaddress import IPv4Network, IPv6Network, ip_network
-from urllib.parse import parse_qsl, urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
 
+from eventbus.connection import DEFAULT_PORT, ClusterValueError, split_mode
 from eventbus.sentinel import is_sentinel, sentinel_problem
 from eventbus.tls import tls_problem
+
+#: Where ``make run`` starts its private redis-server, and so the console's default Redis
+#: (``busconsole/settings.py``) and that of ``scripts/run.py``: the port is ``$BUSCONSOLE_REDIS_PORT``,
+#: :data:`PRIVATE_PORT` when unset or empty. The same number as the bus's command line's default
+#: (:data:`eventbus.connection.DEFAULT_PORT`), so ``python -m eventbus`` beside ``make run`` sees its streams.
+PRIVATE_PORT_VARIABLE = "BUSCONSOLE_REDIS_PORT"
+PRIVATE_PORT = DEFAULT_PORT
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
@@ -104,9 +111,12 @@ def parse_connections(raw: str) -> dict[str, str]:
             )
         if not is_sentinel(url) and not url.startswith(("redis://", "rediss://", "unix://")):
             raise ImproperlyConfigured(f"BUS_REDIS_URLS: {name} has an unsupported URL scheme")
-        for key, value in parse_qsl(urlsplit(url).query, keep_blank_values=True):
-            if key == "cluster" and value.lower() not in ("yes", "no", "true", "false", "1", "0", "auto"):
-                raise ImproperlyConfigured(f"BUS_REDIS_URLS: {name} has cluster={value!r}; expected yes, no or auto")
+        try:
+            split_mode(url)
+        except ClusterValueError as exc:
+            raise ImproperlyConfigured(
+                f"BUS_REDIS_URLS: {name} has cluster={exc.value!r}; expected yes, no or auto"
+            ) from None
         problem = sentinel_problem(url) if is_sentinel(url) else tls_problem(url)
         if problem:
             raise ImproperlyConfigured(f"BUS_REDIS_URLS: {name} {problem}")

@@ -16,6 +16,8 @@ from kombu import Exchange, Queue
 
 from busconsole import sentinel as console_sentinel
 from busconsole.env import (
+    PRIVATE_PORT,
+    PRIVATE_PORT_VARIABLE,
     checked_redis_url,
     envbool,
     envint,
@@ -26,7 +28,6 @@ from busconsole.env import (
     parse_mask_rules,
     parse_unmasked_roles,
 )
-from eventbus.connection import PRIVATE_PORT, PRIVATE_PORT_VARIABLE
 from eventbus.sentinel import is_sentinel
 from eventbus.tls import tls_options, without_tls
 from pipeline import conf as _spark_conf  # no pyspark: parses BUSCONSOLE_SPARK_CONF

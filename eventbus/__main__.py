@@ -1,11 +1,10 @@
 """Command line: ``python -m eventbus {worker,publish,migrate,demo,list,inspect,groups,pending,dlq,stats,
 requeue,claim,journey} ...``.
 
-The console's screens on the command line (``list`` ... ``claim``) are :mod:`eventbus.cli`.
-Every command but ``worker`` uses ``--url``, else ``$BUS_REDIS_URL``, else db 0 of the private Redis that
-``make run`` starts and the console's settings fall back to (``redis://127.0.0.1:$BUSCONSOLE_REDIS_PORT/0``,
-port 6390 when unset): the one default of the project, so a command run beside ``make run`` sees the
-console's streams. ``worker`` uses the URL of the ``Bus`` it imports. When that Redis cannot
+The operator's commands (``list`` ... ``journey``) are :mod:`eventbus.cli`.
+Every command but ``worker`` uses ``--url``, else ``$BUS_REDIS_URL``, else db 0 of a local Redis
+(``redis://127.0.0.1:$EVENTBUS_REDIS_PORT/0``, port :data:`~eventbus.connection.DEFAULT_PORT`, 6390, when
+unset). ``worker`` uses the URL of the ``Bus`` it imports. When that Redis cannot
 be reached (refused, unknown host, timed out) or refuses the login, the command prints one line naming
 the URL (password masked) and what sets it, and exits with status 69 (see :mod:`eventbus.redis_errors`);
 a URL that is no Redis URL, or names a database the server does not have, is such a line and status 2.
@@ -28,26 +27,24 @@ from urllib.parse import urlsplit
 from .bus import Bus
 from .cli import add_commands
 from .cli_reads import Shown
-from .connection import PRIVATE_PORT as DEFAULT_PORT
-from .connection import PRIVATE_PORT_VARIABLE as PORT_VARIABLE
-from .connection import REDIS_ERRORS, database_missing, databases_of, url_problem
+from .connection import DEFAULT_PORT, REDIS_ERRORS, database_missing, databases_of, url_problem
 from .errors import DuplicateEvent
 from .redis_errors import EXIT_UNAVAILABLE, explain, masked
 
 URL_VARIABLE = "BUS_REDIS_URL"
+PORT_VARIABLE = "EVENTBUS_REDIS_PORT"
 DEFAULT_URL = f"redis://127.0.0.1:${PORT_VARIABLE}/0"
 """The default as the help shows it: :func:`_where` puts the port in."""
 
 DESCRIPTION = """\
 The event bus's command line: run workers, publish an event, move keys left
-under pre-cluster names, run demo traffic; and the console's screens without
-the console: list streams, inspect entries, groups, pending entries, DLQs,
-stats, requeue dead letters, claim pending entries, follow one event's journey
-(tables, or --json).
+under pre-cluster names, run demo traffic; and look after the streams: list
+streams, inspect entries, groups, pending entries, DLQs, stats, requeue dead
+letters, claim pending entries, follow one event's journey (tables, or --json).
 
 Redis: every command but worker connects to --url, else $BUS_REDIS_URL, else
-redis://127.0.0.1:$BUSCONSOLE_REDIS_PORT/0 (port 6390 when unset): the private
-Redis that make run starts. worker connects where the Bus it imports says.
+redis://127.0.0.1:$EVENTBUS_REDIS_PORT/0 (port 6390 when unset): a local
+Redis, as make run starts one. worker connects where the Bus it imports says.
 Every command but worker waits at most $EVENTBUS_TIMEOUT_S (30) seconds for a
 reply. TLS: a rediss:// URL with ssl_ca_certs, ssl_certfile, ssl_keyfile.
 --url, --json, --dlq-patterns and --log-level go before or after the command.
@@ -65,7 +62,7 @@ examples:
 exit status: 0 done; 1 refused (a duplicate event), nothing done or only part
 of it (an ID missing or refused, nothing matched), or the key is not there;
 2 bad arguments (a URL that is no Redis URL or names a database the server
-lacks, or a $BUSCONSOLE_REDIS_PORT that is no port number);
+lacks, or a $EVENTBUS_REDIS_PORT that is no port number);
 69 Redis could not be reached or refused the login.
 """
 
@@ -197,7 +194,7 @@ def _migrate(args: argparse.Namespace) -> int:
     for done in results:
         print(
             f"{done.stream}: {done.retries} retries and {done.unique_keys} unique keys moved; "
-            f"{done.old_dead_letters} dead letters left in the old DLQ (requeue them from the console)"
+            f"{done.old_dead_letters} dead letters left in the old DLQ (requeue them: requeue <old DLQ> --all)"
         )
     if not results:
         print("nothing to migrate: no retry or unique set under an old name")
@@ -341,19 +338,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(
-    argv: Sequence[str] | None = None,
-    *,
-    shown: Shown | None = None,
-    journey_steps: Callable[[Any], Any] | None = None,
+    argv: Sequence[str] | None = None, *, shown: Shown | None = None, journey_steps: Callable[[Any], Any] | None = None,
+    dlq_patterns: tuple[str, str] | None = None,
 ) -> int:
-    """Run one command. ``shown`` is what the commands may show of an entry (:data:`.cli_reads.Shown`):
-    the bytes as stored when None; the console's ``manage.py bus`` passes its masking rules, and
-    ``journey_steps`` (a :class:`eventbus.journey.Journey` in, the same with the operator actions of its
-    audit log added, out) for ``journey``."""
+    """Run one command. A program that embeds the command line passes its own settings and hooks:
+    ``shown`` is what the commands may show of an entry (:data:`.cli_reads.Shown`: its masking rules; the
+    bytes as stored when None), ``journey_steps`` (a :class:`eventbus.journey.Journey` in, the same with
+    the operator actions it records added, out) for ``journey``, and ``dlq_patterns`` its configured DLQ
+    conventions as (the setting's name, its JSON), used when ``--dlq-patterns`` is not given, in place
+    of ``$EVENTBUS_DLQ_PATTERNS``."""
     parser = build_parser()
     args = parser.parse_args(argv)
     args.shown = shown
     args.journey_steps = journey_steps
+    args.patterns_setting = dlq_patterns
     for dest, flag in GLOBAL_OPTIONS.items():
         if getattr(args, dest) not in (None, False) and dest not in args.global_options:
             parser.error(f"{args.command} does not take {flag}")  # given before it: exit 2

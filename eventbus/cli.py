@@ -1,10 +1,11 @@
-"""The console's screens on the command line: ``python -m eventbus list|inspect|groups|pending|dlq|stats|
-requeue|claim|journey``, registered on :mod:`eventbus.__main__`'s parser by :func:`add_commands`.
+"""The operator's commands: ``python -m eventbus list|inspect|groups|pending|dlq|stats|requeue|claim|journey``,
+registered on :mod:`eventbus.__main__`'s parser by :func:`add_commands`.
 
 Each command prints a table for a human, or with ``--json`` one JSON document for a script, and exits
 with a status a script can trust (:data:`EXIT_STATUS`). Reads are :mod:`eventbus.cli_reads`, actions
-:mod:`eventbus.cli_actions`; DLQs are found and parsed by the console's own conventions
-(:mod:`eventbus.conventions`), configured by the same ``BUSCONSOLE_DLQ_PATTERNS``.
+:mod:`eventbus.cli_actions`; DLQs are found and parsed by the one copy of the conventions
+(:mod:`eventbus.conventions`), configured by ``--dlq-patterns``, ``$EVENTBUS_DLQ_PATTERNS``, or the setting
+a program embedding this command line hands to :func:`eventbus.__main__.main`.
 """
 
 from __future__ import annotations
@@ -38,8 +39,14 @@ def _bytes(value: str) -> bytes:
 
 
 def _patterns(args: argparse.Namespace) -> tuple[DlqPattern, ...]:
+    """``--dlq-patterns``, else the setting a program embedding the command line handed to
+    :func:`eventbus.__main__.main` (its name and value), else ``$EVENTBUS_DLQ_PATTERNS``."""
     if args.dlq_patterns is not None:
         return parse_dlq_patterns(args.dlq_patterns, "--dlq-patterns")
+    given = getattr(args, "patterns_setting", None)
+    if given is not None:
+        name, value = given
+        return parse_dlq_patterns(value, name)
     return parse_dlq_patterns(os.environ.get(PATTERNS_VARIABLE, ""), PATTERNS_VARIABLE)
 
 
@@ -258,7 +265,7 @@ def add_commands(
         if dlq:
             global_option(
                 sub, "--dlq-patterns", metavar="JSON",
-                help=f"configured DLQ conventions, as the console's setting (default: ${PATTERNS_VARIABLE})",
+                help=f"configured DLQ conventions, a JSON list (default: ${PATTERNS_VARIABLE})",
             )  # fmt: skip
         sub.set_defaults(func=_runner(func, connect))
         return sub

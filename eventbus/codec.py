@@ -33,6 +33,7 @@ from typing import Any
 
 from . import keys
 from .errors import MalformedEvent
+from .text import id_order
 
 
 def json_default(value: Any) -> Any:
@@ -205,7 +206,7 @@ def decode_event(
             stream=stream,
             group=group,
             entry_id=entry_id,
-            ts=int(ts_raw) if ts_raw is not None else int(entry_id.split("-", 1)[0]),
+            ts=int(ts_raw) if ts_raw is not None else id_order(entry_id)[0],
             retries=retries,
             deliveries=retries + deliveries,
             correlation_id=_text(fields, _B_CORRELATION_ID),

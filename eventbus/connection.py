@@ -1,7 +1,7 @@
 """Standalone or cluster: which kind of Redis a bus URL names, and its clients (sync and asyncio).
 
-The rule is the console's (``streams_app.redis_ops.client``), written again here because the bus
-must not import the console:
+The one reading of a URL's kind: any program that connects to a bus URL (the bus itself, its command
+line, an application monitoring the bus) asks :func:`split_mode` and :func:`detect` here:
 
 - the URL may declare the kind with ``?cluster=yes`` or ``?cluster=no`` (also true/false/1/0, and
   ``auto``); the argument is taken out of the URL before redis-py sees it, which would otherwise
@@ -64,23 +64,33 @@ REDIS_ERRORS: tuple[type[Exception], ...] = (redis.RedisError, redis.exceptions.
 SyncClient = redis.Redis | redis.cluster.RedisCluster
 AsyncClient = redis.asyncio.Redis | redis.asyncio.cluster.RedisCluster
 
-#: Where ``make run`` starts its private redis-server, and so the default Redis of the console
-#: (``busconsole/settings.py``), of ``python -m eventbus`` and of ``scripts/run.py``: the port is
-#: ``$BUSCONSOLE_REDIS_PORT``, :data:`PRIVATE_PORT` when unset or empty. Kept here, the lowest
-#: layer, because the bus must not import the console.
-PRIVATE_PORT_VARIABLE = "BUSCONSOLE_REDIS_PORT"
-PRIVATE_PORT = 6390
+#: The port of the local Redis a program on the bus uses when it is given no URL: ``python -m eventbus``
+#: tries ``redis://127.0.0.1:<port>/0`` (the port from ``$EVENTBUS_REDIS_PORT`` when set). Programs that
+#: start a Redis of their own for development use it too, so that the command line finds it unasked.
+DEFAULT_PORT = 6390
+
+
+class ClusterValueError(ValueError):
+    """A ``cluster=`` argument that is none of yes, no, auto (or true/false/1/0): ``value`` is what was given."""
+
+    def __init__(self, value: str) -> None:
+        super().__init__(f"cluster={value!r}: expected yes, no or auto")
+        self.value = value
 
 
 def split_mode(url: str) -> tuple[str, str]:
-    """``url`` without its ``cluster=`` argument, and what it declares (``cluster``/``standalone``/``auto``)."""
+    """``url`` without its ``cluster=`` argument, and what it declares (``cluster``/``standalone``/``auto``).
+
+    redis-py would pass an unknown query argument on to the client as a keyword, so it is taken out
+    here. Any other value than those of :data:`_DECLARED` is :class:`ClusterValueError`.
+    """
     parts = urlsplit(url)
     declared = AUTO
     kept = []
     for key, value in parse_qsl(parts.query, keep_blank_values=True):
         if key == "cluster":
             if value.lower() not in _DECLARED:
-                raise ValueError(f"cluster={value!r} in the bus URL: expected yes, no or auto")
+                raise ClusterValueError(value)
             declared = _DECLARED[value.lower()]
         else:
             kept.append((key, value))

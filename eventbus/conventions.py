@@ -1,9 +1,10 @@
 """Dead-letter queue conventions: which keys are DLQs, what their entries mean, where a requeue goes.
 
-The console must be useful on buses it did not write, and so must the bus's command line
-(``python -m eventbus dlq``/``requeue``): both read DLQs by this one Django-free copy. It knows three layouts
-natively and lets the operator describe more in ``BUSCONSOLE_DLQ_PATTERNS`` (the console's setting, the
-command line's environment variable or ``--dlq-patterns``), passed to each function as ``patterns``:
+A program that reads DLQs (the bus's command line, ``python -m eventbus dlq``/``requeue``, or one that
+monitors the bus) must be useful on buses the bus did not write: this is the one Django-free copy of what
+their DLQs look like. It knows three layouts natively and lets the operator describe more as configured
+conventions (:func:`parse_dlq_patterns`: the command line reads them from ``$EVENTBUS_DLQ_PATTERNS`` or
+``--dlq-patterns``, a program embedding the bus from its own setting), passed to each function as ``patterns``:
 
 ``eventbus`` (ours)
     Key ``{stream}:dlq`` (the bus names it in the stream's hash slot: ``{orders}:dlq`` for ``orders``;
@@ -32,7 +33,7 @@ Requeue writes the original message back:
 
 Configured conventions
 ----------------------
-``BUSCONSOLE_DLQ_PATTERNS`` is a JSON list of objects, checked in order and before the built-ins, so an
+The configured conventions are a JSON list of objects, checked in order and before the built-ins, so an
 operator can also override how a built-in key shape is read::
 
     [{"name": "jobs-dead",              # required: [A-Za-z0-9][A-Za-z0-9_.-]*, not a built-in name
@@ -51,8 +52,8 @@ operator can also override how a built-in key shape is read::
       "traceback_field": "tb",
       "drop_fields": ["worker"]}]       # more fields to leave out of the requeued entry
 
-Unknown keys, wrong types and bad targets raise :class:`PatternError` naming the item and the key (the
-console turns it into ``ImproperlyConfigured``). Strings are matched as their UTF-8 bytes. The parse is
+Unknown keys, wrong types and bad targets raise :class:`PatternError` naming the item and the key (a
+caller reading them at start-up stops there). Strings are matched as their UTF-8 bytes. The parse is
 cached per raw value, so a changed setting (a test override) takes effect at once.
 
 Nothing here talks to Redis: the readers and actions modules fetch entries and call these functions.
@@ -72,8 +73,8 @@ from . import keys as bus_keys
 from .glob import glob_match
 from .text import as_bytes, display_text, id_ms
 
-PATTERNS_VARIABLE = "BUSCONSOLE_DLQ_PATTERNS"
-"""The setting (console) and environment variable (command line) holding the configured conventions."""
+PATTERNS_VARIABLE = "EVENTBUS_DLQ_PATTERNS"
+"""The environment variable the command line reads the configured conventions from."""
 
 
 class PatternError(ValueError):
@@ -82,6 +83,10 @@ class PatternError(ValueError):
 
 class NotRequeueable(ValueError):
     """A DLQ entry that no convention can send anywhere: the message says why."""
+
+
+class NotADlq(NotRequeueable):
+    """The key is no dead-letter queue by any known convention, so nothing in it can be requeued."""
 
 
 EVENTBUS = "eventbus"
@@ -156,7 +161,7 @@ _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
 @dataclass(frozen=True, slots=True)
 class DlqPattern:
-    """One validated entry of ``BUSCONSOLE_DLQ_PATTERNS``; field names are bytes, as in entries."""
+    """One validated configured convention; field names are bytes, as in entries."""
 
     name: str
     match: bytes
@@ -467,7 +472,7 @@ def requeue_plan(
     entry = parse_dlq_entry(key, entry_id, fields, patterns)
     where = f"DLQ entry {entry.id} of {display_text(key)!r}"
     if entry.convention == NOT_A_DLQ:
-        raise NotRequeueable(f"{display_text(key)!r} is not a dead-letter queue the console knows.")
+        raise NotADlq(f"{display_text(key)!r} is not a dead-letter queue by any known convention.")
     if not entry.original_stream:
         raise NotRequeueable(f"Cannot tell which stream {where} came from.")
     if entry.original_stream == key:

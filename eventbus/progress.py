@@ -29,6 +29,7 @@ from .codec import dumps, loads, now_ms
 from .connection import AsyncClient, SyncClient
 from .replies import Rows, StreamsReply
 from .scripts import source
+from .text import id_order
 
 START = "start"
 DELTA = "delta"
@@ -187,12 +188,7 @@ def _finished_at_or_before(last: list[Any], after: str) -> bool:
     if not last:
         return False
     entry = parse_entry(*last[0])
-    return entry.terminal and _id_tuple(entry.id) <= _id_tuple(after)
-
-
-def _id_tuple(entry_id: str) -> tuple[int, int]:
-    ms, _, seq = entry_id.partition("-")
-    return int(ms), int(seq or 0)
+    return entry.terminal and id_order(entry.id) <= id_order(after)
 
 
 # Sync twin of asubscribe: the two differ only in their awaits.

@@ -1,5 +1,5 @@
-"""Keys, names and values as text a human can trust, and an entry ID's time: Django-free, so the console
-and the bus's command line share one copy (``streams_app.redis_ops.decoding`` and ``.ids`` re-export).
+"""Keys, names and values as text a human can trust, and an entry ID's parts: Django-free, the one copy
+for every program that shows the bus's keys and entries (its command line, a monitoring application).
 
 Keys and values are bytes and nothing assumes UTF-8: :func:`display_text` shows any byte that is not
 valid UTF-8 as ``\\xNN`` and makes bidi control characters visible, so two names that differ only by
@@ -21,9 +21,9 @@ def display_text(raw: bytes | str) -> str:
     """Bytes as text for display: UTF-8, any byte that is not part of valid UTF-8 as ``\\xNN``, NUL as
     ``\\x00`` and any bidi control character as ``\\uNNNN``.
 
-    Every name the console shows (keys, groups, consumers, field names) goes through here, so two names
-    that differ only by invisible reordering characters never look alike. The same text is stored in the
-    database (mirror, audit, jobs, rollups), and PostgreSQL refuses a NUL in text and JSON columns.
+    Every name shown to a person (keys, groups, consumers, field names) should go through here, so two
+    names that differ only by invisible reordering characters never look alike. NUL is escaped too, so the
+    text can be stored where NUL is refused (PostgreSQL's text and JSON columns).
     """
     return escape_bidi(as_bytes(raw).decode("utf-8", "backslashreplace")).replace("\x00", "\\x00")
 
@@ -43,6 +43,14 @@ def as_bytes(value: object) -> bytes:
     if isinstance(value, str):
         return value.encode("utf-8", "surrogateescape")
     return str(value).encode("utf-8", "backslashreplace")
+
+
+def id_order(entry_id: str | bytes) -> tuple[int, int]:
+    """``(ms, seq)`` of an entry ID as Redis gave it (a bare ``<ms>`` is ``<ms>-0``), for comparing and
+    sorting IDs: the one place an ID is cut in two. No validation, so cheap enough for every entry of a
+    live tail; text that is no ID raises ValueError. An ID a person typed needs checking first."""
+    ms, _, seq = entry_id.partition(b"-" if isinstance(entry_id, bytes) else "-")
+    return int(ms), int(seq or 0)
 
 
 def id_ms(entry_id: str | None) -> int | None:

@@ -26,7 +26,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # run as a file: the project's packages are beside scripts/
 
-from eventbus.connection import PRIVATE_PORT, PRIVATE_PORT_VARIABLE  # noqa: E402 - needs the path above
+from busconsole.env import PRIVATE_PORT, PRIVATE_PORT_VARIABLE  # noqa: E402 - needs the path above
 
 PYTHON = sys.executable
 GRACE_S = 10.0

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .. import keys as bus_keys
-from ..text import display_text, id_ms
+from ..text import display_text, id_ms, id_order
 from .trace import Trace
 
 #: What the command line and the pages say about operator actions when no console is there to ask.
@@ -48,8 +48,7 @@ class Step:
 
     def sort_key(self) -> tuple[int, int, int, int]:
         """Time, then cause, then (for entries added in the same millisecond) the ID's order."""
-        ms, _, seq = (self.entry_id or "0-0").partition("-")
-        return self.at_ms, _ORDER.get(self.kind, 6), int(ms or 0), int(seq or 0)
+        return self.at_ms, _ORDER.get(self.kind, 6), *id_order(self.entry_id or "0-0")
 
     def json(self) -> dict[str, Any]:
         out = asdict(self)

@@ -53,7 +53,7 @@ import msgpack
 
 from .. import keys as bus_keys
 from ..conventions import OMNI_DLQ_PREFIX, DlqPattern, detect_dlq, dlq_candidates, parse_dlq_entry
-from ..text import id_ms
+from ..text import id_ms, id_order
 from .reader import Fields, Reader, Shown
 
 ENTRY_ID = re.compile(r"[0-9]{1,20}-[0-9]{1,20}")
@@ -509,7 +509,7 @@ def _follow(
     ties = _Ties(out)
     _named(reader, out, ties)
     first_ms = min(_ms(i) for i in out.entries)
-    out.first_id = min(out.entries, key=lambda i: (_ms(i), int(i.split("-")[1])))
+    out.first_id = min(out.entries, key=id_order)
     groups = reader.groups(stream)
     out.groups = [_name(g.get("name")) for g in groups]
     metrics_key = bus_keys.metrics_key(stream)
@@ -775,7 +775,7 @@ def _deliveries(reader: Reader, out: Trace, groups: list[dict[str, Any]]) -> Non
     """Each group and each entry of the event: pending (XPENDING id id), not delivered yet (after the
     group's last-delivered-id), or not pending any more (acknowledged, or skipped by the group)."""
     assert out.stream is not None
-    ids = sorted(out.entries, key=lambda i: (_ms(i), int(i.split("-")[1])))
+    ids = sorted(out.entries, key=id_order)
     pairs_ = [(_raw(g.get("name")), i) for g in groups for i in ids]
     pending = reader.pending(out.stream, pairs_)
     failed = {(m.group, m.entry_id) for m in out.metrics}
@@ -784,11 +784,11 @@ def _deliveries(reader: Reader, out: Trace, groups: list[dict[str, Any]]) -> Non
         name = _name(group)
         last = _name(info.get("last-delivered-id") or "0-0")
         aimed = _text(_get(out.entries[entry_id], b"_group"))
-        key = (_ms(entry_id), int(entry_id.split("-")[1]))
+        key = id_order(entry_id)
         if held is not None:
             out.deliveries.append(Delivery(entry_id, name, "pending", consumer=_name(held[0]), idle_ms=held[1],
                                            deliveries=held[2], aimed_at=aimed))  # fmt: skip
-        elif key > (_ms(last), int(last.split("-")[1])):
+        elif key > id_order(last):
             out.deliveries.append(Delivery(entry_id, name, "not_delivered", aimed_at=aimed))
         elif aimed is not None and aimed != name:
             out.deliveries.append(Delivery(entry_id, name, "skipped", certain=False, aimed_at=aimed))

@@ -186,8 +186,8 @@ _KEEP: Mapping[str, object] = {}  # no plans: every value whole, as the plain-Py
 class Query:
     """A compiled query; :meth:`matches` answers for one entry and never raises for the entry's sake.
 
-    ``patterns`` are the configured DLQ conventions (``BUSCONSOLE_DLQ_PATTERNS``) by which a dead
-    letter's variables are parsed."""
+    ``patterns`` are the configured DLQ conventions (:func:`eventbus.conventions.parse_dlq_patterns`) by
+    which a dead letter's variables are parsed."""
 
     def __init__(self, text: str, *, patterns: Sequence[DlqPattern] = ()) -> None:
         self.text = text

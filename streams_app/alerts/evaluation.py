@@ -53,6 +53,8 @@ from django.db import IntegrityError, transaction
 from django.db.models import Min, Q, Sum
 
 from busconsole.locks import lock_held
+from eventbus.glob import glob_match
+from eventbus.text import display_text, id_ms
 from streams_app.alerts.models import Alert, AlertRule
 from streams_app.alerts.webhooks import alerts_notify_on_commit
 from streams_app.metrics.bulk import chunks
@@ -68,9 +70,6 @@ from streams_app.metrics.models import (
     name_hash,
 )
 from streams_app.metrics.signals import snapshot_taken
-from streams_app.redis_ops.decoding import display_text
-from streams_app.redis_ops.glob import glob_match
-from streams_app.redis_ops.ids import id_ms
 
 log = logging.getLogger(__name__)
 

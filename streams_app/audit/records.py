@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from eventbus.text import display_text, id_order
 from streams_app.accounts.models import OidcIdentity
 from streams_app.audit.models import AuditEvent
-from streams_app.redis_ops.decoding import display_text
 
 if TYPE_CHECKING:
     from streams_app.accounts.roles import UserLike
@@ -113,8 +113,10 @@ def audit_write_system(
 
 def _id_order(entry_id: str) -> tuple[int, int]:
     """An entry ID's place in a stream (text that is no ID sorts first)."""
-    ms, _, seq = entry_id.partition("-")
-    return (int(ms), int(seq or 0)) if ms.isdigit() and (seq or "0").isdigit() else (-1, -1)
+    try:
+        return id_order(entry_id)
+    except ValueError:
+        return (-1, -1)
 
 
 def _jsonable(value: Any) -> Any:

@@ -40,6 +40,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 from django.conf import settings
 
+from eventbus.text import display_text
 from streams_app.exports.formats import PARQUET_SCHEMA, CsvEncoder, columns_of, encoder_for
 from streams_app.exports.reader import PAGE, Matches, Tally, encoded_pages, export_matcher
 from streams_app.jobs.models import Job
@@ -47,7 +48,6 @@ from streams_app.jobs.runner import KIND_EXPORT, Progress
 from streams_app.masking.apply import search_mask
 from streams_app.perf.heap import gc_paused
 from streams_app.redis_ops import actions
-from streams_app.redis_ops.decoding import display_text
 from streams_app.redis_ops.ranges import range_entry_pages
 from streams_app.redis_ops.types import Entry
 

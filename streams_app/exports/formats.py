@@ -19,7 +19,8 @@ from typing import Protocol
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from streams_app.redis_ops.decoding import PREVIEW_LIMIT, decoded_value, display_text
+from eventbus.decoding import PREVIEW_LIMIT, decoded_value
+from eventbus.text import display_text
 from streams_app.redis_ops.ids import parse_id
 from streams_app.redis_ops.types import Entry
 

@@ -11,11 +11,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from eventbus.search.cost import seconds_per_entry
+from eventbus.search.query import Query
 from streams_app.exports.formats import Encoder, encoder_for
 from streams_app.redis_ops import actions
 from streams_app.redis_ops.ranges import range_entry_pages
 from streams_app.redis_ops.types import Entry
-from streams_app.search import Query, compile_query
+from streams_app.search import compile_query
 
 #: Entries per XRANGE page: what an export holds in memory at once, and one Parquet row group.
 PAGE = 1000

@@ -36,12 +36,12 @@ import logging
 import time
 from typing import Any
 
+from eventbus.text import display_text
 from streams_app.jobs.models import Job
 from streams_app.jobs.replay_resume import replay_audit, replay_resume
 from streams_app.jobs.runner import KindBody, Progress
 from streams_app.redis_ops import actions
 from streams_app.redis_ops.commands import server_ms
-from streams_app.redis_ops.decoding import display_text
 from streams_app.redis_ops.errors import Unreachable
 from streams_app.redis_ops.ids import parse_id
 from streams_app.redis_ops.reads import streams as stream_reads

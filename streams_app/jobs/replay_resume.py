@@ -14,10 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from eventbus.text import display_text
 from streams_app.jobs.models import Job
 from streams_app.redis_ops import actions
 from streams_app.redis_ops.commands import server_ms
-from streams_app.redis_ops.decoding import display_text
 
 #: Batches a replay's audit row describes one by one (each: its first and last source ID copied, its first
 #: and last copy, how many): about 100 bytes each. Past them, the row's ``copies_ms`` (the time window the

@@ -82,12 +82,12 @@ from django.utils import timezone
 
 from busconsole import locks
 from busconsole.celery import app as celery_app
+from eventbus.text import display_text
 from streams_app.accounts.roles import read_only_blocked, require_writable
 from streams_app.audit.models import AuditEvent
 from streams_app.audit.records import audit_write_system
 from streams_app.jobs.models import Job
 from streams_app.live import broadcast
-from streams_app.redis_ops.decoding import display_text
 from streams_app.redis_ops.errors import InvalidArgument, OpsError, Unreachable
 
 if TYPE_CHECKING:

@@ -13,10 +13,10 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from eventbus.text import display_text
 from pipeline import lake
 from streams_app.lake.models import ExportCheckpoint
 from streams_app.metrics.models import name_hash
-from streams_app.redis_ops.decoding import display_text
 
 log = logging.getLogger(__name__)
 

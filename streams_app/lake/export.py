@@ -54,6 +54,7 @@ from django.utils import timezone
 
 from busconsole.locks import LockError, renewable_lock
 from eventbus.keys import is_metrics_key
+from eventbus.text import display_text
 from pipeline import compact as compaction
 from pipeline import convert, lake
 from streams_app.lake import worker
@@ -71,7 +72,6 @@ from streams_app.perf.heap import gc_paused
 from streams_app.redis_ops import conventions
 from streams_app.redis_ops.client import connections
 from streams_app.redis_ops.commands import node_of
-from streams_app.redis_ops.decoding import display_text
 from streams_app.redis_ops.errors import OpsError, Unreachable
 from streams_app.redis_ops.ids import parse_id, parse_position
 from streams_app.redis_ops.ranges import range_pages

@@ -18,8 +18,8 @@ from typing import Any
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
+from eventbus.text import display_text
 from streams_app.live.groups import job_group, snapshot_group, stream_group
-from streams_app.redis_ops.decoding import display_text
 
 log = logging.getLogger(__name__)
 

@@ -43,8 +43,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from eventbus.text import id_order
 from streams_app.live.frames import Batch, LiveEntry, Sid
-from streams_app.redis_ops.ids import id_order
 from streams_app.redis_ops.types import Entry
 
 log = logging.getLogger(__name__)

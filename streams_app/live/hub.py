@@ -90,14 +90,14 @@ from typing import Any
 
 from django.conf import settings
 
+from eventbus.text import display_text, id_order
 from streams_app.live.filtering import Counts, FilterGroup, TailFilter
 from streams_app.live.frames import FRAME_MAX, Batch, LiveEntry, Sid, dumps
 from streams_app.live.node_reader import NodeReader, queue_capacity
 from streams_app.live.relay import EventRelay
 from streams_app.live.subscription import RESTART, Subscription
-from streams_app.redis_ops.decoding import display_text
 from streams_app.redis_ops.errors import OpsError
-from streams_app.redis_ops.ids import id_order, parse_id, reply_id
+from streams_app.redis_ops.ids import parse_id, reply_id
 from streams_app.redis_ops.parsers import parse_entry
 from streams_app.redis_ops.tail import Layout, Moved, RawRead, TailSource
 from streams_app.redis_ops.types import Entry

@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from django.conf import settings
 
+from eventbus.text import id_order
 from streams_app.live.filtering import Counts, TailFilter, costly_frame, select
 from streams_app.live.frames import FRAME_MAX, Batch, LiveEntry, Sid, chunks, dumps, entries_frame
 from streams_app.live.wire import DirectSocket
-from streams_app.redis_ops.ids import id_order
 
 if TYPE_CHECKING:
     from streams_app.live.filtering import FilterGroup

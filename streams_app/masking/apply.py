@@ -51,10 +51,11 @@ from django.utils.crypto import salted_hmac
 
 from busconsole.env import mask_path_split
 from eventbus import keys as bus_keys
+from eventbus.conventions import OMNIDAEMON, DlqEntry, dlq_candidates
+from eventbus.glob import Glob, glob_compile
 from streams_app.accounts.roles import role_of
 from streams_app.masking.models import MaskRule
 from streams_app.redis_ops import conventions
-from streams_app.redis_ops.glob import Glob, glob_compile
 from streams_app.redis_ops.types import Entry
 
 if TYPE_CHECKING:
@@ -191,9 +192,9 @@ class Masker:
             found = self._omni[origin] = tuple(sorted(merged, key=lambda r: _ORDER[r.action]))
         return found
 
-    def _dlq_rules(self, parsed: conventions.DlqEntry) -> tuple[Rule, ...]:
+    def _dlq_rules(self, parsed: DlqEntry) -> tuple[Rule, ...]:
         """The rules of a dead letter of this DLQ key, ``parsed`` as stored."""
-        if parsed.convention == conventions.OMNIDAEMON:
+        if parsed.convention == OMNIDAEMON:
             return self._omni_rules(parsed.original_stream)
         return self._with_origin(parsed.original_stream)
 
@@ -202,7 +203,7 @@ class Masker:
         origin = self._metrics_of or next((v for n, v in fields if n == b"stream"), b"")
         maskers = self._error_maskers.get(origin)
         if maskers is None:
-            candidates = conventions.dlq_candidates(origin) if origin else []
+            candidates = dlq_candidates(origin) if origin else []
             found = (Masker(self._all, key=k, conn=self.conn) for k in candidates)
             maskers = self._error_maskers[origin] = tuple(m for m in found if m.active)
         if not maskers:
@@ -252,7 +253,7 @@ class Masker:
             return entry, False
         return Entry(id=entry.id, fields=tuple(fields)), bool(parsed.error)
 
-    def dlq_parse(self, entry: Entry) -> conventions.DlqEntry:
+    def dlq_parse(self, entry: Entry) -> DlqEntry:
         """A raw dead letter of this DLQ key as this response may show it: masked by :meth:`entry` first,
         then parsed, so its error and traceback follow the rules as well as its payload does."""
         shown = self.entry(entry)
@@ -316,7 +317,7 @@ def errors_masker(conn: str, stream: bytes, dlq: bytes) -> Callable[[str | None]
     of ``dlq``, of the stream's other DLQ names (``{S}:dlq`` and ``S:dlq``) and of ``stream``. It never
     reveals: revealing belongs to the dead letter's own page."""
     rules = rules_load()
-    keys = dict.fromkeys([dlq, *conventions.dlq_candidates(stream)])
+    keys = dict.fromkeys([dlq, *dlq_candidates(stream)])
     maskers = [m for m in (Masker(rules, key=k, conn=conn) for k in keys) if m.active]
 
     def shown(error: str | None) -> str | None:

@@ -39,9 +39,9 @@ from typing import TYPE_CHECKING
 
 from django.core.exceptions import PermissionDenied
 
+from eventbus.text import display_text
 from streams_app.masking.apply import MASKED_BYTES, Rule, may_reveal, rules_load
 from streams_app.redis_ops import conventions
-from streams_app.redis_ops.decoding import display_text
 
 if TYPE_CHECKING:
     from streams_app.accounts.roles import UserLike

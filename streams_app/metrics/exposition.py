@@ -31,6 +31,7 @@ from typing import Any
 from django.conf import settings
 from django.db.models import Count, F, Max, Q, QuerySet, Sum
 
+from eventbus.glob import Glob, glob_compile
 from streams_app.metrics.bulk import chunks
 from streams_app.metrics.mirror import prefix_filter
 from streams_app.metrics.models import (
@@ -42,7 +43,6 @@ from streams_app.metrics.models import (
     StreamMirror,
     StreamSample,
 )
-from streams_app.redis_ops.glob import Glob, glob_compile
 
 #: Rows a ranking looks at (in pages) before it gives up finding TOP_N objects outside the excluded ones.
 RANK_SCAN_MAX = 20_000

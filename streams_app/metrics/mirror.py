@@ -46,6 +46,8 @@ from django.db import connection, models, transaction
 from django.db.models import Max
 from django.utils import timezone
 
+from eventbus.glob import Glob, glob_compile
+from eventbus.text import display_text, id_ms
 from streams_app.metrics.bulk import chunks, rows_insert, rows_update
 from streams_app.metrics.models import (
     TEXT_MAX,
@@ -59,9 +61,6 @@ from streams_app.metrics.models import (
 from streams_app.perf.heap import gc_paused
 from streams_app.redis_ops import snapshot_reads
 from streams_app.redis_ops.conventions import detect_dlq, dlq_source_streams
-from streams_app.redis_ops.decoding import display_text
-from streams_app.redis_ops.glob import Glob, glob_compile
-from streams_app.redis_ops.ids import id_ms
 from streams_app.redis_ops.types import ConsumerInfo, GroupInfo, StreamInfo, groups_lag, groups_lag_unknown
 
 #: Ids per ``IN (...)`` (SQLite limits the parameters of one statement).

@@ -19,6 +19,7 @@ from django.conf import settings
 from django.db.models import Avg
 from django.utils import timezone
 
+from eventbus.conventions import is_internal_stream
 from streams_app.annotations.models import Annotation
 from streams_app.metrics import snapshots
 from streams_app.metrics.charts import WINDOWS, Chart, Note, Unit, Window, chart_build, format_value
@@ -30,7 +31,6 @@ from streams_app.metrics.models import (
     StreamSample,
     name_hash,
 )
-from streams_app.redis_ops.conventions import is_internal_stream
 
 #: How many streams the overview charts (busiest, deepest DLQs).
 OVERVIEW_ROWS = 8

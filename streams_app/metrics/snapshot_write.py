@@ -48,6 +48,7 @@ from typing import Any
 from django.db import IntegrityError, connections, models, router, transaction
 
 from eventbus.conventions import DlqPattern, detect_dlq
+from eventbus.text import display_text
 from streams_app.metrics.bulk import (
     InsertSelect,
     insert_select,
@@ -74,7 +75,6 @@ from streams_app.metrics.models import (
     name_hash,
 )
 from streams_app.redis_ops.conventions import dlq_patterns
-from streams_app.redis_ops.decoding import display_text
 from streams_app.redis_ops.types import GroupInfo, StreamInfo
 
 __all__ = ["TickWritten", "tick_write"]

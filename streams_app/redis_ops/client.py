@@ -28,7 +28,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, cast
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import urlsplit, urlunsplit
 
 import redis
 import redis.asyncio as aioredis
@@ -37,6 +37,7 @@ from redis.cluster import RedisCluster
 from redis.crc import key_slot
 from redis.sentinel import SentinelConnectionPool
 
+from eventbus.connection import detect, split_mode
 from eventbus.sentinel import async_master_client, is_sentinel, master_client
 from eventbus.sentinel import parse as parse_sentinel
 from eventbus.tls import tls_options
@@ -135,30 +136,6 @@ class Health:
     server: str | None = None
 
 
-_DECLARED = {"yes": "cluster", "true": "cluster", "1": "cluster", "no": "standalone", "false": "standalone",
-             "0": "standalone", "auto": "auto"}
-
-
-def split_mode(url: str) -> tuple[str, str]:
-    """``url`` without its ``cluster=`` query argument, and what that argument declares.
-
-    redis-py would pass an unknown query argument on to the client as a keyword, so it is taken out
-    here. A value other than yes/no/true/false/1/0/auto is a configuration error.
-    """
-    parts = urlsplit(url)
-    query = parse_qsl(parts.query, keep_blank_values=True)
-    declared = "auto"
-    kept = []
-    for key, value in query:
-        if key == "cluster":
-            if value.lower() not in _DECLARED:
-                raise ValueError(f"cluster={value!r}: expected yes, no or auto")
-            declared = _DECLARED[value.lower()]
-        else:
-            kept.append((key, value))
-    return urlunsplit(parts._replace(query=urlencode(kept))), declared
-
-
 def _describe(name: str, url: str) -> Connection:
     if is_sentinel(url):  # shown as "<service> via <sentinels>": the primary changes with each failover
         sentinel = parse_sentinel(url)
@@ -253,18 +230,6 @@ def _cluster_client(url: str) -> RedisCluster:
     return cluster
 
 
-def _detect(url: str) -> str:
-    """"cluster" when the server at ``url`` runs with ``cluster-enabled yes``, else "standalone"."""
-    probe = redis.Redis.from_url(url, **_client_options(url))
-    try:
-        info = probe.info("cluster")
-    except redis.ResponseError:  # INFO cluster refused (ACL): a cluster client would fail the same way
-        return "standalone"
-    finally:
-        probe.close()
-    return "cluster" if int(info.get("cluster_enabled", 0) or 0) else "standalone"
-
-
 def get_client(name: str) -> redis.Redis | RedisCluster:
     """The shared client of connection ``name`` (bytes in, bytes out, bounded timeouts).
 
@@ -285,7 +250,7 @@ def get_client(name: str) -> redis.Redis | RedisCluster:
                 plain, declared = split_mode(url)
                 if declared == "auto":
                     with translated(name):
-                        declared = _detect(plain)
+                        declared = detect(plain, **_client_options(plain))
                 if declared == "cluster":
                     with translated(name):
                         client = _cluster_client(plain)

@@ -1,11 +1,12 @@
-"""Dead-letter queue conventions, read with the console's settings.
+"""Dead-letter queue conventions with the console's settings.
 
-The conventions themselves (which keys are DLQs, what their entries mean, where a requeue goes) live in
-:mod:`eventbus.conventions`, Django-free, so the bus's command line reads DLQs by the same one copy; see
-its docstring for the layouts and the ``BUSCONSOLE_DLQ_PATTERNS`` format. This module keeps the names
-the console has always imported and adds what needs Django: the configured patterns come from
-``settings.BUSCONSOLE_DLQ_PATTERNS``, a bad value is ``ImproperlyConfigured`` (and a system check), and
-an entry no convention can requeue is :class:`InvalidArgument`.
+The conventions themselves (which keys are DLQs, what their entries mean, where a requeue goes, their
+names and types) are :mod:`eventbus.conventions`, Django-free, so the bus's command line reads DLQs by
+the same one copy; the console imports those from there. See its docstring for the layouts and the
+format of ``BUSCONSOLE_DLQ_PATTERNS``, the console's setting of configured conventions. This module hands
+that setting to the bus: the configured patterns come from ``settings.BUSCONSOLE_DLQ_PATTERNS``, a bad
+value is ``ImproperlyConfigured`` (and a system check), and an entry no convention can requeue is
+:class:`InvalidArgument`.
 """
 
 from __future__ import annotations
@@ -18,28 +19,8 @@ from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 
 from eventbus import conventions as _core
-from eventbus.conventions import (  # noqa: F401  (re-exported: the console's names)
-    BUILTIN_CONVENTIONS,
-    DLQ_SUFFIX,
-    EVENTBUS,
-    EVENTBUS_OR_STREAMS,
-    EVENTBUS_PREFIX,
-    NOT_A_DLQ,
-    OMNI_DLQ_PREFIX,
-    OMNI_GROUP_PREFIX,
-    OMNI_STREAM_PREFIX,
-    OMNIDAEMON,
-    REQUEUED_FROM_FIELD,
-    RETRIES_FIELD,
-    STREAMS,
-    DlqEntry,
-    DlqKind,
-    DlqPattern,
-    Fields,
-    dlq_candidates,
-    dlq_stream_of,
-    is_internal_stream,
-)
+from eventbus.conventions import DlqEntry, DlqKind, DlqPattern, Fields
+from eventbus.text import display_text
 
 from .errors import InvalidArgument
 
@@ -47,7 +28,7 @@ from .errors import InvalidArgument
 def parse_dlq_patterns(text: str) -> tuple[DlqPattern, ...]:
     """Validate and compile the setting's value; cached per value (by :mod:`eventbus.conventions`)."""
     try:
-        return _core.parse_dlq_patterns(text)
+        return _core.parse_dlq_patterns(text, "BUSCONSOLE_DLQ_PATTERNS")
     except _core.PatternError as exc:
         raise ImproperlyConfigured(str(exc)) from exc
 
@@ -92,5 +73,7 @@ def requeue_plan(key: bytes, entry_id: str, fields: Fields) -> tuple[bytes, list
     when no convention can send it anywhere."""
     try:
         return _core.requeue_plan(key, entry_id, fields, dlq_patterns())
+    except _core.NotADlq as exc:
+        raise InvalidArgument(f"{display_text(key)!r} is not a dead-letter queue the console knows.") from exc
     except _core.NotRequeueable as exc:
         raise InvalidArgument(str(exc)) from exc

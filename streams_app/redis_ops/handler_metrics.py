@@ -38,6 +38,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from eventbus import keys as bus_keys
+from eventbus.text import id_order
 
 from .client import get_client, primaries
 from .errors import translated
@@ -203,11 +204,6 @@ def metrics_sources(conn: str, stream: bytes | None = None) -> tuple[list[bytes]
     return list(found), partial
 
 
-def _id_key(entry_id: bytes) -> tuple[int, int]:
-    ms, _, seq = entry_id.partition(b"-")
-    return int(ms), int(seq or 0)
-
-
 def _read_window(
     conn: str, sources: Sequence[bytes], since_ms: int, *, max_entries: int
 ) -> tuple[list[dict[bytes, bytes]], int | None, bool]:
@@ -248,10 +244,10 @@ def _read_window(
                 pipe.xrevrange(key, upper[key], since, count=1)
             more = any(pipe.execute())
     if not more:
-        oldest = min((_id_key(entry_id) for _, entry_id, _ in read), default=None)
+        oldest = min((id_order(entry_id) for _, entry_id, _ in read), default=None)
         return [fields for _, _, fields in read], oldest[0] if oldest else None, False
-    cutoff = max(_id_key(frontier[key]) for key in upper)
-    kept = [fields for _, entry_id, fields in read if _id_key(entry_id) >= cutoff]
+    cutoff = max(id_order(frontier[key]) for key in upper)
+    kept = [fields for _, entry_id, fields in read if id_order(entry_id) >= cutoff]
     return kept, cutoff[0], True
 
 

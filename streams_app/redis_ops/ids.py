@@ -13,8 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-# One copy, shared with the bus's command line and search; re-exported under the names the console imports.
-from eventbus.text import id_ms, id_time  # noqa: F401
+from eventbus.text import id_time
 
 from .errors import InvalidArgument
 
@@ -50,13 +49,6 @@ def parse_id(value: str, *, allow_bare: bool = True, what: str = "ID") -> Stream
     if ms > U64_MAX or seq > U64_MAX:
         raise InvalidArgument(f"{what} {value[:64]!r} is out of range.")
     return StreamId(ms, seq)
-
-
-def id_order(entry_id: str) -> tuple[int, int]:
-    """``(ms, seq)`` of an ID Redis gave, for comparing: no validation, so cheap enough for every entry
-    of a live tail. Anything a user typed goes through :func:`parse_id` instead."""
-    ms, _, seq = entry_id.partition("-")
-    return int(ms), int(seq or 0)
 
 
 def reply_id(entry: Sequence[Any] | None) -> str | None:

@@ -29,10 +29,10 @@ from typing import Any
 import msgpack
 
 from eventbus import keys as bus_keys
+from eventbus.text import display_text
 
 from .client import get_client
 from .commands import keyed_pipeline, pipelined, scan_streams, server_ms
-from .decoding import display_text
 from .errors import InvalidArgument, NotFound, translated
 from .retry_failures import Wanted, failures_find
 from .types import Entry, EntryMask

@@ -33,6 +33,7 @@ from typing import Any
 
 from eventbus import keys as bus_keys
 from eventbus.connection import SyncClient
+from eventbus.text import id_order
 
 from .client import get_client
 from .commands import pipelined
@@ -81,7 +82,7 @@ def _read(client: SyncClient, *command: object) -> list[Any]:
 
 
 def _ms(entry_id: bytes) -> int:
-    return int(entry_id.split(b"-", 1)[0])
+    return id_order(entry_id)[0]
 
 
 def _result(fields: dict[bytes, bytes]) -> tuple[str | None, str | None]:

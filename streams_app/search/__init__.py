@@ -1,6 +1,6 @@
 """Payload search: a CEL expression or plain text over a stream's decoded entries, bounded and honest.
 
-:func:`compile_query` turns what was typed into a :class:`Query` (the language itself, Django-free and
+:func:`compile_query` turns what was typed into a :class:`~eventbus.search.query.Query` (the language itself, Django-free and
 shared with ``python -m eventbus inspect --search``, is :mod:`eventbus.search`: the rule that tells an
 expression from plain text, the variables an expression sees, the choice of CEL library and the
 plain-Python evaluator of the commonest expressions, and the bound on what an expression may cost,
@@ -11,16 +11,13 @@ pages, the API and the services call these functions.
 
 from __future__ import annotations
 
-from .query import MAX_QUERY, Query, compile_query
-from .scan import BUDGET_ENTRIES, BUDGET_MS, DEFAULT_LIMIT, MAX_LIMIT, SearchPage, search_page
+from .scan import BUDGET_ENTRIES, BUDGET_MS, DEFAULT_LIMIT, MAX_LIMIT, SearchPage, compile_query, search_page
 
 __all__ = [
     "BUDGET_ENTRIES",
     "BUDGET_MS",
     "DEFAULT_LIMIT",
     "MAX_LIMIT",
-    "MAX_QUERY",
-    "Query",
     "SearchPage",
     "compile_query",
     "search_page",

@@ -19,8 +19,8 @@ from streams_app.jobs.runner import Progress
 from streams_app.masking.apply import search_mask
 from streams_app.redis_ops.actions.replay_selected import replay_entries
 from streams_app.redis_ops.reads import entries as entry_reads
+from streams_app.search.scan import compile_query
 
-from .query import compile_query
 from .scan import search_page
 
 STEP_ENTRIES = 5000

@@ -17,14 +17,14 @@ not requeued: the job counts it (``too_costly``) and its note says how many stay
 
 from __future__ import annotations
 
+from eventbus.text import display_text, id_order
 from streams_app.audit.records import AUDIT_MAX_IDS
 from streams_app.jobs.models import Job
 from streams_app.jobs.runner import Progress
 from streams_app.masking.apply import search_mask
 from streams_app.redis_ops import actions
-from streams_app.redis_ops.decoding import display_text
+from streams_app.search.scan import compile_query
 
-from .query import compile_query
 from .scan import search_page
 
 STEP_ENTRIES = 5000
@@ -38,7 +38,7 @@ def _audit_update(audit: dict, requeued: tuple) -> dict:
     pairs = list(audit.get("requeued") or [])
     pairs += [[r.dlq_id, display_text(r.stream), r.new_id] for r in requeued][: max(0, AUDIT_MAX_IDS - len(pairs))]
     ids = [r.dlq_id for r in requeued] + list(audit.get("dlq_range") or [])
-    ordered = sorted(ids, key=lambda i: tuple(int(p) for p in i.split("-")))
+    ordered = sorted(ids, key=id_order)
     return {"requeued": pairs, "dlq_range": [ordered[0], ordered[-1]] if ordered else None}
 
 

@@ -25,17 +25,29 @@ import time
 from dataclasses import dataclass
 from typing import Literal
 
+from eventbus.search import query as bus_query
+from eventbus.search.query import Query, QueryError
 from streams_app.redis_ops import search as redis_search
+from streams_app.redis_ops.conventions import dlq_patterns
 from streams_app.redis_ops.errors import InvalidArgument
 from streams_app.redis_ops.ids import parse_id, parse_position
 from streams_app.redis_ops.types import Entry, EntryMask
-
-from .query import Query
 
 BUDGET_ENTRIES = 100_000
 BUDGET_MS = 2000
 MAX_LIMIT = 1000
 DEFAULT_LIMIT = 100
+
+
+def compile_query(text: str) -> Query:
+    """The query typed in the box or the API's ``q`` (the language is :mod:`eventbus.search.query`), with
+    the console's DLQ conventions (``settings.BUSCONSOLE_DLQ_PATTERNS``: a dead letter's ``error``,
+    ``traceback``, ``retries``... are parsed by them); InvalidArgument (a 400 that says why) when it
+    cannot be one."""
+    try:
+        return bus_query.compile_query(text, patterns=dlq_patterns())
+    except QueryError as exc:
+        raise InvalidArgument(str(exc)) from exc
 
 
 @dataclass(frozen=True, slots=True)

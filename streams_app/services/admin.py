@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from eventbus.text import display_text
 from streams_app.redis_ops import actions
-from streams_app.redis_ops.decoding import display_text
 from streams_app.redis_ops.errors import InvalidArgument
 from streams_app.services.audit import action_audit, action_run
 

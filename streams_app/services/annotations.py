@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any, cast
 
 from django.conf import settings
 
+from eventbus.text import display_text
 from streams_app.annotations.models import KEY_TEXT_MAX, TEXT_MAX, Annotation
 from streams_app.metrics.models import name_hash
-from streams_app.redis_ops.decoding import display_text
 from streams_app.redis_ops.errors import InvalidArgument
 from streams_app.services.audit import action_audit
 

@@ -7,11 +7,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from eventbus.conventions import DlqKind
+from eventbus.text import display_text
 from streams_app.audit.records import AUDIT_MAX_IDS
 from streams_app.jobs import runner as jobs
 from streams_app.jobs.models import Job
 from streams_app.redis_ops import actions, conventions
-from streams_app.redis_ops.decoding import display_text
 from streams_app.redis_ops.errors import InvalidArgument
 from streams_app.redis_ops.reads import streams as stream_reads
 from streams_app.services.audit import action_audit
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
     from streams_app.accounts.roles import UserLike
 
 
-def dlq_require(*, conn: str, key: bytes) -> conventions.DlqKind:
+def dlq_require(*, conn: str, key: bytes) -> DlqKind:
     """The key's DLQ convention; InvalidArgument when no convention claims it (so no requeue target)."""
     kind = conventions.detect_dlq(key)
     if kind is None:

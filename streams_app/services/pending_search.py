@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from eventbus.search.query import Query
 from streams_app import search
 from streams_app.masking.apply import search_mask
 from streams_app.redis_ops import actions
@@ -52,7 +53,7 @@ class AckMatchingResult:
 
 
 def _matching_pages(
-    conn: str, key: bytes, group: bytes, query: search.Query, *, up_to: str, mask: Callable[..., Any] | None
+    conn: str, key: bytes, group: bytes, query: Query, *, up_to: str, mask: Callable[..., Any] | None
 ) -> Iterator[tuple[int, list[str], bool]]:
     """Per page of the pending list up to ``up_to``: (entries scanned, the matching IDs, last page?)."""
     limit = parse_id(up_to)
@@ -82,7 +83,7 @@ def _matching_pages(
 
 
 def _scan(
-    conn: str, key: bytes, group: bytes, query: search.Query, *, up_to: str, mask: Callable[..., Any] | None,
+    conn: str, key: bytes, group: bytes, query: Query, *, up_to: str, mask: Callable[..., Any] | None,
     each: Callable[[list[str]], int] | None = None,
 ) -> tuple[int, int, int, bool]:  # fmt: skip
     scanned = matched = acked = 0

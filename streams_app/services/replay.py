@@ -6,13 +6,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from eventbus.text import display_text
 from streams_app import search
 from streams_app.jobs import runner as jobs
 from streams_app.jobs.models import Job
 from streams_app.masking.apply import search_mask
 from streams_app.masking.copies import match_shown, write_check
 from streams_app.redis_ops import actions
-from streams_app.redis_ops.decoding import display_text
 from streams_app.services.audit import action_audit
 
 if TYPE_CHECKING:

@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING
 
 from django.conf import settings
 
+from eventbus.text import display_text
 from streams_app.redis_ops import retries as retry_reads
 from streams_app.redis_ops.actions import retries as retry_actions
-from streams_app.redis_ops.decoding import display_text
 from streams_app.redis_ops.errors import InvalidArgument
 from streams_app.services.audit import action_audit
 

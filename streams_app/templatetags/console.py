@@ -13,11 +13,11 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 from django.utils.timezone import localtime
 
+from eventbus.text import display_text, id_ms, id_time
 from streams_app.alerts.models import Alert
 from streams_app.metrics.charts import format_duration_ms
 from streams_app.redis_ops import conventions
-from streams_app.redis_ops.decoding import display_text
-from streams_app.redis_ops.ids import U64_MAX, bound_text, id_ms, id_time
+from streams_app.redis_ops.ids import U64_MAX, bound_text
 from streams_app.redis_ops.types import Entry
 from streams_app.views import links, presenters
 
@@ -240,9 +240,8 @@ def id_with_time(entry_id: str | None, lead: str = "id") -> str:
     if not ms:
         return format_html('<code class="stream-id">{}</code>', raw)
     moment = id_time(ms)
-    _, _, seq = raw.partition("-")
     hint = "the time in the ID's millisecond part"
-    if seq == str(U64_MAX):
+    if raw.endswith(f"-{U64_MAX}"):
         hint = "up to the end of this millisecond (the ID's sequence is the largest there is)"
     when = format_html(
         '<time class="small muted" datetime="{}" title="{}">{} UTC</time>',

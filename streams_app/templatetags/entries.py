@@ -18,7 +18,7 @@ from django import template
 from django.template.defaultfilters import filesizeformat
 from django.utils.safestring import SafeString, mark_safe
 
-from streams_app.redis_ops.decoding import DecodedField
+from eventbus.decoding import DecodedField
 from streams_app.templatetags.entry_times import fieldtime
 from streams_app.views import links
 from streams_app.views.presenters import EntryView

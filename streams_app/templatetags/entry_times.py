@@ -14,9 +14,10 @@ from datetime import UTC, datetime
 
 from django import template
 
-from streams_app.redis_ops.decoding import DecodedField
+from eventbus.decoding import DecodedField
+from eventbus.text import id_time
 from streams_app.redis_ops.errors import InvalidArgument
-from streams_app.redis_ops.ids import id_time, parse_time
+from streams_app.redis_ops.ids import parse_time
 
 register = template.Library()
 

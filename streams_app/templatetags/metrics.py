@@ -20,13 +20,13 @@ from django.db import router
 from django.db.models import BooleanField, Value
 
 from eventbus import keys as bus_keys
+from eventbus.text import display_text
 from streams_app.alerts.evaluation import alerts_for_page, alerts_open
 from streams_app.alerts.models import Alert
 from streams_app.metrics import panels
 from streams_app.metrics.charts import format_value, window_of
 from streams_app.metrics.models import StreamMirror, name_hash
 from streams_app.perf.compiled import Compiled, compile_once
-from streams_app.redis_ops.decoding import display_text
 from streams_app.views import links
 
 register = template.Library()

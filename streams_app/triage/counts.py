@@ -28,10 +28,10 @@ from typing import Any
 
 from django.conf import settings
 
+from eventbus.conventions import DlqEntry
+from eventbus.text import display_text
 from pipeline.signatures import normalize_error
 from streams_app.masking.apply import MASKED, Masker
-from streams_app.redis_ops.conventions import DlqEntry
-from streams_app.redis_ops.decoding import display_text
 from streams_app.redis_ops.errors import InvalidArgument
 from streams_app.redis_ops.reads import dlq as dlq_reads
 from streams_app.redis_ops.reads import streams as stream_reads

@@ -19,9 +19,9 @@ from django.shortcuts import render
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
+from eventbus.text import display_text
 from streams_app import services
 from streams_app.redis_ops import client
-from streams_app.redis_ops.decoding import display_text
 from streams_app.redis_ops.errors import OpsError
 from streams_app.redis_ops.ids import range_text
 from streams_app.views import action_forms as af

@@ -16,8 +16,8 @@ from django.contrib import messages
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 
+from eventbus.text import display_text
 from streams_app import services
-from streams_app.redis_ops.decoding import display_text
 from streams_app.views import action_forms as af
 from streams_app.views import links
 from streams_app.views.actions import (

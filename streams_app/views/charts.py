@@ -15,8 +15,8 @@ from __future__ import annotations
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
+from eventbus.text import display_text
 from streams_app.redis_ops import client
-from streams_app.redis_ops.decoding import display_text
 from streams_app.views import links
 from streams_app.views.common import render_screen
 

@@ -14,8 +14,8 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
+from eventbus.text import display_text
 from streams_app import services
-from streams_app.redis_ops.decoding import display_text
 from streams_app.views import action_forms as af
 from streams_app.views import links
 from streams_app.views.actions import local_next

@@ -7,11 +7,12 @@ from dataclasses import dataclass
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
+from eventbus.conventions import DlqEntry
+from eventbus.decoding import DecodedField, decode_fields
+from eventbus.text import display_text
 from streams_app import services
 from streams_app.masking.apply import search_mask
 from streams_app.redis_ops import conventions
-from streams_app.redis_ops.conventions import DlqEntry
-from streams_app.redis_ops.decoding import DecodedField, decode_fields, display_text
 from streams_app.redis_ops.reads import dlq as dlq_reads
 from streams_app.redis_ops.reads import streams as stream_reads
 from streams_app.triage.counts import ShownDeadLetters

@@ -11,9 +11,10 @@ from __future__ import annotations
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
+from eventbus.conventions import DlqEntry
+from eventbus.text import display_text
 from streams_app import services
 from streams_app.redis_ops import conventions
-from streams_app.redis_ops.decoding import display_text
 from streams_app.redis_ops.errors import InvalidArgument, NotFound, Unreachable
 from streams_app.redis_ops.reads import entries as entry_reads
 from streams_app.views import links
@@ -22,7 +23,7 @@ from streams_app.views.dlq import dlq_entry_view
 from streams_app.views.masking import masking_context, request_masker
 
 
-def origin_state(conn: str, entry: conventions.DlqEntry) -> str:
+def origin_state(conn: str, entry: DlqEntry) -> str:
     """Whether the message the dead letter was made from is still in its stream: ``exists``,
     ``gone`` (trimmed, deleted, or the stream is gone), ``unknown`` (the entry does not say, or names
     something that is no stream ID) or ``unreachable`` (its node, on a cluster, did not answer)."""

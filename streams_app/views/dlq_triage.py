@@ -18,7 +18,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from streams_app.redis_ops.decoding import display_text
+from eventbus.text import display_text
 from streams_app.services.dlq_triage import (
     ACTION,
     dlq_requeue_filtered,

@@ -22,9 +22,9 @@ from django.views.decorators.http import require_http_methods
 
 from eventbus import keys as bus_keys
 from eventbus.codec import new_event_id, now_ms
+from eventbus.text import display_text
 from streams_app import services
 from streams_app.redis_ops import client
-from streams_app.redis_ops.decoding import display_text
 from streams_app.redis_ops.errors import InvalidArgument
 from streams_app.redis_ops.reads import entries as entry_reads
 from streams_app.redis_ops.types import Entry, EntryMask

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
-from streams_app.redis_ops.decoding import display_text
+from eventbus.text import display_text
 from streams_app.redis_ops.errors import OpsError
 from streams_app.redis_ops.reads import groups as group_reads
 from streams_app.redis_ops.reads import pending as pending_reads

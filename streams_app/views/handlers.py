@@ -11,8 +11,8 @@ from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
 from eventbus import keys as bus_keys
+from eventbus.text import display_text
 from streams_app.redis_ops import client
-from streams_app.redis_ops.decoding import display_text
 from streams_app.redis_ops.errors import OpsError
 from streams_app.redis_ops.handler_metrics import DEFAULT_WINDOW, WINDOWS_S, handler_metrics
 from streams_app.views import links

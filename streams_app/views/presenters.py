@@ -12,10 +12,10 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
+from eventbus.decoding import DecodedField, decode_fields
+from eventbus.text import display_text, escape_bidi, id_ms, id_time
 from streams_app.alerts.models import Alert, AlertRule
 from streams_app.redis_ops import conventions
-from streams_app.redis_ops.decoding import DecodedField, decode_fields, display_text, escape_bidi
-from streams_app.redis_ops.ids import id_ms, id_time
 from streams_app.redis_ops.reads.groups import GROUP_SORTS, ranked
 from streams_app.redis_ops.types import (
     Entry,

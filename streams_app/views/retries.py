@@ -15,12 +15,13 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
+from eventbus.decoding import DecodedField, decode_fields
+from eventbus.text import display_text
 from streams_app import services
 from streams_app.masking.apply import errors_masker
 from streams_app.redis_ops import retries as retry_reads
 from streams_app.redis_ops.actions.retries import RetryOutcome
 from streams_app.redis_ops.commands import server_ms
-from streams_app.redis_ops.decoding import DecodedField, decode_fields, display_text
 from streams_app.services.retries import ACTIONS
 from streams_app.views import links
 from streams_app.views.actions import action_view

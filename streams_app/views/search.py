@@ -24,10 +24,10 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
+from eventbus.text import display_text
 from streams_app import search
 from streams_app.masking.apply import search_mask
 from streams_app.redis_ops import conventions
-from streams_app.redis_ops.decoding import display_text
 from streams_app.redis_ops.errors import InvalidArgument
 from streams_app.views import links
 from streams_app.views.api.schemas import CursorId, Query, parse, query_int

@@ -17,8 +17,8 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from streams_app import search
-from streams_app.redis_ops.decoding import display_text
+from eventbus.search.query import MAX_QUERY
+from eventbus.text import display_text
 from streams_app.services.dlq_search import dlq_requeue_matching, dlq_requeue_matching_preview
 from streams_app.services.pending_search import pending_ack_matching, pending_ack_matching_preview
 from streams_app.services.replay import stream_replay, stream_replay_matching_count
@@ -32,7 +32,7 @@ from streams_app.views.forms import action_data, validated
 class RequeueMatchingForm(forms.Form):
     """The search query (as typed) and, on the POST, the newest dead letter the count covered."""
 
-    q = forms.CharField(max_length=search.MAX_QUERY, strip=False)
+    q = forms.CharField(max_length=MAX_QUERY, strip=False)
     up_to = EntryIdField(required=False)
 
 
@@ -76,7 +76,7 @@ class ReplayMatchingForm(forms.Form):
     """The search query and the range searched (default: the whole stream); on the POST, the exact
     IDs the count resolved and the target stream (default: the same stream)."""
 
-    q = forms.CharField(max_length=search.MAX_QUERY, strip=False)
+    q = forms.CharField(max_length=MAX_QUERY, strip=False)
     start = PositionField(required=False, specials=("-", "0"))
     end = PositionField(required=False, specials=("+", "$"))
     target = NameField(required=False)

@@ -9,9 +9,10 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
+from eventbus.decoding import decode_value
+from eventbus.text import display_text
 from streams_app.accounts.roles import Role, role_of
 from streams_app.redis_ops import conventions
-from streams_app.redis_ops.decoding import decode_value, display_text
 from streams_app.redis_ops.errors import InvalidArgument
 from streams_app.redis_ops.reads import entries as entry_reads
 from streams_app.redis_ops.reads import groups as group_reads

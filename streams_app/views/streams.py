@@ -22,8 +22,9 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
+from eventbus.conventions import is_internal_stream
 from streams_app.metrics import mirror
-from streams_app.redis_ops import commands, conventions
+from streams_app.redis_ops import commands
 from streams_app.redis_ops.errors import OpsError
 from streams_app.redis_ops.reads import streams as stream_reads
 from streams_app.redis_ops.types import StreamSummary
@@ -68,7 +69,7 @@ def streams_list(request: HttpRequest, conn: str) -> HttpResponse:
 
 def _row(s: StreamSummary, **more: object) -> dict:
     """One row of the list: the stream's figures, its DLQ convention and whether it is the bus's own."""
-    return {"s": s, "dlq": dlq_convention(s.key), "internal": conventions.is_internal_stream(s.key),
+    return {"s": s, "dlq": dlq_convention(s.key), "internal": is_internal_stream(s.key),
             "lag": s.lag, **more}
 
 

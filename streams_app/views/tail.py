@@ -20,8 +20,8 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from streams_app import search
-from streams_app.redis_ops.decoding import display_text
+from eventbus.search.query import MAX_QUERY
+from eventbus.text import display_text
 from streams_app.redis_ops.reads import entries as entry_reads
 from streams_app.redis_ops.reads import streams as stream_reads
 from streams_app.views import links
@@ -40,7 +40,7 @@ DEFAULT_KEEP = 500
 class TailForm(forms.Form):
     """The page's address: what the script wrote there with ``history.replaceState``, or a shared link."""
 
-    filter = forms.CharField(required=False, max_length=search.MAX_QUERY, strip=False)
+    filter = forms.CharField(required=False, max_length=MAX_QUERY, strip=False)
     paused = forms.BooleanField(required=False)
     after = EntryIdField(required=False, allow_bare=True)  # the newest ID the page had shown
     keep = forms.TypedChoiceField(
@@ -73,7 +73,7 @@ def tail(request: HttpRequest, conn: str, key: bytes) -> HttpResponse:
         hold=hold if params["paused"] else "",
         paused=params["paused"],
         filter_text=params["filter"],
-        filter_max=search.MAX_QUERY,
+        filter_max=MAX_QUERY,
         replay_max=settings.BUSCONSOLE_TAIL_REPLAY_MAX,
         keep_choices=KEEP_CHOICES,
         keep=params["keep"],

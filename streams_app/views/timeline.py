@@ -20,10 +20,10 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
+from eventbus.text import display_text
 from streams_app import services
 from streams_app.accounts.roles import Role, role_of
 from streams_app.annotations.models import TAG_MAX, TAGS_MAX, TEXT_MAX
-from streams_app.redis_ops.decoding import display_text
 from streams_app.redis_ops.errors import InvalidArgument
 from streams_app.timeline.tracks import DLQS_MAX, EVENTS_MAX, GROUPS_MAX, timeline_build
 from streams_app.timeline.window import PRESETS, TimeWindow, iso, moment_parse, window_parse

@@ -18,12 +18,13 @@ import pytest
 from redis.cluster import RedisCluster
 
 from eventbus import moves as move_steps
+from eventbus.conventions import dlq_candidates
+from eventbus.moves import BUSY, lease_key, record_key
 from streams_app import services
 from streams_app.audit.models import AuditEvent
 from streams_app.jobs import runner as jobs
 from streams_app.jobs.models import Job
 from streams_app.redis_ops import actions, conventions
-from streams_app.redis_ops.actions import moves
 from tests.console.services.helpers import eventbus_dead_letter
 from tests.polling import wait_for
 
@@ -91,7 +92,7 @@ def test_requeue_all_moves_each_entry_once(on_cluster, rc, operator, dlq):
     assert set(payloads(rc, "orders")) == expected(ids) and rc.xlen("orders") == 250
     assert [e[0].decode() for e in rc.xrange(dlq)] == late
     # nothing of the console's own is left behind: no lease, no record
-    assert not rc.exists(moves.lease_key(dlq.encode()), moves.record_key(dlq.encode(), b"orders"))
+    assert not rc.exists(lease_key(dlq.encode()), record_key(dlq.encode(), b"orders"))
 
 
 def test_entries_bound_for_several_streams_each_go_to_their_own(on_cluster, rc, operator):
@@ -124,7 +125,7 @@ def test_a_mover_killed_after_adding_is_finished_by_its_resume_with_nothing_doub
     assert rc.xlen("orders") == 30 and rc.xlen("orders:dlq") == 30
     # another mover may not take them while the lease holds
     busy = actions.requeue(on_cluster, b"orders:dlq", ids=ids[:3], owner="request:x")
-    assert [f.reason for f in busy.failed] == [moves.BUSY] * 3 and rc.xlen("orders") == 30
+    assert [f.reason for f in busy.failed] == [BUSY] * 3 and rc.xlen("orders") == 30
     # the job resumed (same owner) finishes them, adding nothing
     step = actions.requeue_range(on_cluster, b"orders:dlq", up_to=ids[-1], batch=100, owner="job:7")
     assert len(step.result.requeued) == 30 and step.cursor is None
@@ -173,7 +174,7 @@ def test_two_operators_requeueing_the_same_entries_across_slots_make_one_copy_ea
     assert sorted(moved) == sorted(ids)  # each reported moved by exactly one of them
     # the others saw each entry gone or being moved: never an error, never a second copy
     for result in results:
-        assert {f.reason for f in result.failed} <= {moves.BUSY}
+        assert {f.reason for f in result.failed} <= {BUSY}
     assert rc.xlen("orders:dlq") == 0
 
 
@@ -181,8 +182,8 @@ def test_the_new_dlq_naming_is_recognised_and_feeds_back_into_its_stream():
     assert conventions.detect_dlq(b"{orders}:dlq").source_hint == b"orders"
     assert conventions.detect_dlq(b"orders:dlq").source_hint == b"orders"
     assert conventions.detect_dlq(b"{orders}.v2:dlq").source_hint == b"{orders}.v2"
-    assert conventions.dlq_candidates(b"orders") == [b"{orders}:dlq", b"orders:dlq"]
-    assert conventions.dlq_candidates(b"{orders}.v2") == [b"{orders}.v2:dlq"]
+    assert dlq_candidates(b"orders") == [b"{orders}:dlq", b"orders:dlq"]
+    assert dlq_candidates(b"{orders}.v2") == [b"{orders}.v2:dlq"]
     entry = conventions.parse_dlq_entry(b"{orders}:dlq", "1-0", {b"type": b"x", b"_retries": b"3"})
     assert (entry.convention, entry.original_stream) == ("streams", b"orders")
 

@@ -87,18 +87,18 @@ def test_help_is_plain_text_with_examples(args: list[str]) -> None:
 
 
 # Where the commands look with no --url: $BUS_REDIS_URL, else db 0 of the private server `make run` starts
-# on $BUSCONSOLE_REDIS_PORT (6390 when unset), as the console does. An empty variable counts as unset.
+# on $EVENTBUS_REDIS_PORT (6390 when unset), as the console does. An empty variable counts as unset.
 
 
 def test_with_nothing_set_the_help_names_the_private_port() -> None:
     """The port is written here, not read from the code under test: 6390 is what ``make run`` documents."""
-    done = _cli("list", "--help", BUS_REDIS_URL="", BUSCONSOLE_REDIS_PORT="")
-    assert "redis://127.0.0.1:$BUSCONSOLE_REDIS_PORT/0, port 6390 when unset" in " ".join(done.stdout.split())
+    done = _cli("list", "--help", BUS_REDIS_URL="", EVENTBUS_REDIS_PORT="")
+    assert "redis://127.0.0.1:$EVENTBUS_REDIS_PORT/0, port 6390 when unset" in " ".join(done.stdout.split())
 
 
 def test_the_port_variable_moves_the_default(redis_server, r) -> None:
     done = _cli(
-        "publish", "orders", "t", "{}", BUS_REDIS_URL="", BUSCONSOLE_REDIS_PORT=str(redis_server.port)
+        "publish", "orders", "t", "{}", BUS_REDIS_URL="", EVENTBUS_REDIS_PORT=str(redis_server.port)
     )
     assert done.returncode == 0, done.stderr
     assert [entry_id.decode() for entry_id, _ in r.xrange("orders")] == [done.stdout.strip()]
@@ -107,12 +107,12 @@ def test_the_port_variable_moves_the_default(redis_server, r) -> None:
 def test_bus_redis_url_and_url_win_over_the_port(redis_server, r) -> None:
     absent = str(free_port())
     done = _cli(
-        "publish", "orders", "t", "{}", BUS_REDIS_URL=redis_server.url(0), BUSCONSOLE_REDIS_PORT=absent
+        "publish", "orders", "t", "{}", BUS_REDIS_URL=redis_server.url(0), EVENTBUS_REDIS_PORT=absent
     )
     assert done.returncode == 0, done.stderr
     done = _cli(
         "publish", "--url", redis_server.url(0), "orders", "t", "{}",
-        BUS_REDIS_URL=f"redis://127.0.0.1:{absent}/0", BUSCONSOLE_REDIS_PORT=absent,
+        BUS_REDIS_URL=f"redis://127.0.0.1:{absent}/0", EVENTBUS_REDIS_PORT=absent,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert r.xlen("orders") == 2
@@ -120,14 +120,14 @@ def test_bus_redis_url_and_url_win_over_the_port(redis_server, r) -> None:
 
 def test_an_absent_server_at_the_port_names_the_variable() -> None:
     port = free_port()
-    line = _one_line(_cli("list", BUS_REDIS_URL="", BUSCONSOLE_REDIS_PORT=str(port)))
+    line = _one_line(_cli("list", BUS_REDIS_URL="", EVENTBUS_REDIS_PORT=str(port)))
     assert line == (
-        f"cannot reach Redis at redis://127.0.0.1:{port}/0 (BUSCONSOLE_REDIS_PORT): Connection refused"
+        f"cannot reach Redis at redis://127.0.0.1:{port}/0 (EVENTBUS_REDIS_PORT): Connection refused"
         " — start it (make run), or set BUS_REDIS_URL or pass --url"
     )
 
 
 def test_a_port_that_is_no_port_is_one_line_and_status_2() -> None:
-    done = _cli("list", BUS_REDIS_URL="", BUSCONSOLE_REDIS_PORT="63 90")
+    done = _cli("list", BUS_REDIS_URL="", EVENTBUS_REDIS_PORT="63 90")
     assert done.returncode == 2
-    assert done.stderr.strip() == "BUSCONSOLE_REDIS_PORT must be a port number, not '63 90'"
+    assert done.stderr.strip() == "EVENTBUS_REDIS_PORT must be a port number, not '63 90'"

@@ -162,13 +162,13 @@ def test_configured_patterns_from_the_option_and_the_environment(
                 "error_field": "reason", "retries_field": "attempts"}]  # fmt: skip
     _, doc = run(capsys, url, "dlq")
     assert doc["dlqs"] == []
-    monkeypatch.setenv("BUSCONSOLE_DLQ_PATTERNS", json.dumps(pattern))
+    monkeypatch.setenv("EVENTBUS_DLQ_PATTERNS", json.dumps(pattern))
     _, doc = run(capsys, url, "dlq", "jobs:resize:dead")
     [entry] = doc["entries"]
     assert (entry["convention"], entry["original_stream"], entry["error"], entry["retries"]) == (
         "jobs-dead", "jobs:resize", "too big", 2,
     )  # fmt: skip
-    monkeypatch.delenv("BUSCONSOLE_DLQ_PATTERNS")
+    monkeypatch.delenv("EVENTBUS_DLQ_PATTERNS")
     _, doc = run(capsys, url, "dlq", "--dlq-patterns", json.dumps(pattern))
     assert [(row["key"], row["convention"]) for row in doc["dlqs"]] == [("jobs:resize:dead", "jobs-dead")]
     assert main(["dlq", "--url", url, "--dlq-patterns", '[{"name": "x"}]']) == 2

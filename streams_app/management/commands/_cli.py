@@ -22,8 +22,9 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser, DjangoHelpFormatter
 
 from busconsole.celery import app as celery_app
+from eventbus.connection import split_mode
 from eventbus.redis_errors import EXIT_UNAVAILABLE, explain, redis_cause
-from streams_app.redis_ops.client import connection, split_mode
+from streams_app.redis_ops.client import connection
 from streams_app.redis_ops.commands import server_ms
 from streams_app.redis_ops.errors import OpsError
 

@@ -13,6 +13,7 @@ the console's audit log holds for the event (which ``python -m eventbus journey`
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
 from functools import partial
@@ -69,8 +70,15 @@ def run_bus(argv: Sequence[str]) -> int:
         return 2
     if not any(arg == "--url" or arg.startswith("--url=") for arg in rest):
         rest = [*rest, "--url", settings.BUS_REDIS_URLS[conn]]
-    # journey: the operator actions of the console's audit log on the same timeline, as its page shows them
-    return bus_main(rest, shown=shown_by_console(conn), journey_steps=partial(operator_steps, conn))
+    # journey: the operator actions of the console's audit log on the same timeline, as its page shows them;
+    # DLQs are read by the console's configured conventions, as its pages read them
+    return bus_main(rest, shown=shown_by_console(conn), journey_steps=partial(operator_steps, conn),
+                    dlq_patterns=("BUSCONSOLE_DLQ_PATTERNS", _patterns_setting()))
+
+
+def _patterns_setting() -> str:
+    raw = getattr(settings, "BUSCONSOLE_DLQ_PATTERNS", "") or ""
+    return raw if isinstance(raw, str) else json.dumps(raw)
 
 
 class Command(BaseCommand):

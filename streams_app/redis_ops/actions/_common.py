@@ -21,7 +21,6 @@ from redis.commands.core import Script
 
 from eventbus import scripts as bus_scripts
 from eventbus.connection import SyncClient
-from eventbus.moves import slot_twin as slot_twin  # the one copy, re-exported for the actions
 
 from ..client import key_client
 from ..commands import stream_pipeline

@@ -19,15 +19,7 @@ from ..commands import lookup, stream_pipeline
 from ..errors import NotFound, translated
 from ..ids import parse_id
 from ..parsers import parse_group, parse_pending_entry, reply_text
-from ._common import (
-    MAX_AUTOCLAIM_COUNT,
-    ZERO_ID,
-    _ids,
-    _key,
-    _name,
-    _non_negative,
-    _positive,
-)
+from ._common import MAX_AUTOCLAIM_COUNT, ZERO_ID, _ids, _key, _name, _non_negative, _positive
 
 
 @dataclass(frozen=True, slots=True)

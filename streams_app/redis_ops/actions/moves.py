@@ -12,21 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from eventbus import moves
-from eventbus.moves import BUSY, LEASE_MS, RECORD_TTL_MS, Moved, Packed, lease_key, record_key
+from eventbus.moves import Moved, Packed
 
 from ..client import get_client
-
-__all__ = [
-    "BUSY",
-    "LEASE_MS",
-    "RECORD_TTL_MS",
-    "Moved",
-    "Packed",
-    "add_packed_and_release",
-    "lease_key",
-    "move_across",
-    "record_key",
-]
 
 
 def move_across(

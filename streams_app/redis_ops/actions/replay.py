@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from eventbus.keys import hash_tag
+from eventbus.moves import slot_twin
 
 from ..client import get_client, is_cluster, same_slot
 from ..commands import stream_pipeline, stream_read
@@ -41,7 +42,6 @@ from ._common import (
     _positive,
     _script,
     _sid,
-    slot_twin,
 )
 
 

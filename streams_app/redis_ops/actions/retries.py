@@ -25,9 +25,9 @@ from typing import Any
 
 from eventbus.dlq import dead_letter_fields
 from eventbus.keys import in_slot_of
+from eventbus.text import display_text
 
 from ..client import get_client, same_slot
-from ..decoding import display_text
 from ..errors import InvalidArgument, translated
 from ..parsers import reply_text
 from ..retries import (

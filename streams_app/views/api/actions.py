@@ -12,11 +12,13 @@ from typing import Any
 
 from django.http import Http404, HttpRequest, JsonResponse
 
+from eventbus.conventions import DlqEntry
+from eventbus.decoding import decode_fields
+from eventbus.text import display_text
 from streams_app import services
 from streams_app.jobs.models import Job
 from streams_app.masking.apply import search_mask
-from streams_app.redis_ops import actions, client, conventions
-from streams_app.redis_ops.decoding import decode_fields, display_text
+from streams_app.redis_ops import actions, client
 from streams_app.redis_ops.reads import dlq as dlq_reads
 from streams_app.triage.counts import ShownDeadLetters, TriageFilter
 from streams_app.views import links, presenters
@@ -135,7 +137,7 @@ def dlq_list(request: HttpRequest, conn: str) -> JsonResponse:
     )
 
 
-def dlq_entry_json(entry: conventions.DlqEntry) -> dict[str, Any]:
+def dlq_entry_json(entry: DlqEntry) -> dict[str, Any]:
     return {
         "id": entry.id,
         "convention": entry.convention,

@@ -11,9 +11,9 @@ from typing import Any
 
 from django.http import HttpRequest, JsonResponse
 
+from eventbus.text import display_text
 from streams_app import services
 from streams_app.redis_ops import actions, client
-from streams_app.redis_ops.decoding import display_text
 from streams_app.views.api import replies
 from streams_app.views.api import schemas as s
 from streams_app.views.api.endpoint import api_endpoint, body_input, flag, read_json

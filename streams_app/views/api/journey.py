@@ -12,9 +12,9 @@ from typing import Any, Literal
 from django.http import HttpRequest, JsonResponse
 from pydantic import ConfigDict, Field
 
+from eventbus.search.query import MAX_QUERY
 from eventbus.text import as_bytes
 from streams_app import journey as journeys
-from streams_app import search
 from streams_app.redis_ops import client
 from streams_app.views import links
 from streams_app.views.api.endpoint import api_endpoint
@@ -32,7 +32,7 @@ class JourneyQuery(Query):
     look in (repeat it, at most 10). ``cursor`` continues an answer whose ``coverage.complete`` is false
     (its ``coverage.next``). One answer reads at most 50,000 entries in 3 seconds."""
 
-    q: text(min_length=1, max_length=search.MAX_QUERY)  # type: ignore[valid-type]  # pydantic reads the Annotated type this call builds; mypy takes no call as a type
+    q: text(min_length=1, max_length=MAX_QUERY)  # type: ignore[valid-type]  # pydantic reads the Annotated type this call builds; mypy takes no call as a type
     stream: list[text(min_length=1, max_length=4096)] = Field(min_length=1, max_length=journeys.MAX_STREAMS)  # type: ignore[valid-type]  # pydantic reads the Annotated type this call builds; mypy takes no call as a type
     by: Literal["auto", "entry", "event", "correlation", "search"] = "auto"
     cursor: text(min_length=3, max_length=48) | None = None  # type: ignore[valid-type]  # pydantic reads the Annotated type this call builds; mypy takes no call as a type

@@ -12,8 +12,9 @@ from django.conf import settings
 from django.http import HttpRequest, JsonResponse
 from django.utils import timezone
 
+from eventbus.conventions import is_internal_stream
 from streams_app.metrics import mirror
-from streams_app.redis_ops import client, conventions
+from streams_app.redis_ops import client
 from streams_app.redis_ops.errors import InvalidArgument
 from streams_app.redis_ops.reads import entries as entry_reads
 from streams_app.redis_ops.reads import groups as group_reads
@@ -117,7 +118,7 @@ def _stream_row(conn: str, s: StreamSummary) -> dict[str, object]:
     no group reports one, never 0 for unknown), and whether it is internal."""
     return {**presenters.stream_summary_json(conn, s),
             **presenters.lag_json(s.lag, groups=s.groups, unknown=s.lag_unknown_groups),
-            "lag_unknown": s.lag_unknown, "internal": conventions.is_internal_stream(s.key)}
+            "lag_unknown": s.lag_unknown, "internal": is_internal_stream(s.key)}
 
 
 @api_endpoint(method="GET", summary="One stream: XINFO STREAM and its groups", tag="streams",

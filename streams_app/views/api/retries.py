@@ -13,12 +13,13 @@ from typing import Annotated, Any, Self
 from django.http import HttpRequest, JsonResponse
 from pydantic import ConfigDict, Field, RootModel, StringConstraints, model_validator
 
+from eventbus.decoding import decode_fields
+from eventbus.text import display_text
 from streams_app import services
 from streams_app.masking.apply import errors_masker
 from streams_app.redis_ops import client
 from streams_app.redis_ops import retries as retry_reads
 from streams_app.redis_ops.actions.retries import RetryOutcome
-from streams_app.redis_ops.decoding import decode_fields, display_text
 from streams_app.redis_ops.errors import InvalidArgument
 from streams_app.services.retries import ACTIONS
 from streams_app.views.api import schemas as s

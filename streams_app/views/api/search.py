@@ -1,7 +1,7 @@
 """``GET /api/v1/c/<conn>/streams/<key>/search``: one bounded step of a payload search.
 
 The query language and its rule (expression or plain text) are described in
-:mod:`streams_app.search.query`; this view validates the query string, runs one step of
+:func:`streams_app.search.compile_query`; this view validates the query string, runs one step of
 :func:`streams_app.search.search_page` and answers with the matches as the entries API shows them and
 what was covered, so a client can say "scanned N of M" and continue from ``next``.
 """
@@ -13,6 +13,7 @@ from typing import Literal
 from django.http import HttpRequest, JsonResponse
 from pydantic import ConfigDict, Field
 
+from eventbus.search.query import MAX_QUERY
 from streams_app import search
 from streams_app.masking.apply import search_mask
 from streams_app.redis_ops import client, conventions
@@ -38,7 +39,7 @@ class SearchQuery(Query):
     ISO-8601 times), ``direction`` says which end the scan starts from, ``cursor`` continues after
     the ``next`` of a previous answer. One answer scans at most 100,000 entries or 2 seconds."""
 
-    q: text(min_length=1, max_length=search.MAX_QUERY)  # type: ignore[valid-type]  # pydantic reads the Annotated type this call builds; mypy takes no call as a type
+    q: text(min_length=1, max_length=MAX_QUERY)  # type: ignore[valid-type]  # pydantic reads the Annotated type this call builds; mypy takes no call as a type
     from_: position() | None = Field(None, alias="from")  # type: ignore[valid-type]  # pydantic reads the Annotated type this call builds; mypy takes no call as a type
     to: position() | None = None  # type: ignore[valid-type]  # pydantic reads the Annotated type this call builds; mypy takes no call as a type
     direction: Literal["asc", "desc"] = "asc"

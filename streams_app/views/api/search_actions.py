@@ -12,7 +12,7 @@ from __future__ import annotations
 from django.http import HttpRequest, JsonResponse
 from pydantic import ConfigDict
 
-from streams_app import search
+from eventbus.search.query import MAX_QUERY
 from streams_app.redis_ops import client
 from streams_app.redis_ops.errors import InvalidArgument
 from streams_app.services.dlq_search import dlq_requeue_matching, dlq_requeue_matching_preview
@@ -28,7 +28,7 @@ class RequeueMatchingBody(Body):
     ``dry_run``: count the matches up to the newest dead letter now (200, with that ID as
     ``up_to``). Otherwise ``up_to`` is required: the job requeues the matches up to it (202)."""
 
-    q: text(min_length=1, max_length=search.MAX_QUERY)  # type: ignore[valid-type]  # pydantic reads the Annotated type this call builds; mypy takes no call as a type
+    q: text(min_length=1, max_length=MAX_QUERY)  # type: ignore[valid-type]  # pydantic reads the Annotated type this call builds; mypy takes no call as a type
     up_to: EntryId | None = None
     dry_run: bool = False
 

@@ -12,8 +12,8 @@ from typing import Any
 
 from django.http import HttpRequest, JsonResponse
 
+from eventbus.text import display_text
 from streams_app.redis_ops import client
-from streams_app.redis_ops.decoding import display_text
 from streams_app.redis_ops.errors import InvalidArgument
 from streams_app.services.dlq_triage import (
     ACTION,

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
+from eventbus.decoding import PREVIEW_LIMIT
 from streams_app.exports.formats import NdjsonEncoder, ndjson_record
-from streams_app.redis_ops.decoding import PREVIEW_LIMIT
 from streams_app.redis_ops.types import Entry
 
 PAYLOADS = [

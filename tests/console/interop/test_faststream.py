@@ -21,7 +21,7 @@ import pytest
 import redis
 from django.test import Client
 
-from streams_app.redis_ops.decoding import decode_value
+from eventbus.decoding import decode_value
 from tests.console.helpers import stream_api, stream_url
 from tests.console.interop.helpers import (
     XSS,

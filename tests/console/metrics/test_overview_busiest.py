@@ -17,9 +17,9 @@ import redis
 from django.test import Client
 from django.utils import timezone
 
+from eventbus.conventions import is_internal_stream
 from streams_app.metrics import snapshots
 from streams_app.metrics.charts import GEOMETRY, WINDOWS, chart_build
-from streams_app.redis_ops.conventions import is_internal_stream
 from tests.console.metrics.helpers import path_points
 
 STEP_S = 10

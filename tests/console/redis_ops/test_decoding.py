@@ -14,13 +14,8 @@ import random
 import msgpack
 import pytest
 
-from streams_app.redis_ops.decoding import (
-    Decoded,
-    DecodedField,
-    decode_fields,
-    decode_value,
-    display_text,
-)
+from eventbus.decoding import Decoded, DecodedField, decode_fields, decode_value
+from eventbus.text import display_text
 from tests.console.redis_ops.faststream_samples import FS_JSON_DICT, FS_NON_ASCII_HEADER, FS_TEXT
 
 FORMATS = {"json", "msgpack", "faststream", "text", "hex"}

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from streams_app.redis_ops.decoding import decode_value
+from eventbus.decoding import decode_value
 from tests.console.redis_ops.faststream_samples import (
     FS_BYTES,
     FS_EMPTY,

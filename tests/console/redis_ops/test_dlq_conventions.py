@@ -16,9 +16,8 @@ import pytest
 import redis
 from django.core.exceptions import ImproperlyConfigured
 
+from eventbus.conventions import DlqEntry, DlqKind
 from streams_app.redis_ops.conventions import (
-    DlqEntry,
-    DlqKind,
     check_dlq_patterns,
     detect_dlq,
     dlq_source_streams,

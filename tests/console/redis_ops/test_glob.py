@@ -1,4 +1,4 @@
-"""The one glob matcher (``redis_ops.glob``) against the real server's ``SCAN MATCH``.
+"""The one glob matcher (``eventbus.glob``) against the real server's ``SCAN MATCH``.
 
 Redis is the oracle: the keys are created on the test server and every expected set is what
 ``SCAN 0 MATCH <pattern> COUNT 10000 TYPE stream`` returns for them. Then the places that match globs
@@ -20,12 +20,12 @@ import redis
 from django.test import Client
 from django.utils import timezone
 
+from eventbus.glob import glob_compile, glob_match
 from streams_app.alerts.evaluation import alerts_evaluate
 from streams_app.alerts.models import AlertRule
 from streams_app.metrics import snapshots
 from streams_app.redis_ops import client as redis_client
 from streams_app.redis_ops.conventions import detect_dlq
-from streams_app.redis_ops.glob import glob_compile, glob_match
 
 CONN = "default"
 

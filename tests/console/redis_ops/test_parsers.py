@@ -17,11 +17,12 @@ from datetime import UTC, datetime
 import pytest
 import redis
 
+from eventbus.text import id_ms
 from streams_app.redis_ops import client as redis_client
 from streams_app.redis_ops import snapshot_reads
 from streams_app.redis_ops.commands import entries_by_id, scan_streams
 from streams_app.redis_ops.errors import NotFound
-from streams_app.redis_ops.ids import id_ms, reply_id
+from streams_app.redis_ops.ids import reply_id
 from streams_app.redis_ops.parsers import (
     parse_consumer,
     parse_entry,

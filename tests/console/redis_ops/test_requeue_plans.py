@@ -12,7 +12,8 @@ import json
 
 import pytest
 
-from streams_app.redis_ops.conventions import DlqEntry, parse_dlq_entry, requeue_plan
+from eventbus.conventions import DlqEntry
+from streams_app.redis_ops.conventions import parse_dlq_entry, requeue_plan
 from streams_app.redis_ops.errors import InvalidArgument
 from tests.console.redis_ops.helpers import EVENTBUS_ENTRY, OMNI_DATA, OMNI_KEY
 

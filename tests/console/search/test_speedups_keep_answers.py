@@ -22,9 +22,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from eventbus.decoding import decode_value, decoded_value
 from eventbus.search.analysis import required_literals, root_paths, size_only_paths, tokenize
 from eventbus.search.fast import ERROR, Unknown, compile_fast
-from streams_app.redis_ops.decoding import decode_value, decoded_value
 from streams_app.redis_ops.types import Entry
 from streams_app.search import compile_query
 
