@@ -105,6 +105,7 @@ class AlertRuleForm(forms.Form):
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
+        assert data is not None  # Form.clean returns cleaned_data; django-stubs allow an override None
         data["threshold"] = data.get("threshold") or 0.0
         data["group_glob"] = data.get("group_glob") or "*"
         if data.get("for_duration") is not None:

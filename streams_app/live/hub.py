@@ -86,7 +86,7 @@ import logging
 import time
 import weakref
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, cast
 
 from django.conf import settings
 
@@ -287,7 +287,11 @@ class StreamTail:
         if future is None:
             future = asyncio.ensure_future(self.source.newest_id(key))
             self._lookups[key] = future
-            future.add_done_callback(lambda _f, k=key: self._lookups.pop(k, None))
+
+            def forget(_done: asyncio.Future[str], k: bytes = key) -> None:
+                self._lookups.pop(k, None)
+
+            future.add_done_callback(forget)
         return await asyncio.shield(future)
 
     def _set_cursor(self, key: bytes, entry_id: str) -> None:
@@ -476,17 +480,18 @@ class Hub:
         await self.relay.join(conn, key)
         sub.counted = True
         heap.opened()
-        if sub.key not in sub.tail.subscribers:  # it left while the join was under way
+        if sub.key not in cast(StreamTail, sub.tail).subscribers:  # it left while the join was under way
             self.relay.leave(conn, key)
         return sub
 
     def unsubscribe(self, sub: Subscription) -> None:
-        sub.tail.unsubscribe(sub)
+        tail = cast(StreamTail, sub.tail)  # the hub's subscriptions are on its own tails
+        tail.unsubscribe(sub)
         if sub.counted:
             sub.counted = False
             heap.closed()
-        if sub.key not in sub.tail.subscribers:
-            self.relay.leave(sub.tail.conn, sub.key)
+        if sub.key not in tail.subscribers:
+            self.relay.leave(tail.conn, sub.key)
 
     def _deliver(self, conn: str, key: bytes, frame: dict[str, Any]) -> None:
         tail = self.tails.get(conn)

@@ -85,7 +85,8 @@ class EventRelay:
     async def _discard(self, group: str) -> None:
         layer = get_channel_layer()
         with contextlib.suppress(Exception):  # the membership expires on its own
-            await layer.group_discard(group, self.channel)
+            if layer is not None and self.channel is not None:
+                await layer.group_discard(group, self.channel)
 
     async def _run(self, layer: Any) -> None:
         """Receive the relay's events and hand them out; renew memberships now and then."""

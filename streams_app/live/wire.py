@@ -41,6 +41,7 @@ from __future__ import annotations
 import inspect
 import logging
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 from websockets.protocol import State
@@ -173,7 +174,7 @@ def verdicts_forget() -> None:
     _warned.clear()
 
 
-def direct_socket(scope: dict[str, Any]) -> DirectSocket | None:
+def direct_socket(scope: Mapping[str, Any]) -> DirectSocket | None:
     """The client's socket for shared frames, or None (another server, a changed uvicorn, or an extension
     was negotiated).
 

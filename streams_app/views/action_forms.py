@@ -164,6 +164,7 @@ class AutoclaimForm(forms.Form):
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
+        assert data is not None  # Form.clean returns cleaned_data; django-stubs allow an override None
         data["count"] = data.get("count") or 100
         return data
 
@@ -217,6 +218,7 @@ class TriageFilterForm(forms.Form):
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
+        assert data is not None  # Form.clean returns cleaned_data; django-stubs allow an override None
         for name in ("signature", "group", "origin"):
             data[name] = data.get(name) or None
         if self.errors:
@@ -238,6 +240,7 @@ class DlqPageForm(TriageFilterForm):
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
+        assert data is not None  # Form.clean returns cleaned_data; django-stubs allow an override None
         data["count"] = data.get("count") or 50
         data["error"] = data.get("error") or None
         return data
@@ -253,6 +256,7 @@ class DlqRequeueForm(forms.Form):
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
+        assert data is not None  # Form.clean returns cleaned_data; django-stubs allow an override None
         if data.get("all"):
             if not data.get("up_to"):
                 raise forms.ValidationError("Requeue all needs up_to: the newest entry ID you saw.")
@@ -311,6 +315,7 @@ class TrimForm(forms.Form):
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
+        assert data is not None  # Form.clean returns cleaned_data; django-stubs allow an override None
         if self.errors:
             return data
         if (data.get("maxlen") is None) == (not data.get("minid")):
@@ -327,6 +332,7 @@ class EntriesDeleteForm(forms.Form):
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
+        assert data is not None  # Form.clean returns cleaned_data; django-stubs allow an override None
         if self.errors:
             return data
         typed = (data.get("ids_text") or "").replace(",", " ").split()
@@ -372,5 +378,6 @@ class AuditFiltersForm(forms.Form):
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
+        assert data is not None  # Form.clean returns cleaned_data; django-stubs allow an override None
         data["count"] = data.get("count") or 50
         return data

@@ -67,7 +67,7 @@ def action_view(fallback: Callable[..., str]) -> Callable:
         @require_POST
         @wraps(view)
         def wrapper(request: HttpRequest, conn: str, *args: Any, **kwargs: Any) -> HttpResponse:
-            request.console_conn = conn
+            request.console_conn = conn  # type: ignore[attr-defined]  # the error middleware reads it back (getattr) to name the connection
             client.connection(conn)
             back = _back(request, fallback(conn, *args, **kwargs))
             try:

@@ -16,6 +16,7 @@ from django.contrib.auth.decorators import login_not_required
 from django.contrib.auth.views import LoginView
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
+from django.http.response import HttpResponseBase
 
 from streams_app.accounts.login import ThrottledAuthenticationForm
 from streams_app.accounts.roles import role_of
@@ -42,7 +43,7 @@ class ConsoleLoginView(LoginView):
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         return {**super().get_context_data(**kwargs), **login_context()}
 
-    def form_valid(self, form: ThrottledAuthenticationForm) -> HttpResponse:
+    def form_valid(self, form: ThrottledAuthenticationForm) -> HttpResponse:  # type: ignore[override]  # form_class is ThrottledAuthenticationForm
         response = super().form_valid(form)
         if decided := form.directory_login:  # a directory set the role: say which, as single sign-on does
             audit_write_system(
@@ -50,7 +51,7 @@ class ConsoleLoginView(LoginView):
             )
         return response
 
-    def form_invalid(self, form: ThrottledAuthenticationForm) -> HttpResponse:
+    def form_invalid(self, form: ThrottledAuthenticationForm) -> HttpResponse:  # type: ignore[override]  # form_class is ThrottledAuthenticationForm
         if decided := form.directory_login:  # the password was right, the groups gave no role
             audit_write_system(
                 user=decided.user, conn="", action="login.ldap", params=decided.audit_params(),
@@ -64,7 +65,7 @@ login_view = login_not_required(ConsoleLoginView.as_view())
 
 
 @login_not_required
-def admin_login(request: HttpRequest) -> HttpResponse:
+def admin_login(request: HttpRequest) -> HttpResponseBase:
     """``/admin/login/``: the console's login, where the Django admin sends whoever it does not let in.
 
     A logged-in user the admin refuses (a viewer or operator) gets a 403 saying why: sending them on to

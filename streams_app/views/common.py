@@ -23,5 +23,5 @@ def render_screen(
 
 def connection_context(request: HttpRequest, conn: str) -> dict:
     """Checks that ``conn`` is configured (404 otherwise) and reports its health for the banner."""
-    request.console_conn = conn
+    request.console_conn = conn  # type: ignore[attr-defined]  # the error middleware reads it back (getattr) to name the connection
     return {"conn": conn, "connection": client.connection(conn), "health": client.health(conn)}

@@ -120,9 +120,9 @@ def requeue_filtered_confirm(request: HttpRequest, conn: str, key: bytes) -> Htt
     return render(request, "streams_app/dlq_triage_confirm.html", context)
 
 
-def _words(where: TriageFilter) -> list[tuple[str, str]]:
+def _words(where: TriageFilter) -> list[tuple[str, str | None]]:
     """The filter as the confirm page states it: (what, value)."""
-    out = []
+    out: list[tuple[str, str | None]] = []
     if where.signature is not None:
         out.append(("error signature", where.signature))
     if where.group is not None or where.no_group:

@@ -187,7 +187,7 @@ def entry_add(request: HttpRequest, conn: str, key: bytes) -> HttpResponse:
         context = _form_context(request, conn, key, template=template)
         masker.reveal_record()
         return render_screen(request, "streams_app/entry_add.html", context)
-    request.console_conn = conn
+    request.console_conn = conn  # type: ignore[attr-defined]  # the error middleware reads it back (getattr) to name the connection
     client.connection(conn)  # an unknown connection is a 404 before anything is read
     post = request.POST
     action = services.entry_add_action(trims=bool(post.get("maxlen", "").strip()))

@@ -19,6 +19,7 @@ from django.conf import settings
 from django.contrib import messages
 from django.core.handlers.wsgi import WSGIRequest
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, StreamingHttpResponse
+from django.http.response import HttpResponseBase
 from django.shortcuts import get_object_or_404
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
@@ -63,8 +64,8 @@ async def _async_chunks(chunks: Iterator[bytes]) -> AsyncIterator[bytes]:
     """``chunks`` for an ASGI server: each next chunk made in a worker thread, the generator closed
     (so its audit row is written) however the response ends."""
     try:
-        while (chunk := await sync_to_async(next)(chunks, _END)) is not _END:
-            yield chunk  # type: ignore[misc]  # the sentinel is compared by identity; mypy cannot narrow `is not _END` out of the chunk's type
+        while (chunk := await sync_to_async(next)(chunks, _END)) is not _END:  # type: ignore[call-arg]  # next's default: asgiref's typing keeps only its one-argument form
+            yield chunk
     finally:
         await sync_to_async(getattr(chunks, "close", lambda: None))()
 
@@ -96,7 +97,7 @@ def job_file_response(request: HttpRequest, job: Job, path: Path) -> StreamingHt
 
 
 @require_http_methods(["GET", "POST"])
-def stream_export(request: HttpRequest, conn: str, key: bytes) -> HttpResponse:
+def stream_export(request: HttpRequest, conn: str, key: bytes) -> HttpResponseBase:
     """The range as a file, streamed page by page; too big a range is refused (use the job).
 
     A link (GET) or the page's form, which POSTs because its other button starts a job and both
@@ -128,10 +129,10 @@ def stream_export_job(request: HttpRequest, conn: str, key: bytes) -> HttpRespon
 
 
 @require_GET
-def export_download(request: HttpRequest, job_id: int) -> HttpResponse:
+def export_download(request: HttpRequest, job_id: int) -> HttpResponseBase:
     """A finished export job's file; before that (or once expired), a page that says where it stands."""
     job = get_object_or_404(Job.objects.select_related("created_by"), pk=job_id)
-    request.console_conn = job.connection
+    request.console_conn = job.connection  # type: ignore[attr-defined]  # the error middleware reads it back (getattr) to name the connection
     path = services.export_job_file(user=request.user, job=job)
     if path is None:
         return render_screen(

@@ -22,11 +22,11 @@ from streams_app.redis_ops.reads.limits import DEFAULT_PAGE, MAX_PAGE
 from streams_app.views.action_forms import EntryIdField, PositionField
 
 
-def validated(form_class: type[forms.Form], data: QueryDict) -> dict:
+def validated(form_class: type[forms.Form], data: QueryDict | Mapping[str, Any]) -> dict[str, Any]:
     form = form_class(data)
     if not form.is_valid():
         problems = "; ".join(
-            f"{name}: {' '.join(errors)}" if name != "__all__" else " ".join(errors)
+            f"{name}: {' '.join(map(str, errors))}" if name != "__all__" else " ".join(map(str, errors))
             for name, errors in form.errors.items()
         )
         raise InvalidArgument(problems)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
@@ -19,6 +20,9 @@ from streams_app.views.action_forms import JobsForm
 from streams_app.views.common import render_screen
 from streams_app.views.forms import validated
 from streams_app.views.paging import newest_first
+
+if TYPE_CHECKING:
+    from streams_app.accounts.roles import UserLike
 
 PAGE = 50
 
@@ -93,7 +97,7 @@ def job_percent(job: Job) -> int | None:
     return min(100, round(100 * job.done / job.total))
 
 
-def _may(user: object, action: str) -> bool:
+def _may(user: UserLike | None, action: str) -> bool:
     """Whether the page offers ``action``'s button: the role table's answer (a courtesy: the POST is
     checked again where it runs)."""
     try:
@@ -123,7 +127,7 @@ def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
 
 def _job_action(request: HttpRequest, job_id: int, verb: str) -> HttpResponse:
     job = get_object_or_404(Job, pk=job_id)
-    request.console_conn = job.connection
+    request.console_conn = job.connection  # type: ignore[attr-defined]  # the error middleware reads it back (getattr) to name the connection
     try:
         if verb == "cancel":
             job = services.job_cancel(user=request.user, job=job)

@@ -18,6 +18,8 @@ which ``metrics.js`` turns into the ``stream-changed`` and ``job-progress`` DOM 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
+from typing import Any
 from urllib.parse import unquote_to_bytes
 
 from channels.db import database_sync_to_async
@@ -31,7 +33,7 @@ from streams_app.views.socket_auth import SessionBoundConsumer
 log = logging.getLogger(__name__)
 
 
-def _stream_of(scope: dict) -> tuple[str, bytes] | None:
+def _stream_of(scope: Mapping[str, Any]) -> tuple[str, bytes] | None:
     """The (connection, key) a page asked to follow, if any and if the connection exists.
 
     The query string is parsed from its raw bytes so that a key that is not UTF-8 survives.

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, NamedTuple, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar, cast
 
 from django import forms
 from django.db.models import Model, QuerySet
@@ -72,7 +72,7 @@ class RankForm(forms.Form):
 
     def __init__(self, data: QueryDict, *, sorts: Mapping[str, str], prefix: str | None = None) -> None:
         super().__init__(data, prefix=prefix)
-        self.fields["sort"].choices = [("", "default"), *((name, name) for name in sorts)]
+        cast(forms.ChoiceField, self.fields["sort"]).choices = [("", "default"), *((name, name) for name in sorts)]
 
     def add_prefix(self, field_name: str) -> str:
         return f"{self.prefix}_{field_name}" if self.prefix else field_name
@@ -89,7 +89,7 @@ def ranking(data: QueryDict, *, sorts: Mapping[str, str], prefix: str | None = N
     sent (``groups_page: ...``), which is why this does not go through ``forms.validated``."""
     form = RankForm(data, sorts=sorts, prefix=prefix)
     if not form.is_valid():
-        raise InvalidArgument("; ".join(f"{form.add_prefix(name)}: {' '.join(errors)}"
+        raise InvalidArgument("; ".join(f"{form.add_prefix(name)}: {' '.join(map(str, errors))}"
                                         for name, errors in form.errors.items()))
     cleaned = form.cleaned_data
     return Ranking(cleaned["sort"] or next(iter(sorts)), cleaned["order"] or None, cleaned["page"] or 1)

@@ -20,6 +20,7 @@ import re
 from collections.abc import AsyncIterator
 
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http.response import HttpResponseBase
 from django.views.decorators.http import require_GET
 
 from eventbus.progress import ProgressEvent
@@ -37,7 +38,7 @@ _LINE_BREAKS = re.compile(r"\r\n|\r|\n")
 
 
 @require_GET
-def progress_events(request: HttpRequest, conn: str, key: bytes) -> HttpResponse:
+def progress_events(request: HttpRequest, conn: str, key: bytes) -> HttpResponseBase:
     after = _resume_point(request)
     head = progress.progress_head(conn, key)
     if head.finished_by(after):

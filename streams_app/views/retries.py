@@ -62,6 +62,7 @@ class RetriesPageForm(forms.Form):
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
+        assert data is not None  # Form.clean returns cleaned_data; django-stubs allow an override None
         data["count"] = data.get("count") or retry_reads.DEFAULT_PAGE
         return data
 
@@ -92,6 +93,7 @@ class RetryActionForm(forms.Form):
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
+        assert data is not None  # Form.clean returns cleaned_data; django-stubs allow an override None
         if data.get("all"):
             if data.get("up_to") is None:
                 raise forms.ValidationError("“All” needs up_to, the latest due time you saw.")

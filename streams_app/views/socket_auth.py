@@ -70,7 +70,7 @@ class SessionBoundConsumer(AsyncJsonWebsocketConsumer):
         """
         user = self.scope.get("user")
         role = await _role_of(user)
-        if role < Role.VIEWER:
+        if user is None or role < Role.VIEWER:
             await self.close(code=SIGNED_OUT)
             return False
         self.opened_role = role

@@ -54,8 +54,8 @@ def streams_list(request: HttpRequest, conn: str) -> HttpResponse:
             next_offset=params["offset"] + params["count"] if more else None,
         )
     else:
-        page = stream_reads.streams_scan(conn, match=match, cursor=params["cursor"], count=params["count"])
-        rows, next_cursor, missed = list(page.streams), page.next_cursor or None, page.missed
+        scan = stream_reads.streams_scan(conn, match=match, cursor=params["cursor"], count=params["count"])
+        rows, next_cursor, missed = list(scan.streams), scan.next_cursor or None, scan.missed
     context.update(
         missed=missed,
         params=params,

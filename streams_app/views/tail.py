@@ -44,7 +44,7 @@ class TailForm(forms.Form):
     paused = forms.BooleanField(required=False)
     after = EntryIdField(required=False, allow_bare=True)  # the newest ID the page had shown
     keep = forms.TypedChoiceField(
-        required=False, coerce=int, empty_value=DEFAULT_KEEP, choices=[(str(n), str(n)) for n in KEEP_CHOICES]
+        required=False, coerce=int, empty_value=DEFAULT_KEEP, choices=[(str(n), str(n)) for n in KEEP_CHOICES]  # type: ignore[arg-type]  # the field returns empty_value as it is; django-stubs want a str
     )
 
 

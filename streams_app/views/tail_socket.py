@@ -45,6 +45,8 @@ import asyncio
 import json
 import logging
 import re
+from collections.abc import Mapping
+from typing import Any
 from urllib.parse import parse_qs, unquote_to_bytes
 
 from channels.db import database_sync_to_async
@@ -82,7 +84,7 @@ def masked_entry(conn: str, key: bytes, entry: Entry) -> Entry:
     return masker_cached(conn, key).entry(entry)
 
 
-def tail_key(scope: dict) -> bytes:
+def tail_key(scope: Mapping[str, Any]) -> bytes:
     """The stream key of a tail URL, exactly as percent-encoded by the client (any bytes)."""
     raw = (scope.get("raw_path") or b"").split(b"?", 1)[0]
     root = (scope.get("root_path") or "").encode()

@@ -10,7 +10,7 @@ mint its own replacement. Other users' tokens are managed by console admins in t
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 from django import forms
 from django.contrib import messages
@@ -43,10 +43,10 @@ class TokenForm(forms.Form):
     )
     role = forms.ChoiceField(required=False, help_text="The highest role the token acts with.")
 
-    def __init__(self, *args: object, user: UserLike | None, **kwargs: object) -> None:
+    def __init__(self, *args: Any, user: UserLike | None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         mine = role_of(user)
-        self.fields["role"].choices = [("", f"my role ({mine})")] + [
+        cast(forms.ChoiceField, self.fields["role"]).choices = [("", f"my role ({mine})")] + [
             (label, label) for label, role in ROLE_GROUPS.items() if role <= mine
         ]
 
@@ -55,7 +55,7 @@ def _page(request: HttpRequest, *, form: TokenForm, raw: str | None = None, crea
           status: int = 200) -> HttpResponse:
     context = {
         "form": form,
-        "tokens": ApiToken.objects.filter(user_id=request.user.pk).order_by("-created_at", "-pk"),
+        "tokens": ApiToken.objects.filter(user_id=request.user.pk).order_by("-created_at", "-pk"),  # type: ignore[misc]  # an anonymous pk (None) matches no token
         "raw_token": raw,
         "created": created,
         "is_admin": role_of(request.user) >= Role.ADMIN,

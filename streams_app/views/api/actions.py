@@ -185,8 +185,10 @@ def dlq_requeue(request: HttpRequest, conn: str, key: bytes) -> JsonResponse:
     action = "dlq.requeue_all" if flag(body, "all") else "dlq.requeue"
     data = body_input(request, conn, action, s.DlqRequeueBody, body, key=key)
     if data.all:
+        assert data.up_to is not None  # DlqRequeueBody's validator: all comes with up_to
         job = services.dlq_requeue_all(user=request.user, conn=conn, key=key, up_to=data.up_to, batch=data.batch)
         return _job_created(job)
+    assert data.ids is not None  # DlqRequeueBody's validator: ids, or all
     result = services.dlq_requeue(user=request.user, conn=conn, key=key, ids=data.ids)
     return JsonResponse(
         {

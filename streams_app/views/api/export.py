@@ -11,7 +11,8 @@ from __future__ import annotations
 from functools import partial
 from typing import Any, Literal
 
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, JsonResponse
+from django.http.response import HttpResponseBase
 from pydantic import ConfigDict, Field
 
 from streams_app import services
@@ -81,7 +82,7 @@ _QUERY_NAMES = ("format", "from", "to", "q", "job")
     content_type=tuple(CONTENT_TYPES.values()),
     errors=(403, 409),
 )
-def export_read(request: HttpRequest, conn: str, key: bytes) -> HttpResponse:
+def export_read(request: HttpRequest, conn: str, key: bytes) -> HttpResponseBase:
     """The body is the file (``Content-Disposition: attachment``), produced one XRANGE page at a time.
     A range over the direct-download limit is a 400: POST starts a background export instead."""
     client.connection(conn)
@@ -103,7 +104,7 @@ def export_read(request: HttpRequest, conn: str, key: bytes) -> HttpResponse:
     return streamed(request, download.chunks, filename=download.filename, content_type=download.content_type)
 
 
-def _job_file(request: HttpRequest, conn: str, key: bytes, job_id: int) -> HttpResponse:
+def _job_file(request: HttpRequest, conn: str, key: bytes, job_id: int) -> HttpResponseBase:
     job = Job.objects.filter(pk=job_id, kind=KIND_EXPORT, connection=conn).first()
     if job is None or job.parameters.get("key") != key.hex():
         raise Http404("No export job of this stream has that id.")

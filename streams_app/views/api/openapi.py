@@ -22,7 +22,7 @@ import inspect
 import re
 from collections.abc import Callable, Iterator
 from functools import cache
-from typing import Any
+from typing import Any, cast
 
 from csp.constants import SELF
 from csp.decorators import csp_update
@@ -206,7 +206,7 @@ def _query_parameters(model: type[BaseModel], schemas: dict[str, Any]) -> list[d
 
 def _examples(model: type[BaseModel]) -> dict[str, Any]:
     extra = model.model_config.get("json_schema_extra")
-    values = extra.get("examples", []) if isinstance(extra, dict) else []
+    values = cast("list[Any]", extra.get("examples", [])) if isinstance(extra, dict) else []
     return {f"example{i + 1}": {"value": value} for i, value in enumerate(values)}
 
 

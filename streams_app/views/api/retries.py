@@ -45,7 +45,7 @@ class RetryBody(s.Body):
 
     refs: Annotated[list[Ref], Field(min_length=1, max_length=1000)] | None = None
     all: bool = False
-    up_to: s.Millis | None = None  # type: ignore[valid-type]  # pydantic reads the Annotated type this call builds; mypy takes no call as a type
+    up_to: s.Millis | None = None
     legacy: bool = False
     dry_run: bool = False
 
