@@ -72,7 +72,7 @@ ROUTES: dict[str, Route] = {
     "login/": Route("login", "login", public=True),
     "logout/": Route("post", "any"),
     # single sign-on: the login button's post (404 here: no provider is configured) and the provider's
-    # callback, which without the provider's answer is refused to everyone (tests/security/test_oidc.py)
+    # callback, which without the provider's answer is refused to everyone (tests/security/sso/)
     "oidc/login/": Route("post", "public", public=True),
     "oidc/callback/": Route("refused", "none", public=True),
     "healthz": Route("public", "public", public=True),
