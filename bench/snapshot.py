@@ -390,21 +390,22 @@ def extras(conn: str, redis_port: int, redis_db: int) -> None:
     from django.urls import resolve
 
     from streams_app.accounts.tokens import token_create
-    from streams_app.metrics import snapshots
+    from streams_app.metrics import mirror, pruning, snapshots
     from streams_app.metrics.models import StreamSample
+    from streams_app.metrics.rollups import samples_downsample
 
     resolve("/metrics")  # load the URLconf now, not in the middle of the figures
     raw = redis.Redis(port=redis_port, db=redis_db)
     n_streams = raw.dbsize()
     mirror_s = float(settings.BUSCONSOLE_MIRROR_INTERVAL_S)
-    first_sync, first_sync_s = timed(snapshots.mirror_sync, conn=conn, full=True)
-    warm_sync, warm_sync_s = timed(snapshots.mirror_sync, conn=conn, full=True)
+    first_sync, first_sync_s = timed(mirror.mirror_sync, conn=conn, full=True)
+    warm_sync, warm_sync_s = timed(mirror.mirror_sync, conn=conn, full=True)
     touched = max(1, n_streams // 100)
     pipe = raw.pipeline(transaction=False)
     for i in range(0, n_streams, n_streams // touched):
         pipe.xadd(f"bench:stream:{i}", {"type": "late"})
     pipe.execute()
-    inc, inc_s = timed(snapshots.mirror_sync, conn=conn, full=False)
+    inc, inc_s = timed(mirror.mirror_sync, conn=conn, full=False)
     assert inc.streams_written == touched, (inc.streams_written, touched)
     print(f"  mirror sync: first full pass {first_sync_s:.2f} s ({first_sync.consumers} consumers), warm full "
           f"pass {warm_sync_s:.2f} s, incremental (1% moved) {inc_s:.2f} s", flush=True)
@@ -413,8 +414,8 @@ def extras(conn: str, redis_port: int, redis_db: int) -> None:
 
     # Retention: the clock put past the raw retention of this size's samples (ticks from T0 on).
     later = T0 + timedelta(hours=settings.BUSCONSOLE_RETENTION_RAW_H + 2)
-    rollups, rollup_s = timed(snapshots.samples_downsample, now=later, budget_s=90)
-    deleted, prune_s = timed(snapshots.samples_prune, now=later, budget_s=90)
+    rollups, rollup_s = timed(samples_downsample, now=later, budget_s=90)
+    deleted, prune_s = timed(pruning.samples_prune, now=later, budget_s=90)
     left = StreamSample.objects.filter(resolution="raw").count()
     print(f"  retention: rollups {rollup_s:.2f} s ({rollups}), deletions {prune_s:.2f} s "
           f"({sum(deleted.values())} rows; {left} raw stream samples left)", flush=True)

@@ -26,7 +26,7 @@ from busconsole.locks import interval_lock_ms, lock_held, renewed_lock
 from streams_app.alerts import webhooks
 from streams_app.jobs import runner as jobs
 from streams_app.lake import run as pipeline_run
-from streams_app.metrics import snapshots
+from streams_app.metrics import mirror_schedule, pruning, rollups, snapshots
 from streams_app.redis_ops.errors import Unreachable
 
 log = logging.getLogger(__name__)
@@ -125,7 +125,7 @@ def snapshot_tick() -> int | None:
 def mirror_sync_all() -> dict[str, int | str] | None:
     """Sync the mirror of every connection (incremental, or full when due); returns the streams written
     (or the error) per connection."""
-    results = snapshots.mirror_sync_guarded()
+    results = mirror_schedule.mirror_sync_guarded()
     if results is None:
         return None
     return {conn: r if isinstance(r, str) else r.streams_written for conn, r in results.items()}
@@ -139,8 +139,8 @@ def samples_retention() -> dict[str, object] | None:
             return None
         now = timezone.now()
         return {
-            "rollups": snapshots.samples_downsample(now=now, budget_s=RETENTION_BUDGET_S["rollups"]),
-            "deleted": snapshots.samples_prune(now=now, budget_s=RETENTION_BUDGET_S["prune"]),
+            "rollups": rollups.samples_downsample(now=now, budget_s=RETENTION_BUDGET_S["rollups"]),
+            "deleted": pruning.samples_prune(now=now, budget_s=RETENTION_BUDGET_S["prune"]),
         }
 
 

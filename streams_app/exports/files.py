@@ -165,21 +165,18 @@ def _export_job_run(job: Job, progress: Progress) -> None:
 
     # What the parts on disk hold: the cursor and counts a resumed run starts from. ``done`` moves on
     # inside a part (the page's bar); the saved state moves only when a part is in place.
-    on_disk = {"scanned": tally.scanned, "written": tally.written, "too_costly": costly()}
+    def counted() -> dict[str, int]:
+        return {"scanned": tally.scanned, "written": tally.written, "too_costly": costly()}
+
+    on_disk = counted()
+
+    def state(**finished: object) -> dict[str, object]:
+        """The job's saved progress: where the parts on disk end, and (once joined) the file."""
+        return {"cursor": cursor, "parts": parts, **on_disk, "columns": [c.hex() for c in columns],
+                "format": fmt, **finished}
 
     def save(*, force: bool = False) -> None:
-        progress.save(
-            done=tally.scanned,
-            total=total,
-            force=force,
-            progress={
-                "cursor": cursor,
-                "parts": parts,
-                **on_disk,
-                "columns": [c.hex() for c in columns],
-                "format": fmt,
-            },
-        )
+        progress.save(done=tally.scanned, total=total, force=force, progress=state())
 
     def watched(chunk: list[list[Entry]]) -> Iterator[list[Entry]]:
         for page in chunk:
@@ -202,25 +199,14 @@ def _export_job_run(job: Job, progress: Progress) -> None:
         os.replace(tmp, _part(workdir, parts, ext))
         parts += 1
         cursor = chunk[-1][-1].id
-        on_disk = {"scanned": tally.scanned, "written": tally.written, "too_costly": costly()}
+        on_disk = counted()
         save(force=True)
         gc.collect(0)
     _join(workdir, parts, ext, fmt, columns, final, check=progress.check)
+    on_disk = counted()
     progress.save(
-        done=tally.written,
-        total=tally.written,
-        force=True,
-        progress={
-            "cursor": cursor,
-            "parts": parts,
-            "scanned": tally.scanned,
-            "written": tally.written,
-            "too_costly": costly(),
-            "columns": [c.hex() for c in columns],
-            "format": fmt,
-            "file": final.name,
-            "size": final.stat().st_size,
-        },
+        done=tally.written, total=tally.written, force=True,
+        progress=state(file=final.name, size=final.stat().st_size),
     )
     shutil.rmtree(workdir, ignore_errors=True)
     if left_out := costly():

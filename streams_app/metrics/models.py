@@ -4,12 +4,12 @@ Redis answers "what is there now"; these tables answer "since when" and "how fas
 
 - the *mirror* (:class:`StreamMirror`, :class:`GroupMirror`, :class:`ConsumerMirror`) holds the last known
   facts of every stream, group and consumer of every connection, kept by a beat task
-  (:func:`streams_app.metrics.snapshots.mirror_sync`). Rows of vanished things are marked ``deleted_at`` rather than
+  (:func:`streams_app.metrics.mirror.mirror_sync`). Rows of vanished things are marked ``deleted_at`` rather than
   forgotten, so their history stays reachable and a key that comes back keeps its row. The streams page
   filters, sorts and pages over it on servers with more streams than a SCAN page can sort.
 - the *samples* (:class:`StreamSample`, :class:`GroupSample`, :class:`DlqSample`) are the time series
   behind charts, alerts and ``/metrics``: one ``raw`` row per object per snapshot tick, rolled up into
-  ``1m`` and ``1h`` rows and pruned by retention (:func:`streams_app.metrics.snapshots.samples_downsample`).
+  ``1m`` and ``1h`` rows and pruned by retention (:func:`streams_app.metrics.rollups.samples_downsample`, :func:`streams_app.metrics.pruning.samples_prune`).
 - :class:`SnapshotRun` records each tick's run: the unique ``tick`` is what makes the snapshot idempotent.
 
 Keys and names are arbitrary bytes: they are stored raw (``BinaryField``), found by a SHA-256 hex digest

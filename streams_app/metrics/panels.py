@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from eventbus.conventions import is_internal_stream
 from streams_app.annotations.models import Annotation
-from streams_app.metrics import snapshots
+from streams_app.metrics import series
 from streams_app.metrics.charts import WINDOWS, Chart, Note, Unit, Window, chart_build, format_value
 from streams_app.metrics.models import (
     GroupMirror,
@@ -141,8 +141,8 @@ def _chart(
     tone: str = "accent",
     notes: Sequence[Note] = (),
 ) -> Chart:
-    points = snapshots.series(kind=kind, obj_id=obj_id, metric=metric, since=now - window.delta, until=now)
-    resolution = snapshots.series_resolution(since=now - window.delta, now=now)
+    points = series.series(kind=kind, obj_id=obj_id, metric=metric, since=now - window.delta, until=now)
+    resolution = series.series_resolution(since=now - window.delta, now=now)
     return chart_build(
         points, title=title, window=window, end=now, size=size, unit=unit, tone=tone,  # type: ignore[arg-type]  # tone and unit are the chart's literal names, checked by chart_build at run time
         last_what=LAST_WHAT.get(resolution, LAST_WHAT[Resolution.RAW]), notes=notes,

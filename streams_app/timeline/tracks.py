@@ -22,7 +22,7 @@ from django.db.models import F, Q, QuerySet, Sum
 
 from streams_app.alerts.models import Alert
 from streams_app.audit.models import AuditEvent
-from streams_app.metrics import snapshots
+from streams_app.metrics import series as metric_series
 from streams_app.metrics.charts import (
     Chart,
     Geometry,
@@ -123,7 +123,7 @@ def _groups(conn: str, key: bytes | None) -> tuple[QuerySet[GroupMirror], int]:
 
 def _dlq_series(ids: Sequence[int], window: TimeWindow) -> Points:
     """The DLQs' depth summed per snapshot, at the resolution the charts would read."""
-    resolution = snapshots.series_resolution(since=window.start)
+    resolution = metric_series.series_resolution(since=window.start)
     rows = (
         DlqSample.objects.filter(stream_id__in=ids, resolution=resolution, at__gte=window.start, at__lte=window.end)
         .values("at")
@@ -186,7 +186,7 @@ def _stuck(groups: Sequence[GroupMirror], window: TimeWindow) -> list[tuple[Cons
 
 def _chart(points: Sequence[tuple[datetime, float | None]], title: str, window: TimeWindow, notes: Sequence[Note],
            *, tone: str = "accent", unit: str = "count") -> Chart:
-    resolution = snapshots.series_resolution(since=window.start)
+    resolution = metric_series.series_resolution(since=window.start)
     return chart_build(points, title=title, window=window.chart_window, end=window.end, size="wide", tone=tone,
                        unit=unit, notes=notes, last_what=LAST_WHAT.get(resolution, LAST_WHAT["raw"]),  # type: ignore[arg-type]  # tone and unit are the chart's literal names, checked by chart_build at run time
                        empty_text="no snapshots in this window")
@@ -213,7 +213,7 @@ def timeline_build(*, conn: str, key: bytes | None, window: TimeWindow) -> Timel
 
     groups, line.groups_total = _groups(conn, key)
     for g in groups:
-        series = {m: snapshots.series(kind="group", obj_id=g.pk, metric=m, since=window.start, until=window.end)
+        series = {m: metric_series.series(kind="group", obj_id=g.pk, metric=m, since=window.start, until=window.end)
                   for m in ("lag", "pending")}
         line.groups.append(GroupTrack(
             stream=g.stream, group=g,

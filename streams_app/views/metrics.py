@@ -22,8 +22,8 @@ from prometheus_client.registry import Collector
 
 from streams_app.accounts.tokens import user_for_bearer
 from streams_app.metrics.exposition import Exposition, exposition_build, families_order
+from streams_app.metrics.health import snapshot_health
 from streams_app.metrics.models import MirrorState, SnapshotRun
-from streams_app.metrics.snapshots import snapshot_health
 from streams_app.redis_ops.client import connections
 
 

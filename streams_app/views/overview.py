@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
-from streams_app.metrics.snapshots import snapshot_health
+from streams_app.metrics.health import snapshot_health
 from streams_app.redis_ops import client
 from streams_app.redis_ops.errors import OpsError
 from streams_app.redis_ops.reads import server as server_reads

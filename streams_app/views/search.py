@@ -26,12 +26,11 @@ from django.views.decorators.http import require_GET
 
 from eventbus.text import display_text
 from streams_app import search
-from streams_app.masking.apply import search_mask
 from streams_app.redis_ops import conventions
 from streams_app.redis_ops.errors import InvalidArgument
 from streams_app.views import links
 from streams_app.views.api.schemas import CursorId, Query, parse, query_int
-from streams_app.views.api.search import SearchQuery, search_params
+from streams_app.views.api.search import SearchQuery, search_by_params, search_params
 from streams_app.views.common import connection_context, is_htmx
 from streams_app.views.presenters import entry_view
 
@@ -74,17 +73,14 @@ def _step(request: HttpRequest, conn: str, key: bytes, *, page_url: str, dlq: bo
             RunState, {name: request.GET[name] for name in RunState.model_fields if name in request.GET}
         )
         compiled = search.compile_query(params.q)
-        page = search.search_page(
+        page = search_by_params(
+            request,
             conn,
             key,
+            params,
             compiled,
-            start=params.from_,
-            end=params.to,
-            direction=params.direction,
-            cursor=params.cursor,
             limit=max(1, params.limit - state.found),
             dlq=dlq,
-            mask=search_mask(request.user, conn, key),
             budget_entries=min(STEP_ENTRIES, max(1, search.BUDGET_ENTRIES - state.seen)),
             budget_ms=max(1, min(STEP_MS, search.BUDGET_MS - state.spent)),
             until=state.until if state.total is not None else None,

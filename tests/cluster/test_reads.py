@@ -19,7 +19,7 @@ from redis.cluster import RedisCluster
 
 from eventbus.keys import P_DATA, P_EVENT, P_TS
 from streams_app.lake import export
-from streams_app.metrics import snapshots
+from streams_app.metrics import mirror
 from streams_app.redis_ops import client as redis_client
 from streams_app.redis_ops import commands, progress
 from streams_app.redis_ops.ids import parse_id
@@ -89,7 +89,7 @@ def test_sort_by_length_ranks_every_node_by_scan_then_from_the_mirror(on_cluster
     assert [row["key"] for row in before["streams"]] == expected[:3]
     assert viewer_client.get(f"{API}/streams/?sort=pending").status_code == 400  # needs the mirror
 
-    snapshots.mirror_sync(conn=on_cluster)
+    mirror.mirror_sync(conn=on_cluster)
     after = viewer_client.get(f"{API}/streams/?sort=length&count=3&offset=3").json()
     assert (after["source"], after["total"], after["stale"], after["complete"]) == ("mirror", 9, False, True)
     assert [row["key"] for row in after["streams"]] == expected[3:6]

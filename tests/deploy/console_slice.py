@@ -41,7 +41,7 @@ def runtime() -> dict:
 
     from streams_app.accounts.tokens import token_create
     from streams_app.audit.models import AuditEvent
-    from streams_app.metrics import snapshots
+    from streams_app.metrics import mirror_schedule, pruning, rollups, snapshots
     from streams_app.metrics.models import StreamSample
 
     out: dict = {"readyz": readyz()}
@@ -63,9 +63,9 @@ def runtime() -> dict:
     now = timezone.now()
     run = snapshots.snapshot_take(tick=snapshots.snapshot_tick_for(now=now))
     out["snapshot"] = {"run": run.pk, "samples": StreamSample.objects.count()}
-    synced = snapshots.mirror_sync_guarded(now=now)
+    synced = mirror_schedule.mirror_sync_guarded(now=now)
     out["mirror"] = {conn: r if isinstance(r, str) else r.streams_written for conn, r in (synced or {}).items()}
-    out["retention"] = {"downsample": snapshots.samples_downsample(now=now), "prune": snapshots.samples_prune(now=now)}
+    out["retention"] = {"downsample": rollups.samples_downsample(now=now), "prune": pruning.samples_prune(now=now)}
 
     try:
         with connection.cursor() as cursor:

@@ -28,7 +28,7 @@ from streams_app.accounts.tokens import token_create
 from streams_app.alerts.models import AlertRule
 from streams_app.jobs.models import Job
 from streams_app.masking.models import MaskRule
-from streams_app.metrics import snapshots
+from streams_app.metrics import mirror, snapshots
 from streams_app.saved.models import SavedView
 from tests.console.conftest import logged_in
 from tests.console.helpers import CONN, seg
@@ -283,7 +283,7 @@ def world(r: redis.Redis, viewer: User, operator: User, admin_user: User, outsid
     logged_in(operator).post(
         f"/api/v1/c/{CONN}/streams/orders/groups/workers/ack", {"ids": ["0-1"]}, content_type="application/json"
     )
-    snapshots.mirror_sync(conn=CONN)
+    mirror.mirror_sync(conn=CONN)
     snapshots.snapshot_take(tick=snapshots.snapshot_tick_for(now=timezone.now()))
     values = {
         "conn": CONN, "key": "orders", "group": "workers", "consumer": "c1", "entry_id": entry_id,

@@ -21,7 +21,7 @@ import redis
 from django.test import Client
 from websockets.asyncio.client import connect
 
-from streams_app.metrics import snapshots
+from streams_app.metrics import mirror
 from tests.conftest import AsgiServer, session_cookie
 from tests.console.helpers import CONN, api
 from tests.console.live.helpers import cookie_header, entries_of, run, until_live
@@ -80,7 +80,7 @@ def test_long_key_is_listed_with_a_working_link(asgi_server: AsgiServer, r: redi
     with httpx.Client(base_url=asgi_server.url, cookies=cookies, timeout=20) as http:
         for listing in ("?live=1", ""):  # scanning Redis, then from the mirror
             if listing == "":
-                snapshots.mirror_sync(conn=CONN)
+                mirror.mirror_sync(conn=CONN)
             page = http.get(f"/c/{CONN}/streams/{listing}")
             assert page.status_code == 200
             (link,) = [href for href in _links(page.text, f"/c/{CONN}/streams/") if href.endswith("/")
@@ -106,7 +106,7 @@ def test_a_digest_link_resolves_from_the_mirror(viewer_client: Client, r: redis.
     """A bookmarked link works without any page having listed the key first (the mirror knows it)."""
     key = long_key()
     r.xadd(key, {"n": "1"})
-    snapshots.mirror_sync(conn=CONN)
+    mirror.mirror_sync(conn=CONN)
     page = viewer_client.get(digest_path(key))
     assert page.status_code == 200
     answer = viewer_client.get("/api/v1" + digest_path(key, "entries/"))

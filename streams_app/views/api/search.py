@@ -8,7 +8,7 @@ what was covered, so a client can say "scanned N of M" and continue from ``next`
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from django.http import HttpRequest, JsonResponse
 from pydantic import ConfigDict, Field
@@ -113,6 +113,28 @@ def search_params(request: HttpRequest, *, forms: bool = False) -> SearchQuery:
     return parse(SearchQuery, given)
 
 
+def search_by_params(
+    request: HttpRequest, conn: str, key: bytes, params: SearchQuery, compiled: search.Query, *, dlq: bool,
+    limit: int | None = None, **scan: Any,
+) -> search.SearchPage:
+    """One page of the search ``params`` ask for (``compiled`` from their ``q``), as the request's user sees
+    the stream: the API's and the search page's one call (``limit`` overrides the query's; ``scan``, the
+    page's step budget, goes to :func:`streams_app.search.search_page` as is)."""
+    return search.search_page(
+        conn,
+        key,
+        compiled,
+        start=params.from_,
+        end=params.to,
+        direction=params.direction,
+        cursor=params.cursor,
+        limit=params.limit if limit is None else limit,
+        dlq=dlq,
+        mask=search_mask(request.user, conn, key),
+        **scan,
+    )
+
+
 @api_endpoint(
     method="GET",
     summary="Search a stream's entries (CEL expression or plain text)",
@@ -126,18 +148,7 @@ def stream_search(request: HttpRequest, conn: str, key: bytes) -> JsonResponse:
     client.connection(conn)
     params = search_params(request)
     compiled = search.compile_query(params.q)
-    page = search.search_page(
-        conn,
-        key,
-        compiled,
-        start=params.from_,
-        end=params.to,
-        direction=params.direction,
-        cursor=params.cursor,
-        limit=params.limit,
-        dlq=conventions.detect_dlq(key) is not None,
-        mask=search_mask(request.user, conn, key),
-    )
+    page = search_by_params(request, conn, key, params, compiled, dlq=conventions.detect_dlq(key) is not None)
     return JsonResponse(
         {
             "matches": [presenters.entry_json(conn, key, e) for e in page.matches],

@@ -16,7 +16,7 @@ import redis
 
 from streams_app.alerts.evaluation import alerts_evaluate
 from streams_app.alerts.models import Alert, AlertRule
-from streams_app.metrics import snapshots
+from streams_app.metrics import mirror, snapshots
 from streams_app.metrics.models import ConsumerMirror, SnapshotRun, StreamMirror, StreamSample, name_hash
 from streams_app.views.presenters import alert_url
 from tests.console.alerts.helpers import Kind, make_rule, open_alerts, snap_and_evaluate
@@ -133,7 +133,7 @@ def test_consumer_inactive_opens_and_resolves_when_the_consumer_goes(r: redis.Re
     r.xgroup_create("orders", "billing", id="0")
     r.xreadgroup("billing", "w1", {"orders": ">"}, count=1)
     r.xreadgroup("billing", "w2", {"orders": ">"}, count=1)
-    snapshots.mirror_sync(conn=CONN)
+    mirror.mirror_sync(conn=CONN)
     assert ConsumerMirror.objects.count() == 2
     # Redis only lets idle time grow with the clock: the mirror row stands for a sync ten minutes on.
     ConsumerMirror.objects.filter(name_text="w1").update(idle_ms=600_000)
@@ -145,7 +145,7 @@ def test_consumer_inactive_opens_and_resolves_when_the_consumer_goes(r: redis.Re
     assert alert_url(alert) == "/c/default/streams/orders/groups/billing/"
 
     r.xgroup_delconsumer("orders", "billing", "w1")
-    snapshots.mirror_sync(conn=CONN)
+    mirror.mirror_sync(conn=CONN)
     alerts_evaluate(tick=base + timedelta(seconds=10))
     assert open_alerts() == []
 
@@ -156,7 +156,7 @@ def test_stream_silent_needs_a_usual_flow_and_stays_open_until_entries_arrive(r:
     r.xadd("retired", {"t": "1"}, id=f"{ms - 5 * 3600_000}-0")  # silent for hours: not "usually receiving"
     r.xadd("live", {"t": "1"}, id=f"{ms - 60_000}-0")  # one minute ago
     r.xadd("live:dlq", {"dlq_error": "x"}, id=f"{ms - 20 * 60_000}-0")  # a quiet DLQ is good news
-    snapshots.mirror_sync(conn=CONN)
+    mirror.mirror_sync(conn=CONN)
     make_rule(Kind.STREAM_SILENT, threshold=1, for_seconds=600)
 
     alerts_evaluate(tick=base)
@@ -169,7 +169,7 @@ def test_stream_silent_needs_a_usual_flow_and_stays_open_until_entries_arrive(r:
     assert [a.pk for a in open_alerts()] == [alert.pk]
 
     r.xadd("sensors", {"t": "2"}, id=f"{ms + 3 * 3600_000 - 5_000}-0")
-    snapshots.mirror_sync(conn=CONN)
+    mirror.mirror_sync(conn=CONN)
     alerts_evaluate(tick=later + timedelta(seconds=10))
     assert open_alerts() == []
 
@@ -177,7 +177,7 @@ def test_stream_silent_needs_a_usual_flow_and_stays_open_until_entries_arrive(r:
 def test_stream_silent_counts_the_baseline_from_the_samples(r: redis.Redis, db, base: datetime) -> None:
     ms = int(base.timestamp() * 1000)
     r.xadd("sensors", {"t": "1"}, id=f"{ms - 20 * 60_000}-0")
-    snapshots.mirror_sync(conn=CONN)
+    mirror.mirror_sync(conn=CONN)
     stream = StreamMirror.objects.get(key_hash=name_hash(b"sensors"))
     # Entries added per snapshot in the hour before the silent window (which starts 10 minutes ago).
     StreamSample.objects.bulk_create([
@@ -196,7 +196,7 @@ def test_stream_silent_counts_the_baseline_from_the_samples(r: redis.Redis, db, 
 def test_entries_the_snapshots_saw_end_a_silence_the_mirror_has_not_caught_up_with(r: redis.Redis, db, base: datetime) -> None:
     ms = int(base.timestamp() * 1000)
     r.xadd("sensors", {"t": "1"}, id=f"{ms - 20 * 60_000}-0")
-    snapshots.mirror_sync(conn=CONN)
+    mirror.mirror_sync(conn=CONN)
     stream = StreamMirror.objects.get()
     StreamSample.objects.create(stream=stream, at=base - timedelta(minutes=2), length=2, added=1)
     make_rule(Kind.STREAM_SILENT, threshold=1, for_seconds=600)

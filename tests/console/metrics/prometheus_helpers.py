@@ -20,7 +20,7 @@ import redis
 from django.conf import settings
 from prometheus_client.parser import text_string_to_metric_families
 
-from streams_app.metrics import snapshots
+from streams_app.metrics import mirror, snapshots
 from tests.console.helpers import CONN
 from tests.console.metrics.helpers import T0
 from tests.polling import wait_for
@@ -66,7 +66,7 @@ def demo_bus(r: redis.Redis) -> None:
         r.xadd("orders", {"type": "order.created", "n": f"late-{i}"})
     r.xadd("orders:dlq", {"type": "order.created", "n": "late", "dlq_error": "card declined"})
     snapshots.snapshot_take(tick=T0 + timedelta(seconds=settings.BUSCONSOLE_SNAPSHOT_INTERVAL_S))
-    snapshots.mirror_sync(conn=CONN)
+    mirror.mirror_sync(conn=CONN)
 
 
 def _read(r: redis.Redis, key: str, group: str, consumer: str, *, count: int, ack: int) -> None:

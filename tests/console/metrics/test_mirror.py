@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 import redis
 
-from streams_app.metrics import snapshots
+from streams_app.metrics import mirror
 from streams_app.metrics.models import ConsumerMirror, StreamMirror, name_hash
 from streams_app.redis_ops import client as redis_client
 from tests.console.helpers import CONN
@@ -20,7 +20,7 @@ from tests.servers import RedisServer
 
 def test_sync_creates_rows_as_redis_reports_them(r: redis.Redis, db) -> None:
     bus(r)
-    result = snapshots.mirror_sync(conn=CONN)
+    result = mirror.mirror_sync(conn=CONN)
     assert result.streams == result.streams_created == 4
     for key in ("orders", "orders:dlq", b"bin\xff\x00key", "empty"):
         assert_stream_matches_redis(r, key)
@@ -36,7 +36,7 @@ def test_sync_creates_rows_as_redis_reports_them(r: redis.Redis, db) -> None:
 
 def test_sync_follows_changes_marks_vanished_and_restores_returned(r: redis.Redis, db) -> None:
     bus(r)
-    snapshots.mirror_sync(conn=CONN)
+    mirror.mirror_sync(conn=CONN)
     orders_id, first_seen = mirror_row("orders").pk, mirror_row("orders").first_seen
     shipping = group_row("orders", "shipping")
 
@@ -46,7 +46,7 @@ def test_sync_follows_changes_marks_vanished_and_restores_returned(r: redis.Redi
     r.xgroup_destroy("orders", "shipping")  # vanished group
     r.delete("empty")  # vanished stream
     r.xadd("fresh", {"x": "1"})  # created
-    result = snapshots.mirror_sync(conn=CONN)
+    result = mirror.mirror_sync(conn=CONN)
 
     assert (result.streams_created, result.streams_deleted, result.groups_deleted, result.consumers_deleted) == (1, 1, 1, 1)
     assert mirror_row("orders").pk == orders_id and mirror_row("orders").first_seen == first_seen
@@ -61,7 +61,7 @@ def test_sync_follows_changes_marks_vanished_and_restores_returned(r: redis.Redi
     # they come back: same rows, no longer deleted
     r.xadd("empty", {"x": "again"})
     r.xgroup_create("orders", "shipping", id="$")
-    again = snapshots.mirror_sync(conn=CONN)
+    again = mirror.mirror_sync(conn=CONN)
     assert again.streams_returned == 1
     assert mirror_row("empty").deleted_at is None and group_row("orders", "shipping").pk == shipping.pk
     assert group_row("orders", "shipping").deleted_at is None
@@ -73,9 +73,9 @@ def test_an_unreachable_server_marks_nothing_deleted(r: redis.Redis, db, setting
     spare = redis.Redis.from_url(spare_redis.url(0))
     spare.xadd("s", {"x": "1"})
     settings.BUS_REDIS_URLS = {CONN: settings.BUS_REDIS_URLS[CONN], "spare": spare_redis.url(0)}
-    snapshots.mirror_sync(conn="spare")
+    mirror.mirror_sync(conn="spare")
     spare_redis.stop()
     redis_client.reset()
     with pytest.raises(Exception, match="unreachable"):
-        snapshots.mirror_sync(conn="spare")
+        mirror.mirror_sync(conn="spare")
     assert StreamMirror.objects.get(connection="spare").deleted_at is None

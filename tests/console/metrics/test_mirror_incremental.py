@@ -13,7 +13,7 @@ import redis
 from django.db import connection
 from django.utils import timezone
 
-from streams_app.metrics import snapshots
+from streams_app.metrics import mirror, mirror_schedule, snapshots
 from streams_app.metrics.mirror import prefix_filter
 from streams_app.metrics.models import ConsumerMirror, MirrorState, StreamMirror, name_hash
 from tests.console.helpers import CONN
@@ -30,17 +30,17 @@ def _many(r: redis.Redis, n: int) -> None:
 def test_an_incremental_sync_rewrites_only_what_changed(r: redis.Redis, db) -> None:
     bus(r)
     _many(r, 30)
-    first = snapshots.mirror_sync(conn=CONN, full=False)  # nothing mirrored yet: every stream is new
+    first = mirror.mirror_sync(conn=CONN, full=False)  # nothing mirrored yet: every stream is new
     assert first.streams_written == first.streams == 34 and first.streams_created == 34
     before = dict(StreamMirror.objects.values_list("key_hash", "last_seen"))
 
-    nothing = snapshots.mirror_sync(conn=CONN, full=False)
+    nothing = mirror.mirror_sync(conn=CONN, full=False)
     assert nothing.streams_written == 0 and nothing.streams == 34
 
     r.xadd("quiet:7", {"n": "again"})  # a new entry
     r.xreadgroup("billing", "worker-9", {"orders": ">"}, count=1)  # a new consumer in another stream
     r.xadd("fresh", {"x": "1"})  # a new stream
-    changed = snapshots.mirror_sync(conn=CONN, full=False)
+    changed = mirror.mirror_sync(conn=CONN, full=False)
     assert changed.streams_written == 3 and changed.streams_created == 1
     for key in ("quiet:7", "orders", "fresh"):
         assert_stream_matches_redis(r, key)
@@ -53,16 +53,16 @@ def test_an_incremental_sync_rewrites_only_what_changed(r: redis.Redis, db) -> N
 
 def test_only_a_full_pass_marks_vanished_streams(r: redis.Redis, db) -> None:
     bus(r)
-    snapshots.mirror_sync(conn=CONN, full=True)
+    mirror.mirror_sync(conn=CONN, full=True)
     r.delete("empty")
     r.xgroup_delconsumer("orders", "billing", "worker-2")
 
-    inc = snapshots.mirror_sync(conn=CONN, full=False)
+    inc = mirror.mirror_sync(conn=CONN, full=False)
     assert inc.streams_deleted == 0 and mirror_row("empty").deleted_at is None
     gone = ConsumerMirror.objects.get(group=group_row("orders", "billing"), name_hash=name_hash(b"worker-2"))
     assert gone.deleted_at == inc.synced_at  # a vanished consumer of a changed stream is marked at once
 
-    full = snapshots.mirror_sync(conn=CONN, full=True)
+    full = mirror.mirror_sync(conn=CONN, full=True)
     assert full.streams_deleted == 1 and mirror_row("empty").deleted_at == full.synced_at
     state = MirrorState.objects.get(connection=CONN)
     assert state.full and state.full_synced_at == full.synced_at and state.streams == 3
@@ -70,11 +70,11 @@ def test_only_a_full_pass_marks_vanished_streams(r: redis.Redis, db) -> None:
 
 def test_a_stream_that_comes_back_is_rewritten_by_the_next_incremental_pass(r: redis.Redis, db) -> None:
     bus(r)
-    snapshots.mirror_sync(conn=CONN, full=True)
+    mirror.mirror_sync(conn=CONN, full=True)
     r.delete("empty")
-    snapshots.mirror_sync(conn=CONN, full=True)
+    mirror.mirror_sync(conn=CONN, full=True)
     r.xadd("empty", {"x": "back"})
-    back = snapshots.mirror_sync(conn=CONN, full=False)
+    back = mirror.mirror_sync(conn=CONN, full=False)
     assert back.streams_returned == 1 and back.streams_written == 1
     assert_stream_matches_redis(r, "empty")
 
@@ -83,9 +83,9 @@ def test_the_beat_body_runs_a_full_pass_when_one_is_due(r: redis.Redis, db, sett
     settings.BUSCONSOLE_MIRROR_FULL_EVERY_S = 300
     bus(r)
     now = timezone.now()
-    assert snapshots.mirror_sync_guarded(now=now)[CONN].full  # the first sync of a connection is full
-    assert not snapshots.mirror_sync_guarded(now=now + timedelta(seconds=60))[CONN].full
-    assert snapshots.mirror_sync_guarded(now=now + timedelta(seconds=301))[CONN].full
+    assert mirror_schedule.mirror_sync_guarded(now=now)[CONN].full  # the first sync of a connection is full
+    assert not mirror_schedule.mirror_sync_guarded(now=now + timedelta(seconds=60))[CONN].full
+    assert mirror_schedule.mirror_sync_guarded(now=now + timedelta(seconds=301))[CONN].full
 
 
 def test_a_snapshot_leaves_a_group_row_alone_when_only_the_idle_time_grew(r: redis.Redis, db) -> None:
@@ -107,7 +107,7 @@ def test_after_a_full_pass_a_glob_prefix_reads_the_key_text_index(r: redis.Redis
         pytest.skip("the statistics refresh and the range are SQLite's")
     _many(r, 40)
     r.xadd("orders:eu", {"x": "1"})
-    snapshots.mirror_sync(conn=CONN, full=True)
+    mirror.mirror_sync(conn=CONN, full=True)
     rows = prefix_filter(StreamMirror.objects.filter(connection=CONN, deleted_at__isnull=True), b"orders:")
     assert [bytes(k) for k in rows.values_list("key", flat=True)] == [b"orders:eu"]
     sql, params = rows.order_by("key_text").values_list("id").query.sql_with_params()

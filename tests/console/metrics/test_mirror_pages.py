@@ -11,7 +11,7 @@ import re
 import redis
 from django.test import Client
 
-from streams_app.metrics import snapshots
+from streams_app.metrics import mirror, snapshots
 from tests.console.helpers import CONN
 from tests.console.metrics.helpers import T0, bus, mirror_row
 
@@ -25,7 +25,7 @@ def test_streams_page_filters_sorts_and_pages_the_mirror(r: redis.Redis, viewer_
             r.xadd(f"busy:{i}", {"x": "1"})
         if i:
             r.xreadgroup("g", "c", {f"busy:{i}": ">"}, count=i)
-    snapshots.mirror_sync(conn=CONN)
+    mirror.mirror_sync(conn=CONN)
     r.xadd("busy:0", {"after": "sync"})  # live figures on screen, the mirror's as of the sync
 
     body = viewer_client.get("/c/default/streams/?match=busy:*&sort=pending&count=3").content.decode()
@@ -42,7 +42,7 @@ def test_streams_page_filters_sorts_and_pages_the_mirror(r: redis.Redis, viewer_
 
     r.delete("busy:4")  # deleted since the sync: still listed until the next one, marked gone
     assert ">gone<" in viewer_client.get("/c/default/streams/?match=busy:4").content.decode()
-    snapshots.mirror_sync(conn=CONN)
+    mirror.mirror_sync(conn=CONN)
     assert _keys(viewer_client.get("/c/default/streams/?match=busy:4").content.decode()) == []
 
 
@@ -50,7 +50,7 @@ def test_streams_page_scans_redis_while_the_mirror_is_empty(r: redis.Redis, view
     r.xadd("s", {"x": "1"})
     body = viewer_client.get("/c/default/streams/").content.decode()
     assert "from the mirror" not in body and _keys(body) == ["s"]
-    snapshots.mirror_sync(conn=CONN)
+    mirror.mirror_sync(conn=CONN)
     r.xadd("t", {"x": "1"})
     assert _keys(viewer_client.get("/c/default/streams/").content.decode()) == ["s"]
     assert sorted(_keys(viewer_client.get("/c/default/streams/?live=1").content.decode())) == ["s", "t"]
@@ -62,7 +62,7 @@ def _keys(body: str) -> list[str]:
 
 def test_admin_shows_the_mirror_read_only(r: redis.Redis, db, client: Client, django_user_model) -> None:
     bus(r)
-    snapshots.mirror_sync(conn=CONN)
+    mirror.mirror_sync(conn=CONN)
     snapshots.snapshot_take(tick=T0)
     admin = django_user_model.objects.create_superuser("root", "root@example.com", "pw-for-tests-1")
     client.force_login(admin)

@@ -18,7 +18,7 @@ from django.test import Client
 from django.utils import timezone
 
 from eventbus.conventions import is_internal_stream
-from streams_app.metrics import snapshots
+from streams_app.metrics import mirror, snapshots
 from streams_app.metrics.charts import GEOMETRY, WINDOWS, chart_build
 from tests.console.metrics.helpers import path_points
 
@@ -120,7 +120,7 @@ def test_streams_list_marks_internal_streams(r: redis.Redis, viewer_client: Clie
         r.xadd(key, {"a": "1"})
     for url in ("/c/default/streams/?live=1", "/c/default/streams/"):
         if url.endswith("/"):
-            snapshots.mirror_sync(conn="default")
+            mirror.mirror_sync(conn="default")
         body = viewer_client.get(url).content.decode()
         rows = re.findall(r'<a class="mono" href="/c/default/streams/([^"/]+)/">(.*?)</td>', body, re.S)
         marked = {key: 'class="pill internal"' in cell for key, cell in rows}

@@ -12,7 +12,7 @@ import redis
 from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
 
-from streams_app.metrics import snapshots
+from streams_app.metrics import mirror, snapshots
 from tests.console.helpers import CONN
 from tests.console.metrics.helpers import T0, bus
 
@@ -43,7 +43,7 @@ def test_consumer_count_and_idle_times_equal_redis(r: redis.Redis, client: Clien
     r.xgroup_createconsumer("orders", "shipping", "standby")  # holds nothing
     snapshots.snapshot_take(tick=T0)
     before = _consumers(r)
-    snapshots.mirror_sync(conn=CONN)
+    mirror.mirror_sync(conn=CONN)
     after = _consumers(r)
     metrics = _scrape(client, api_token(viewer))
 
@@ -61,7 +61,7 @@ def test_no_consumer_holding_entries_is_zero_and_no_consumer_has_no_idle_time(
     r.xadd("orders", {"n": "1"})
     r.xgroup_create("orders", "billing", id="0")
     snapshots.snapshot_take(tick=T0)
-    snapshots.mirror_sync(conn=CONN)
+    mirror.mirror_sync(conn=CONN)
     metrics = _scrape(client, api_token(viewer))
     assert metrics["busconsole_connection_consumers"][LABELS] == 0
     assert LABELS not in metrics.get("busconsole_connection_consumer_idle_seconds_max", {})
@@ -70,7 +70,7 @@ def test_no_consumer_holding_entries_is_zero_and_no_consumer_has_no_idle_time(
     r.xreadgroup("billing", "worker-1", {"orders": ">"})
     r.xack("orders", "billing", r.xpending_range("orders", "billing", "-", "+", 1)[0]["message_id"])
     snapshots.snapshot_take(tick=T0.replace(minute=1))
-    snapshots.mirror_sync(conn=CONN)
+    mirror.mirror_sync(conn=CONN)
     metrics = _scrape(client, api_token(viewer))
     assert metrics["busconsole_connection_consumers"][LABELS] == len(r.xinfo_consumers("orders", "billing")) == 1
     assert LABELS in metrics["busconsole_connection_consumer_idle_seconds_max"]

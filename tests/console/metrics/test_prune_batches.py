@@ -12,7 +12,7 @@ from datetime import timedelta
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from streams_app.metrics import snapshots
+from streams_app.metrics import pruning
 from streams_app.metrics.models import (
     GroupMirror,
     GroupSample,
@@ -40,8 +40,8 @@ def test_prune_deletes_exactly_the_rows_older_than_the_cutoff_in_small_batches(d
     settings.BUSCONSOLE_RETENTION_RAW_H = 48
     settings.BUSCONSOLE_RETENTION_1M_D = 14
     settings.BUSCONSOLE_RETENTION_1H_D = 365
-    monkeypatch.setattr(snapshots, "PRUNE_BATCH", 7)
-    monkeypatch.setattr(snapshots, "PRUNE_PAUSE_S", 0)
+    monkeypatch.setattr(pruning, "PRUNE_BATCH", 7)
+    monkeypatch.setattr(pruning, "PRUNE_PAUSE_S", 0)
     streams, group = _objects()
     now = T0 + timedelta(days=20)
     rng = random.Random(12)
@@ -72,7 +72,7 @@ def test_prune_deletes_exactly_the_rows_older_than_the_cutoff_in_small_batches(d
     expected_gone = len(rows) - len(expected_left)
 
     with CaptureQueriesContext(connection) as queries:
-        deleted = snapshots.samples_prune(now=now)
+        deleted = pruning.samples_prune(now=now)
 
     left = sorted(StreamSample.objects.values_list("stream_id", "at", "resolution"))
     assert left == expected_left
@@ -89,14 +89,14 @@ def test_prune_deletes_exactly_the_rows_older_than_the_cutoff_in_small_batches(d
 
 
 def test_a_spent_budget_stops_between_batches_and_the_next_run_finishes(db, settings, monkeypatch) -> None:
-    monkeypatch.setattr(snapshots, "PRUNE_BATCH", 5)
+    monkeypatch.setattr(pruning, "PRUNE_BATCH", 5)
     streams, _ = _objects()
     now = T0 + timedelta(days=400)
     old = [StreamSample(stream=streams[0], at=T0 + timedelta(minutes=i), resolution="1h", length=i) for i in range(23)]
     StreamSample.objects.bulk_create(old)
     SnapshotRun.objects.create(tick=T0, started_at=T0)
 
-    assert sum(snapshots.samples_prune(now=now, budget_s=0).values()) == 0  # nothing starts on a spent budget
+    assert sum(pruning.samples_prune(now=now, budget_s=0).values()) == 0  # nothing starts on a spent budget
     assert StreamSample.objects.count() == 23
-    snapshots.samples_prune(now=now, budget_s=60)
+    pruning.samples_prune(now=now, budget_s=60)
     assert StreamSample.objects.count() == 0 and SnapshotRun.objects.count() == 0

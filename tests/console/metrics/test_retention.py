@@ -16,7 +16,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from streams_app.metrics import snapshots
+from streams_app.metrics import pruning, rollups, series
 from streams_app.metrics.models import (
     DlqSample,
     GroupMirror,
@@ -72,7 +72,7 @@ def test_downsampling_matches_a_plain_python_rollup(db, settings) -> None:
     DlqSample.objects.bulk_create(raw_d)
     now = datetime(2026, 1, 1, 12, 0, 30, tzinfo=UTC)  # the 11:00 hour is not over (plus grace): not rolled
 
-    made = snapshots.samples_downsample(now=now)
+    made = rollups.samples_downsample(now=now)
 
     def rolled(rows, fk, size, columns):
         """``rows`` (objects with ``at``, the fk and the columns) rolled up into buckets of ``size`` seconds."""
@@ -120,10 +120,10 @@ def test_downsampling_matches_a_plain_python_rollup(db, settings) -> None:
     assert made["1h"]["stream"] == 4 and {at for _, at in
                                           StreamSample.objects.filter(resolution="1h").values_list("id", "at")} == {
         datetime(2026, 1, 1, 9, tzinfo=UTC), datetime(2026, 1, 1, 10, tzinfo=UTC)}
-    assert snapshots.samples_downsample(now=now) == {r: {"stream": 0, "group": 0, "dlq": 0} for r in ("1m", "1h")}
+    assert rollups.samples_downsample(now=now) == {r: {"stream": 0, "group": 0, "dlq": 0} for r in ("1m", "1h")}
 
     # Retention: raw rows older than 2 h go (before 10:00:30); every one of them is covered by both rollups.
-    deleted = snapshots.samples_prune(now=now)
+    deleted = pruning.samples_prune(now=now)
     cut = now - timedelta(hours=2)
     assert deleted["stream.raw"] == sum(1 for s in raw_s if s.at < cut)
     assert not StreamSample.objects.filter(resolution="raw", at__lt=cut).exists()
@@ -138,14 +138,14 @@ def test_raw_samples_outlive_retention_until_rolled_up(db, settings) -> None:
     StreamSample.objects.bulk_create([StreamSample(stream=streams[0], at=old + timedelta(seconds=10 * i), length=i)
                                       for i in range(12)])
     now = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
-    assert snapshots.samples_prune(now=now).get("stream.raw", 0) == 0  # not rolled up yet: kept
+    assert pruning.samples_prune(now=now).get("stream.raw", 0) == 0  # not rolled up yet: kept
     assert StreamSample.objects.filter(resolution="raw").count() == 12
-    snapshots.samples_downsample(now=now)
-    snapshots.samples_prune(now=now)
+    rollups.samples_downsample(now=now)
+    pruning.samples_prune(now=now)
     assert not StreamSample.objects.filter(resolution="raw").exists()
     assert list(StreamSample.objects.filter(resolution="1m").values_list("length", flat=True)) == [3, 9]
     assert StreamSample.objects.filter(resolution="1h").get().length == 6  # mean of 0..11 = 5.5, half up
-    snapshots.samples_prune(now=now + timedelta(days=2))  # past the 1-minute retention
+    pruning.samples_prune(now=now + timedelta(days=2))  # past the 1-minute retention
     assert not StreamSample.objects.filter(resolution="1m").exists()
     assert StreamSample.objects.filter(resolution="1h").exists()
 
@@ -162,22 +162,22 @@ def test_series_picks_the_resolution_from_the_window(db, settings) -> None:
     GroupSample.objects.create(group=groups[0], at=recent, resolution="raw", lag=None, pending=4)
     DlqSample.objects.create(stream=streams[1], at=recent, resolution="raw", depth=7)
 
-    assert snapshots.series(kind="stream", obj_id=streams[0].pk, metric="length", since=now - timedelta(hours=1)) == [
+    assert series.series(kind="stream", obj_id=streams[0].pk, metric="length", since=now - timedelta(hours=1)) == [
         (recent, 1.0)]
-    assert snapshots.series(kind="stream", obj_id=streams[0].pk, metric="rate", since=now - timedelta(hours=24)) == [
+    assert series.series(kind="stream", obj_id=streams[0].pk, metric="rate", since=now - timedelta(hours=24)) == [
         (recent, 0.5)]
-    assert snapshots.series(kind="stream", obj_id=streams[0].pk, metric="length", since=now - timedelta(days=7)) == [
+    assert series.series(kind="stream", obj_id=streams[0].pk, metric="length", since=now - timedelta(days=7)) == [
         (recent, 2.0)]
-    assert snapshots.series(kind="stream", obj_id=streams[0].pk, metric="length", since=now - timedelta(days=30)) == [
+    assert series.series(kind="stream", obj_id=streams[0].pk, metric="length", since=now - timedelta(days=30)) == [
         (recent, 3.0)]
-    assert snapshots.series(kind="stream", obj_id=streams[0].pk, metric="length", since=now - timedelta(hours=1),
+    assert series.series(kind="stream", obj_id=streams[0].pk, metric="length", since=now - timedelta(hours=1),
                             until=recent - timedelta(seconds=1)) == []
-    assert snapshots.series(kind="group", obj_id=groups[0].pk, metric="lag", since=now - timedelta(hours=1)) == [
+    assert series.series(kind="group", obj_id=groups[0].pk, metric="lag", since=now - timedelta(hours=1)) == [
         (recent, None)]
-    assert snapshots.series(kind="dlq", obj_id=streams[1].pk, metric="depth", since=now - timedelta(hours=1)) == [
+    assert series.series(kind="dlq", obj_id=streams[1].pk, metric="depth", since=now - timedelta(hours=1)) == [
         (recent, 7.0)]
     with pytest.raises(ValueError):
-        snapshots.series(kind="group", obj_id=1, metric="length", since=now)
+        series.series(kind="group", obj_id=1, metric="length", since=now)
 
 
 def test_a_forgotten_mirror_row_takes_its_samples_with_it(db, settings) -> None:
@@ -196,7 +196,7 @@ def test_a_forgotten_mirror_row_takes_its_samples_with_it(db, settings) -> None:
         GroupSample.objects.create(group=g, at=recent, resolution="1h", pending=1)
     StreamMirror.objects.filter(pk=streams[0].pk).update(deleted_at=now - timedelta(days=31))
 
-    assert snapshots.samples_prune(now=now)["mirror"] == 1
+    assert pruning.samples_prune(now=now)["mirror"] == 1
 
     def count(sql: str) -> int:
         with connection.cursor() as cursor:
@@ -218,7 +218,7 @@ def test_an_hour_waits_for_all_of_its_minutes(db, settings, monkeypatch) -> None
     """A run stopped by its bucket limit part way through an hour leaves that hour alone; the next runs
     finish the minutes and then roll the hour up from all sixty of them."""
     settings.BUSCONSOLE_SNAPSHOT_INTERVAL_S = 10
-    monkeypatch.setitem(snapshots.MAX_BUCKETS, "1m", 25)
+    monkeypatch.setitem(rollups.MAX_BUCKETS, "1m", 25)
     streams, _ = _rollup_fixture()
     start = datetime(2026, 1, 1, 10, 0, tzinfo=UTC)
     lengths = list(range(360))  # 10:00:00 .. 10:59:50, one tick every 10 s; minute m holds 6m .. 6m+5
@@ -227,7 +227,7 @@ def test_an_hour_waits_for_all_of_its_minutes(db, settings, monkeypatch) -> None
     )
     now = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 
-    runs = [snapshots.samples_downsample(now=now) for _ in range(4)]
+    runs = [rollups.samples_downsample(now=now) for _ in range(4)]
     assert [r["1m"]["stream"] for r in runs] == [25, 25, 10, 0]
     assert [r["1h"]["stream"] for r in runs] == [0, 0, 1, 0]
     minutes = [math.floor((6 * m + 6 * m + 5) / 2 + 0.5) for m in range(60)]  # mean of 6m .. 6m+5, half up
@@ -245,8 +245,8 @@ def test_minute_rows_outlive_their_retention_until_their_hour_is_rolled_up(db, s
     )
     now = datetime(2026, 1, 5, tzinfo=UTC)  # days past the minutes' retention
 
-    assert snapshots.samples_prune(now=now)["stream.1m"] == 0  # no hour made of them yet: kept
+    assert pruning.samples_prune(now=now)["stream.1m"] == 0  # no hour made of them yet: kept
     assert StreamSample.objects.filter(resolution="1m").count() == 60
-    assert snapshots.samples_downsample(now=now)["1h"]["stream"] == 1
+    assert rollups.samples_downsample(now=now)["1h"]["stream"] == 1
     assert StreamSample.objects.get(resolution="1h").length == 30  # mean of 0..59 = 29.5, half up
-    assert snapshots.samples_prune(now=now)["stream.1m"] == 60
+    assert pruning.samples_prune(now=now)["stream.1m"] == 60

@@ -20,6 +20,7 @@ from busconsole.celery import app as celery_app
 from busconsole.locks import console_redis, renewable_lock, renewed_lock
 from streams_app import tasks
 from streams_app.metrics import snapshots
+from streams_app.metrics.health import snapshot_health
 from streams_app.metrics.models import GroupSample, SnapshotRun, SnapshotSkip, StreamSample
 from tests.console.metrics.helpers import T0
 from tests.polling import wait_for
@@ -84,12 +85,12 @@ def test_a_gap_between_two_runs_is_recorded_once_with_its_length(r: redis.Redis,
     gaps = sorted(SnapshotSkip.objects.values_list("tick", "ticks"))
     assert gaps == [(T0 + timedelta(seconds=20), 3), (T0 + timedelta(seconds=70), 2)]
 
-    health = snapshots.snapshot_health(now=T0 + timedelta(seconds=95))
+    health = snapshot_health(now=T0 + timedelta(seconds=95))
     assert (health.skipped_total, health.skipped_recent) == (5, 5)
     assert health.last_skip == T0 + timedelta(seconds=80)
     assert health.lag_s == 5.0 and not health.behind
     # an hour later, only the part of the gaps within the last hour counts as recent
-    later = snapshots.snapshot_health(now=T0 + timedelta(hours=1, seconds=75))
+    later = snapshot_health(now=T0 + timedelta(hours=1, seconds=75))
     assert (later.skipped_total, later.skipped_recent) == (5, 1) and later.behind
 
 
@@ -177,7 +178,7 @@ def test_rollups_that_fall_behind_show_on_the_overview_and_in_metrics(
     write(StreamSample, "raw", now - 40 * minute, now, tick)
     write(GroupSample, "raw", now - 50 * minute, now, tick)  # never rolled up: counts from its oldest sample
     stream_end = rolled_up_to(StreamSample, 30 * minute)
-    health = snapshots.snapshot_health()
+    health = snapshot_health()
     assert health.rollups_until == now - 50 * minute < stream_end
     assert health.rollup_backlog_s == 50 * 60 and health.rollups_behind
 
@@ -191,7 +192,7 @@ def test_rollups_that_fall_behind_show_on_the_overview_and_in_metrics(
     StreamSample.objects.filter(resolution="1m").delete()
     stream_end = rolled_up_to(StreamSample, 3 * minute)
     group_end = rolled_up_to(GroupSample, 5 * minute)
-    health = snapshots.snapshot_health()
+    health = snapshot_health()
     assert health.rollups_until == group_end < stream_end
     assert health.rollup_backlog_s == (now - group_end).total_seconds() and not health.rollups_behind
     assert 'id="snapshot-notice"' not in viewer_client.get("/").content.decode()

@@ -23,7 +23,7 @@ from django.utils import timezone
 from eventbus.glob import glob_compile, glob_match
 from streams_app.alerts.evaluation import alerts_evaluate
 from streams_app.alerts.models import AlertRule
-from streams_app.metrics import snapshots
+from streams_app.metrics import mirror, snapshots
 from streams_app.redis_ops import client as redis_client
 from streams_app.redis_ops.conventions import detect_dlq
 
@@ -214,7 +214,7 @@ def _mirror_listing(client: Client, pattern: str, *, sort: str = "", count: int 
 @pytest.fixture
 def mirrored(r: redis.Redis, db) -> redis.Redis:
     make_streams(r, PAGE_KEYS)
-    snapshots.mirror_sync(conn=CONN)
+    mirror.mirror_sync(conn=CONN)
     return r
 
 

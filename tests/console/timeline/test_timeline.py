@@ -24,7 +24,7 @@ from django.utils import timezone
 from streams_app.alerts.models import Alert, AlertRule
 from streams_app.annotations.models import Annotation
 from streams_app.audit.models import AuditEvent
-from streams_app.metrics import snapshots
+from streams_app.metrics import mirror, snapshots
 from streams_app.metrics.models import name_hash
 from streams_app.timeline import tracks
 from streams_app.timeline.tracks import GROUPS_MAX, timeline_build
@@ -123,7 +123,7 @@ def test_the_timeline_shows_what_the_test_wrote(bus: Bus, operator: User, viewer
     other = post_json("/api/v1/annotations", {"text": "payments deploy", "connection": "default",
                                               "stream": "payments", "time": t[3].isoformat()}, token).json()
     monkeypatch.setattr(tracks, "STUCK_IDLE", timedelta(0))  # worker-1 holds entries: it counts as stuck now
-    snapshots.mirror_sync(conn="default")
+    mirror.mirror_sync(conn="default")
 
     window = window_parse({"window": "15m"}, now=timezone.now())
     line = timeline_build(conn="default", key=b"orders", window=window)

@@ -16,7 +16,7 @@ from django.test import Client
 from django.utils import timezone
 
 from eventbus.__main__ import main
-from streams_app.metrics import snapshots
+from streams_app.metrics import mirror, snapshots
 from tests.console.helpers import CONN, api, stream_api, stream_url
 
 KEYS = ("all-unknown", "nogroup", "orders", "small", "zero")
@@ -87,7 +87,7 @@ def test_streams_list_shows_the_bound(r: redis.Redis, viewer_client: Client, mod
     lag_bus(r)
     lags = redis_lags(r)
     if mode == "mirror":
-        snapshots.mirror_sync(conn=CONN)
+        mirror.mirror_sync(conn=CONN)
     body = viewer_client.get("/c/default/streams/" + ("?live=1" if mode == "live" else "")).content.decode()
     cells = lag_cells(body)
     groups, bound, unknown = lags["orders"]
@@ -98,7 +98,7 @@ def test_streams_list_shows_the_bound(r: redis.Redis, viewer_client: Client, mod
 
 def test_most_lag_first_ranks_by_the_bound(r: redis.Redis, viewer_client: Client) -> None:
     lag_bus(r)
-    snapshots.mirror_sync(conn=CONN)
+    mirror.mirror_sync(conn=CONN)
     expected = expected_order(redis_lags(r))
     assert expected == ["orders", "small", "zero", "all-unknown", "nogroup"]
     body = viewer_client.get("/c/default/streams/?sort=lag").content.decode()
@@ -116,7 +116,7 @@ def test_a_bound_ties_ahead_of_an_exact_figure(r: redis.Redis, viewer_client: Cl
     r.xgroup_create("b", "moved", id="0")
     r.execute_command("XGROUP", "SETID", "b", "moved", ids[1])
     assert [g["lag"] for g in r.xinfo_groups("b")] == [0, None]
-    snapshots.mirror_sync(conn=CONN)
+    mirror.mirror_sync(conn=CONN)
     reply = viewer_client.get(api("/c/default/streams/?sort=lag")).json()
     assert [s["key"] for s in reply["streams"]] == ["b", "a"]
 
@@ -128,7 +128,7 @@ def test_api_gives_the_bound_and_says_it_is_not_exact(
     lag_bus(r)
     lags = redis_lags(r)
     if query:
-        snapshots.mirror_sync(conn=CONN)
+        mirror.mirror_sync(conn=CONN)
     rows = {s["key"]: s for s in viewer_client.get(api("/c/default/streams/") + query).json()["streams"]}
     for key, (groups, bound, unknown) in lags.items():
         row = rows[key]

@@ -16,7 +16,7 @@ import redis
 from django.test import Client
 from django.utils import timezone
 
-from streams_app.metrics import snapshots
+from streams_app.metrics import mirror, snapshots
 from tests.console.helpers import CONN, group_url, stream_url
 
 #: The streams of :func:`lag_bus`, in key order.
@@ -93,7 +93,7 @@ def test_streams_list_shows_unknown_not_zero_in_both_modes(r: redis.Redis, viewe
     assert lags["b-unknown"] == (2, 0, True)  # Redis itself: one group's lag is 0, the other's null
 
     live = lag_cells(viewer_client.get("/c/default/streams/?live=1").content.decode())
-    snapshots.mirror_sync(conn=CONN)
+    mirror.mirror_sync(conn=CONN)
     mirrored = lag_cells(viewer_client.get("/c/default/streams/").content.decode())
     for body in (live, mirrored):
         assert set(body) == set(KEYS)
@@ -108,7 +108,7 @@ def test_sort_by_lag_does_not_take_unknown_for_zero(r: redis.Redis, viewer_clien
     lag_bus(r)
     r.xadd("e-zero", {"n": "0"})
     r.xgroup_create("e-zero", "g", id="$")  # an exact 0: ranks after b-unknown's "at least 0"
-    snapshots.mirror_sync(conn=CONN)
+    mirror.mirror_sync(conn=CONN)
     lags = redis_lags(r) | {"e-zero": (1, 0, False)}
     expected = expected_lag_order(lags)
     assert expected == ["a-big", "c-small", "b-unknown", "e-zero", "d-nogroup"]
