@@ -63,7 +63,8 @@ class Listener:
             self.server.socket = tls.wrap_socket(self.server.socket, server_side=True)
         self.port = self.server.server_port
         self.url = f"http://127.0.0.1:{self.port}/hooks/T0KEN"
-        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        # A short poll: shutdown() waits for serve_forever's next poll (0.5 s by default) at every close.
+        self._thread = threading.Thread(target=self.server.serve_forever, args=(0.02,), daemon=True)
         self._thread.start()
         self._closed = False
 
