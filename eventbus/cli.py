@@ -91,7 +91,7 @@ def _inspect(client: Any, args: argparse.Namespace) -> Output:
     doc: dict[str, Any] = {"entries": rows, "scanned": scanned, "next": after}
     if search is not None:
         lines.append(f"({len(rows)} matched in {scanned} entries read)")
-        # Entries whose own data made the query too costly are no match: say so, as the console does.
+        # Entries whose own data made the query too costly are no match: say so, never silently.
         doc["too_costly"] = costly = search.too_costly
         if costly:
             lines.append(
@@ -196,10 +196,10 @@ def _journey(client: Any, args: argparse.Namespace) -> Output:
         raise CommandError(str(exc), 2) from exc
     hook = getattr(args, "journey_steps", None)
     found = journey.journey_of(trace)
-    if hook is not None:  # the console's manage.py bus: its audit rows, as its pages show them
+    if hook is not None:  # a program embedding the command line adds the operator actions it recorded
         found = hook(found)
     else:
-        found.trace.notes.append(journey.NO_CONSOLE)
+        found.trace.notes.append(journey.NO_OPERATOR_LOG)
     return found.json(), found.text(), 0 if trace.found_any else 1
 
 
@@ -283,7 +283,7 @@ def add_commands(
         "  python -m eventbus inspect orders --reverse --search declined\n"
         "  python -m eventbus inspect orders --search 'data.customer.id == 42 && size(data.items) > 3'\n"
         "  python -m eventbus inspect '{orders}:dlq' --search 'retries >= 3 && error.contains(\"Timeout\")'\n"
-        "\n--search takes what the console's search box takes. Plain text (timeout, order.paid,\n"
+        "\n--search takes the bus's search language. Plain text (timeout, order.paid,\n"
         "card declined) matches an entry when a field name or value contains it, ignoring case.\n"
         "A CEL expression sees every field by name, decoded (JSON and msgpack as maps and lists),\n"
         "fields, id and time; on a DLQ also error, traceback, retries, origin, original_id,\n"
@@ -318,7 +318,7 @@ def add_commands(
     dlq = command(
         "dlq", "list dead-letter queues, a stream's DLQs, or a DLQ's entries",
         "  python -m eventbus dlq\n  python -m eventbus dlq orders\n  python -m eventbus dlq '{orders}:dlq'\n"
-        "\nDLQs are found as the console finds them: {stream}:dlq (the bus and the seed\n"
+        "\nDLQs are found by their conventions: {stream}:dlq (the bus and the seed\n"
         "streams module), omni-dlq:{group} (OmniDaemon), and the configured patterns.\n",
         _dlq, dlq=True,
     )  # fmt: skip
@@ -336,7 +336,7 @@ def add_commands(
         "requeue", "move dead letters back to their streams, each exactly once",
         "  python -m eventbus requeue '{orders}:dlq' --ids 1700000000000-0\n"
         "  python -m eventbus requeue '{orders}:dlq' --all --up-to 1700000000000-0\n"
-        "\nAs the console does: one Lua script per batch; an entry another requeue moved\n"
+        "\nOne Lua script per batch; an entry another requeue moved\n"
         "first is reported missing, never added twice. On Redis Cluster an entry whose\n"
         "stream is in another hash slot moves in crash-safe steps (lease, add, delete);\n"
         "one a killed run left leased is reported failed until its lease expires (60 s).\n",
@@ -358,8 +358,8 @@ def add_commands(
         "shows one timeline: the publish, each group's delivery (pending, acknowledged, not yet),\n"
         "the handler's failures, the retries, the dead letters in every convention and the\n"
         "requeued copies. Bounded: it says how many entries of how many it read; --cursor\n"
-        "continues a scan that stopped. Operator actions are in the console's audit log: run\n"
-        "manage.py bus journey, or open the console's journey page, to see them too.\n",
+        "continues a scan that stopped. Operator actions (requeues, claims, replays by a\n"
+        "person) are not in Redis: only a tool that records them can add them.\n",
         _journey, dlq=True,
     )  # fmt: skip
     journey_cmd.add_argument("value", metavar="START", help="an entry ID, an event id, a correlation id or a query")

@@ -1,13 +1,13 @@
 """What the acting commands of ``python -m eventbus`` do: requeue dead letters, claim pending entries.
 
-**requeue** has the console's semantics because it runs the console's code: each entry is planned by
-the shared conventions (:func:`eventbus.conventions.requeue_plan`: the original fields, without the DLQ's
+**requeue** has one semantics wherever it runs, because every requeuer runs this code: each entry is
+planned by the shared conventions (:func:`eventbus.conventions.requeue_plan`: the original fields, without the DLQ's
 bookkeeping and the retry counter, plus ``_requeued_from``), then ONE call of ``lua/requeue.lua`` per
 batch moves the batch, each entry as its own "still in the DLQ? XADD to its stream + XDEL" step. Two
-requeues of the same entry (two terminals, or a terminal and the console) make exactly one new entry;
+requeues of the same entry (two terminals, or a terminal and another program) make exactly one new entry;
 the other finds it ``missing``. On a cluster that script can write only streams in the DLQ's hash slot
 (``{orders}:dlq`` -> ``orders``); an entry bound elsewhere (``orders:dlq`` -> ``orders``, or a target in
-another slot) moves by the console's stepwise protocol (:mod:`eventbus.moves`: lease, add with a
+another slot) moves by the stepwise protocol (:mod:`eventbus.moves`: lease, add with a
 record, delete, forget), under an owner name unique to this run. A run killed between those steps
 leaves its entries leased: a later run finishes them once the lease expires
 (:data:`eventbus.moves.LEASE_MS`), adding nothing twice; until then it reports them ``failed``
@@ -36,7 +36,7 @@ from .scripts import source
 from .text import display_text
 
 MAX_BATCH = 2000
-"""Entries one requeue script call moves (the console's bound: about 14 ms of Redis time)."""
+"""Entries one requeue script call moves (about 14 ms of Redis time, so other clients are not held up)."""
 MAX_SWEEPS = 1000
 """XAUTOCLAIM calls one ``claim --all`` makes at most (1000 entries each)."""
 

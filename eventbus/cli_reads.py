@@ -2,9 +2,8 @@
 dead-letter queues and per-stream stats, as plain JSON-able rows (the command line prints them as tables
 or as JSON, :mod:`eventbus.cli`).
 
-Django-free (the bus must not import the console), so these are the console's screens read again with
-redis-py alone: the DLQ conventions are the console's own one copy (:mod:`eventbus.conventions`), and so
-is the search language (:mod:`eventbus.search`: ``--search`` takes what the console's search box takes). Every
+Django-free, with redis-py alone: the DLQ conventions are the one copy (:mod:`eventbus.conventions`), and
+so is the search language (:mod:`eventbus.search`), which any program reading the bus shares. Every
 read is bounded: SCAN stops after ``max_keys`` streams, a search after ``scan_limit`` entries, a stats
 window after ``METRICS_LIMIT`` metric entries per stream. On a cluster, SCAN walks every primary (a
 cluster client's SCAN would ask one node) and single-key commands go to the key's node.
@@ -101,7 +100,7 @@ def stream_rows(
 ) -> list[dict[str, Any]]:
     """One row per stream: length, groups, pending (sum over groups), lag, DLQ.
 
-    ``lag`` is the largest lag a group reports, as the console shows it: when Redis cannot tell some
+    ``lag`` is the largest lag a group reports: when Redis cannot tell some
     groups' lag (``lag_unknown_groups``), a lower bound (``lag_exact`` false, ``lag_text`` "≥n (k unknown)");
     None when no group reports one.
     """
@@ -180,7 +179,7 @@ class _Entry(NamedTuple):
 
 
 def search_query(text: str, patterns: Sequence[DlqPattern]) -> Query:
-    """``--search`` compiled as the console compiles its search box (plain text, or a CEL expression);
+    """``--search`` compiled by the bus's search language (plain text, or a CEL expression);
     exit 2 with the reason (for an expression, the parser's message) when it cannot be a query."""
     try:
         return compile_query(text, patterns=patterns)
@@ -190,7 +189,7 @@ def search_query(text: str, patterns: Sequence[DlqPattern]) -> Query:
 
 Shown = Callable[[bytes, str, list[tuple[bytes, bytes]]], list[tuple[bytes, bytes]]]
 """What a caller lets the command line show of an entry: ``(key, entry ID, fields) -> fields``. The bus
-shows the bytes as stored; the console's ``manage.py bus`` passes its masking rules here, applied before
+shows the bytes as stored; a program embedding the command line passes its masking rules here, applied before
 an entry is searched or printed (so a masked value is neither shown nor found)."""
 
 
@@ -209,7 +208,7 @@ def read_entries(
     """Up to ``limit`` entries from ``start`` (oldest first, or newest first when ``reverse``), each as
     ``shown`` lets it show.
 
-    With ``search``, only the entries it matches, as the console's search finds them (on a DLQ by
+    With ``search``, only the entries it matches (on a DLQ by
     ``patterns``' conventions, with the dead-letter variables), reading at most ``scan_limit`` entries.
     Returns the rows, the entries read, and the ``--from`` that continues after them (``(ID``,
     exclusive), or None when the stream has nothing more. Entries the search left out because their
@@ -315,7 +314,7 @@ def _newest(
 def dlq_rows(
     client: SyncClient, keys: Sequence[bytes], patterns: Sequence[DlqPattern], *, shown: Shown | None = None
 ) -> list[DlqRow]:
-    """The DLQs among ``keys`` by the console's conventions, with the streams they feed (the key's hint,
+    """The DLQs among ``keys`` by the conventions, with the streams they feed (the key's hint,
     then the newest entries' own streams)."""
     rows = []
     for key in keys:

@@ -6,7 +6,7 @@ An entry holds a few flat fields (see :mod:`eventbus.keys`): ``type``, ``data`` 
 ``_group``, ``_unique`` and, on retries, ``_first_id``, ``_failed_id`` and ``_failed_at`` (see
 :mod:`eventbus.retry`).
 
-``data`` is plain JSON so that any consumer, in any language, and the console can read it.
+``data`` is plain JSON so that any consumer or monitoring tool, in any language, can read it.
 Values JSON has no type for are encoded the way most APIs do, and are *not* turned back into
 Python types on read: datetimes, dates and times as ISO 8601 strings, ``Decimal`` as a string
 (exact, unlike a float), ``UUID`` as its canonical string, ``bytes`` as standard base64, sets and

@@ -1,8 +1,7 @@
 """Turn stream field values (arbitrary bytes) into something a person can read.
 
-Django-free, so the console's pages and API (``streams_app.redis_ops.decoding`` re-exports it) and the
-bus's command line (``python -m eventbus inspect --search``) decode by this one copy and a search finds
-the same entries in both.
+Django-free: the one copy of the decoding, for the bus's command line (``python -m eventbus inspect
+--search``) and any program that shows the bus's entries, so a search finds the same entries in all.
 
 Redis stores field names and values as bytes, and the buses we monitor put anything in them: JSON,
 msgpack, FastStream's binary envelope, plain text, images. :func:`decode_value` tries, in this order,
@@ -26,7 +25,7 @@ Heuristics, chosen to avoid calling text "JSON" or "msgpack" by accident:
 
 Values larger than ``limit`` bytes are never parsed: only their prefix is shown, as text or hex, because a
 cut JSON or msgpack document does not parse anyway and parsing a 50 MB value on a page view is the kind
-of unbounded work a console page must not do. The one exception is a FastStream envelope, whose headers (at its
+of unbounded work a page or a terminal must not do. The one exception is a FastStream envelope, whose headers (at its
 start) are read from the prefix, followed by the start of its body as text or hex.
 """
 
@@ -44,7 +43,7 @@ from typing import Any
 
 import msgpack
 
-from .text import BIDI_CONTROLS, as_bytes, display_text, escape_bidi  # noqa: F401  (re-exported)
+from .text import as_bytes, display_text, escape_bidi
 
 PREVIEW_LIMIT = 64 * 1024
 """Bytes of a value that are decoded; the rest is left for the raw download."""

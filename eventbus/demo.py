@@ -1,6 +1,7 @@
-"""Demo traffic for a fresh console: a small shop running on the bus, until SIGTERM/SIGINT.
+"""Demo traffic for a fresh Redis: a small shop running on the bus, until SIGTERM/SIGINT.
 
-What it produces, so that every screen of the console has something true to show:
+What it produces, so that every tool that shows the bus (its command line, a monitoring page) has
+something true to show:
 
 * ``orders``: a storefront publishes ``order.created`` (and now and then ``order.cancelled``) at
   a few per second. Groups ``billing`` (charges the card: sometimes the gateway times out, a

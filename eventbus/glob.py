@@ -1,10 +1,9 @@
 """Redis's glob, matched in Python exactly as ``SCAN ... MATCH`` matches it on the server.
 
-The console filters keys in places where Redis cannot do it for us (the streams page over the metadata
-mirror, alert rules, configured DLQ patterns), and so does the bus's command line (configured DLQ
-patterns, :mod:`eventbus.conventions`); a pattern must select the same keys there as the same pattern
-sent to ``SCAN MATCH``. It lives in the bus, which is Django-free, so both use this one copy (the
-console's ``streams_app.redis_ops.glob`` re-exports it).
+The bus's command line filters keys where Redis cannot do it (configured DLQ patterns,
+:mod:`eventbus.conventions`), and so may any program that reads the bus's keys (over a copy of the key
+names, in rules it evaluates); a pattern must select the same keys there as the same pattern sent to
+``SCAN MATCH``. This is the one copy, Django-free, for all of them.
 
 This is a port of ``stringmatchlen`` (``util.c``), byte for byte, including its odd corners, each
 checked against a real server by the tests:
@@ -14,7 +13,7 @@ checked against a real server by the tests:
   reversed range (``[c-a]``) is swapped; ``]`` right after ``[`` (or ``[^``) closes an empty class; ``-``
   right before the closing ``]`` makes that ``]`` the range's end, leaving the class open; an unclosed
   class takes the rest of the pattern as its members.
-* Ranges compare C ``char``s, which are signed on x86-64, the platform the console's Redis servers run
+* Ranges compare C ``char``s, which are signed on x86-64, the platform Redis servers commonly run
   on: ``[a-\\xff]`` is the range -1..97 there, so it holds 0xff and 0x00-0x61 but not 0x80-0xfe.
 * A key is never empty for the matcher (its loop runs while bytes remain), except that ``SCAN`` skips
   matching altogether for the pattern ``*``: the empty key matches ``*`` and the empty pattern only.
@@ -85,7 +84,7 @@ class Glob:
 
 @functools.lru_cache(maxsize=512)
 def glob_compile(pattern: bytes | str) -> Glob:
-    """Compile a Redis glob (a ``str`` is taken as its UTF-8 bytes, as the console sends it to Redis)."""
+    """Compile a Redis glob (a ``str`` is taken as its UTF-8 bytes, as redis-py sends it to Redis)."""
     raw = pattern.encode() if isinstance(pattern, str) else bytes(pattern)
     tokens = _tokens(raw)
     runs = [i for i, token in enumerate(tokens) if token is None]

@@ -1,4 +1,4 @@
-"""Key and field names: the conventions other programs (the console, the pipeline) rely on.
+"""Key and field names: the conventions other programs (monitoring tools, data pipelines) rely on.
 
 Everything the bus writes to Redis is named here, so a reader of the bus's data can import this
 module instead of copying string literals. Changing a name here is a wire-format change.
@@ -26,12 +26,12 @@ old                    new                     what to do
                                                workers are deployed, move its members to the
                                                stream (``python -m eventbus migrate``) or wait
                                                until they are due and run it then
-``orders:dlq``         ``{orders}:dlq``        old dead letters stay where they are; the console
-                                               lists both and requeues from either
+``orders:dlq``         ``{orders}:dlq``        old dead letters stay where they are; readers
+                                               list both and requeue from either
 ``orders:unique``      ``{orders}:unique``     keys held in the old set are forgotten: a
                                                duplicate published in the first ``unique_ttl``
                                                after the upgrade is accepted once
-``eventbus:metrics``   ``{orders}:metrics``    the console reads both until the old stream ages
+``eventbus:metrics``   ``{orders}:metrics``    readers read both until the old stream ages
                                                out; delete it when its newest entry is older
                                                than the longest metrics window (1 h)
 =====================  ======================  ================================================

@@ -3,7 +3,7 @@
 One metrics stream per event stream, in the event stream's hash slot (:func:`eventbus.keys.metrics_key`),
 rather than one ``eventbus:metrics`` for all: on a Redis Cluster a single key would carry every
 worker's metric traffic to one node, and lose every metric while that node is away. Workers before
-this naming wrote ``eventbus:metrics``; readers (the console) read both for a migration window.
+this naming wrote ``eventbus:metrics``; readers should read both for a migration window.
 
 Every metric entry has these fields (all text):
 

@@ -15,8 +15,8 @@ keeps the later expiry), so a run that is killed half-way is simply run again: n
 and no retry is scheduled twice.
 
 Dead letters in ``S:dlq`` are not moved: moving an entry between streams is XADD then XDEL, and a
-run killed between the two would file it twice. The console lists both DLQs and requeues from
-either; the old one empties as an operator requeues or deletes its entries. Metric events left in
+run killed between the two would file it twice. ``python -m eventbus dlq`` lists both DLQs and
+``requeue`` takes from either; the old one empties as an operator requeues or deletes its entries. Metric events left in
 ``eventbus:metrics`` age out of every window within an hour; delete it after that.
 """
 
@@ -36,7 +36,7 @@ class Migrated:
     stream: str
     retries: int
     unique_keys: int
-    #: entries left in the old ``S:dlq`` (for an operator to requeue from the console)
+    #: entries left in the old ``S:dlq`` (for an operator to requeue: ``python -m eventbus requeue``)
     old_dead_letters: int
 
 

@@ -1,7 +1,7 @@
 """Requeue across hash slots: moving dead letters to a stream on another node, never lost, never doubled.
 
-One copy, run by the console (``streams_app.redis_ops.actions``: requeue, the requeue-all job) and by
-the bus's command line (``python -m eventbus requeue``), so both move with one protocol and respect
+One copy, run by the bus's command line (``python -m eventbus requeue``) and by any program that
+requeues the bus's dead letters (handing its own client in), so all move with one protocol and respect
 each other's leases.
 
 On one server (or when a DLQ and its target share a slot, as ``{orders}:dlq`` and ``orders`` do) a
@@ -12,8 +12,8 @@ steps, each one atomic on its own node, so that a process killed between any two
 nothing lost (the dead letter stays in the DLQ until its copy exists) and nothing doubled (a copy is
 added at most once per dead letter):
 
-1. **lease** (DLQ's slot, ``lua/move_lease.lua``; the console's bulk path leases inside its own batch
-   script, in the same format): for each entry still in the DLQ, record this owner as its mover in a
+1. **lease** (DLQ's slot, ``lua/move_lease.lua``; a caller's bulk path may lease inside its own batch
+   script, in the same format, and hand the batch to :func:`add_packed_and_release`): for each entry still in the DLQ, record this owner as its mover in a
    lease hash next to the DLQ, unless another owner holds an unexpired lease. The lease makes the
    mover of an entry unique: two operators pressing "requeue" together leave one of them with
    nothing to do (reported as failed, :data:`BUSY`).
@@ -26,7 +26,7 @@ added at most once per dead letter):
 
 What a kill at each point leaves, and why a re-run is right:
 
-* before 2: leases only. A run resumed under the same owner (the console's jobs use ``job:<id>``)
+* before 2: leases only. A run resumed under the same owner (a resumable job names itself, ``job:<id>``)
   takes them again; any other mover waits for them to expire (:data:`LEASE_MS`), the entries still in
   the DLQ.
 * between 2 and 3: copies and records exist, the dead letters are still in the DLQ and leased.
@@ -44,8 +44,8 @@ Why records and leases rather than a marker in the copy: finding a copy by a fie
 scanning the target, and a lease is what lets the records be dropped as soon as an entry is moved,
 so a bulk requeue of a million entries does not leave a million records behind.
 
-The keys are the console's, named to share a slot (:func:`slot_twin`):
-``{<DLQ's tag>}busconsole:requeue-lease:<DLQ>`` and ``{<target's tag>}busconsole:requeued:<DLQ>``.
+The keys are named to share a slot (:func:`slot_twin`): ``{<DLQ's tag>}`` + :data:`LEASE_PREFIX` + DLQ and
+``{<target's tag>}`` + :data:`RECORD_PREFIX` + DLQ.
 The clients passed in are redis-py's sync ``Redis`` or ``RedisCluster`` with bytes replies; the
 caller translates errors.
 """
@@ -85,9 +85,9 @@ class Moved:
 
 
 def slot_twin(anchor: bytes, name: bytes) -> bytes:
-    """``name`` prefixed with a ``{tag}`` that hashes like ``anchor``: a console key in ``anchor``'s slot.
+    """``name`` prefixed with a ``{tag}`` that hashes like ``anchor``: a companion key in ``anchor``'s slot.
 
-    A script may touch a key of the console's own (a replay's cursor, a requeue's lease or record)
+    A script may touch a key of a mover's own (a replay's cursor, a requeue's lease or record)
     together with a stream only when both hash to one slot. The tag is ``anchor``'s own ``{tag}``
     when it has one, else ``anchor`` whole (``orders`` -> ``{orders}...``, as the event bus names
     its companion keys); a name with a ``}`` but no valid tag cannot be wrapped, and gets a short
@@ -117,12 +117,18 @@ def _slot_names() -> dict[int, bytes]:
     return names
 
 
+# The prefixes keep the names the keys had when this protocol was first written: a lease or a record a
+# killed move left behind (records live for days, RECORD_TTL_MS) must still be found after an upgrade.
+LEASE_PREFIX = b"busconsole:requeue-lease:"
+RECORD_PREFIX = b"busconsole:requeued:"
+
+
 def lease_key(dlq_key: bytes) -> bytes:
-    return slot_twin(dlq_key, b"busconsole:requeue-lease:" + dlq_key)
+    return slot_twin(dlq_key, LEASE_PREFIX + dlq_key)
 
 
 def record_key(dlq_key: bytes, target: bytes) -> bytes:
-    return slot_twin(target, b"busconsole:requeued:" + dlq_key)
+    return slot_twin(target, RECORD_PREFIX + dlq_key)
 
 
 # ---------------------------------------------------------------- the steps
@@ -167,7 +173,7 @@ def add_and_release(
 
 @dataclass(frozen=True, slots=True)
 class Packed:
-    """The entries of one batch leased for one target, as the console's bulk script hands them back."""
+    """The entries of one batch leased for one target, as a caller's bulk script hands them back."""
 
     target: bytes
     ids: tuple[str, ...]  # DLQ IDs, in the order of the packed entries
@@ -177,7 +183,7 @@ class Packed:
 def add_packed_and_release(
     client: Any, dlq_key: bytes, batch: Sequence[Packed], *, order: Sequence[str], at_head: bool
 ) -> list[Moved]:
-    """Steps 2 to 4 for a batch the console's bulk script (``streams_app/redis_ops/lua/requeue_rule.lua``)
+    """Steps 2 to 4 for a batch a caller's bulk script (one that leases in the format of ``lua/move_lease.lua``)
     leased and rewrote in one call; one :class:`Moved` per item of ``batch``.
 
     The packed entries go to ``lua/move_add.lua`` unread. Every target is added to before the first

@@ -1,10 +1,10 @@
 """One clear line for a Redis that is not where a command looks, instead of a traceback.
 
-The command-line tools (``python -m eventbus ...`` and the console's ``manage.py`` commands) call
+The command-line tools (``python -m eventbus ...``, and those of programs built on the bus) call
 :func:`explain` on what they caught: when it is a connection failure (refused, unknown host, timed
 out) or a refused login, they print the line it returns, which names the URL they tried (password
 masked) and the variable that sets it, and exit non-zero. Anything else is a bug and keeps its
-traceback. Django-free, so the console's commands use it too.
+traceback. Django-free, so any program's commands may use it.
 """
 
 from __future__ import annotations

@@ -13,8 +13,8 @@ streams have their own one-key script (``progress_write``), registered by :mod:`
 Redis scripts cannot load one another, so a function two scripts call is kept once, in a file of
 ``lua/`` that is no script of its own (it defines a local function and nothing else), and
 :func:`source` joins it in front of each script that calls it (:data:`PRELUDES`). Redis sees, and
-EVALSHA hashes, the joined text. The console's own scripts call two of these files too
-(``streams_app.redis_ops.actions._common``).
+EVALSHA hashes, the joined text. A program with scripts of its own that move entries the bus's way
+reads them through :func:`source` too, and so calls the same functions.
 """
 
 from __future__ import annotations

@@ -15,9 +15,9 @@ The form (``rediss+sentinel://`` for TLS)::
   parameters as ``rediss://`` (:mod:`eventbus.tls`); any other query parameter is refused.
 
 This form is the one several clients already read (``redis+sentinel://`` in redis-rb and Lettuce's
-``redis-sentinel://``); the console uses it for the monitored connections (``BUS_REDIS_URLS``), the bus
-(``Bus.from_url``, ``python -m eventbus``) and its own Redis (``REDIS_URL``: Celery, the channel layer,
-the cache and the locks each get the shape they take from :mod:`busconsole.sentinel`).
+``redis-sentinel://``); the bus reads it (``Bus.from_url``, ``python -m eventbus``), and so may any
+program connecting to the bus's Redis (each library it hands the URL to gets the shape that library
+takes).
 
 Why this module: redis-py has the Sentinel client (:class:`redis.sentinel.Sentinel`, ``master_for``,
 sync and asyncio) but reads no URL for it, and each other library takes Sentinel its own way (kombu a

@@ -49,8 +49,11 @@ def id_order(entry_id: str | bytes) -> tuple[int, int]:
     """``(ms, seq)`` of an entry ID as Redis gave it (a bare ``<ms>`` is ``<ms>-0``), for comparing and
     sorting IDs: the one place an ID is cut in two. No validation, so cheap enough for every entry of a
     live tail; text that is no ID raises ValueError. An ID a person typed needs checking first."""
-    ms, _, seq = entry_id.partition(b"-" if isinstance(entry_id, bytes) else "-")
-    return int(ms), int(seq or 0)
+    if isinstance(entry_id, bytes):
+        ms, _, seq = entry_id.partition(b"-")
+        return int(ms), int(seq or 0)
+    head, _, tail = entry_id.partition("-")
+    return int(head), int(tail or 0)
 
 
 def id_ms(entry_id: str | None) -> int | None:

@@ -1,8 +1,9 @@
 """TLS to Redis, configured one way for every client of the project: on the URL.
 
 A ``rediss://`` URL and up to five query parameters, redis-py's own names, configure TLS for each
-monitored connection (``BUS_REDIS_URLS``), the event bus (``python -m eventbus``, ``Bus.from_url``) and
-the console's own Redis (``REDIS_URL``: the Celery broker, the channel layer, the cache and the locks):
+client that takes a URL: the event bus (``python -m eventbus``, ``Bus.from_url``) and whatever else a
+program connects with a URL (a monitoring application's connections, a Celery broker, a channel layer, a
+cache):
 
 ``ssl_ca_certs``
     the CA certificates (PEM) the server's certificate must chain to; default: the system's.
@@ -24,8 +25,8 @@ Why this module rather than redis-py's URL parsing alone (which reads the same p
   the first connection, as an error naming none of them: :func:`tls_problem` says it at start-up.
 
 :func:`tls_reason` finds the TLS failure behind a connection error (redis-py words them all as
-"Error 1 connecting to ...") and says it for a person; the console's error pages and the command line
-use it. Standard library only: the bus must not import the console, nor this module redis.
+"Error 1 connecting to ...") and says it for a person, for the command line's messages and any program's
+error pages. Standard library only: a program may read its settings with it before it loads redis.
 """
 
 from __future__ import annotations

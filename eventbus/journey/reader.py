@@ -2,12 +2,12 @@
 
 A journey promises to be bounded like a search ("looked at N of M entries in K keys, in t ms"), so every
 read goes through :class:`Reader`, which counts commands and entries, refuses to read past its entry
-budget or its time budget, and masks every entry it hands out (``shown``, the command line's hook:
-the console passes its masking rules, the bus shows the bytes as stored) before anything looks at it.
+budget or its time budget, and masks every entry it hands out (``shown``, the caller's hook: a program
+passes its masking rules, the command line alone shows the bytes as stored) before anything looks at it.
 
-Replies are read in either shape redis-py may give them: raw (the console's clients keep stream replies
-as Redis sends them) or parsed (the bus's own client turns XRANGE into ``(id, dict)`` pairs and XINFO
-into dicts), so the console and ``python -m eventbus`` run this same code. Every command names one key
+Replies are read in either shape redis-py may give them: raw (a client that keeps stream replies as Redis
+sends them) or parsed (the bus's own client turns XRANGE into ``(id, dict)`` pairs and XINFO into dicts),
+so any caller and ``python -m eventbus`` run this same code. Every command names one key
 (or is a per-key pipeline), so a cluster client routes each to the key's node.
 """
 

@@ -19,9 +19,9 @@ from .. import keys as bus_keys
 from ..text import display_text, id_ms, id_order
 from .trace import Trace
 
-#: What the command line and the pages say about operator actions when no console is there to ask.
-NO_CONSOLE = ("Operator actions (requeues, claims, acks, replays by a person) are in the console's audit log: "
-              "run `manage.py bus journey` or open the console's journey page to see them.")  # fmt: skip
+#: What the command line says about operator actions when no program that records them adds them.
+NO_OPERATOR_LOG = ("Operator actions (requeues, claims, acks, replays by a person) are not in Redis: only the "
+                   "audit log of the tool that made them holds them.")  # fmt: skip
 ACKED_UNKNOWN = "acknowledged, or never delivered: Redis does not keep acked IDs"
 
 _ORDER = {"publish": 0, "copy": 0, "retry": 0, "requeue": 0, "replay": 0, "operator": 1, "delivery": 1,
@@ -42,7 +42,7 @@ class Step:
     error: str | None = None
     state: str | None = None
     fields: dict[str, str] | None = None
-    #: the console's audit row of an operator action (who, what, when, its id)
+    #: the audit row of an operator action, from the program that recorded it (who, what, when, its id)
     audit: dict[str, Any] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 

@@ -23,12 +23,12 @@ members travel); each dead-letter queue of the stream in every convention (``{S}
 publish on, up to where the metric events say the last dead-lettering happened; XINFO GROUPS and one
 XPENDING id id per group and entry. One read is bounded only by the budget: a copy the metric events
 do not name (the retry that succeeded, the requeued copy, a foreign bus's retries) is looked for
-forward from the moment it can have been made, stopping as soon as it is found; the console first
-probes the copies its audit rows name (:data:`Probe`), so a requeue through it is found by ID.
+forward from the moment it can have been made, stopping as soon as it is found; a caller that records
+its requeues first probes the copies its records name (:data:`Probe`), so such a requeue is found by ID.
 
 **Replays.** A replayed copy names its original (``_replayed_from``) but not the original's stream, and
-nothing in the original names the copy: only whoever replayed it knows where it went. The console's audit
-rows do, so it hands the journey two more hooks: where the copies of the event's entries are
+nothing in the original names the copy: only whoever replayed it knows where it went. A caller that
+records its replays (an audit log) knows, and hands the journey two more hooks: where the copies of the event's entries are
 (:data:`ReplayProbe`: a window of IDs in each target stream, read within the budget, a batch's copies
 being contiguous) and, for a journey started from a copy, which streams it may have been replayed from
 (:data:`SourceProbe`): the journey is then the original's, with the copy on it. ``python -m eventbus``,
@@ -38,7 +38,7 @@ with ``--stream``; a copy in another stream it finds only when it scans that str
 
 Written here rather than taken from a library: it is a bounded walk over the bus's own keys and field
 names, which nothing off the shelf knows; it is Django-free so that ``python -m eventbus journey``
-(Redis only) and the console run this one copy.
+(Redis only) and any program following events run this one copy.
 """
 
 from __future__ import annotations
@@ -79,11 +79,11 @@ BOOKKEEPING = frozenset({b"_retries", b"_group", b"_first_id", b"_failed_id", b"
 
 Probe = Callable[[bytes, Sequence[bytes], int], Sequence[tuple[bytes, str]]]
 """``(stream, dlq keys, since ms) -> [(key, entry ID)]``: entries someone else knows were made from this
-event's keys (the console: the copies its audit rows name), looked up by ID before anything is scanned."""
+event's keys (the copies a caller's records name), looked up by ID before anything is scanned."""
 
 ReplayProbe = Callable[[bytes, Sequence[str], int], Sequence[tuple[bytes, str, str]]]
 """``(stream, the event's entry IDs there, since ms) -> [(target stream, low ID, high ID)]``: where replayed
-copies of those entries are (the console: its replay jobs' audit rows), each window read within the budget."""
+copies of those entries are (a caller's records of its replays), each window read within the budget."""
 
 SourceProbe = Callable[[bytes, str], Sequence[bytes]]
 """``(stream, entry ID of a replayed copy) -> [stream]``: the streams it may have been replayed from."""
@@ -266,7 +266,7 @@ def trace(
     sources: SourceProbe | None = None,
 ) -> Trace:
     """The reads of one journey (module docstring). ``query`` is the compiled query of a ``search``
-    start (:func:`eventbus.search.compile_query`, or the console's); ``cursor`` a previous ``next``."""
+    start (:func:`eventbus.search.compile_query`, or a caller's wrapper of it); ``cursor`` a previous ``next``."""
     reader = Reader(client, budget=budget, deadline_ms=budget_ms, shown=shown)
     out = Trace(start=start, reader=reader)
     kinds = reader.sizes(start.streams)
@@ -729,7 +729,7 @@ def _copies(reader: Reader, out: Trace, ties: _Ties, first_ms: int) -> None:
 
 
 def _replayed(reader: Reader, out: Trace, ties: _Ties, windows: Sequence[tuple[bytes, str, str]]) -> None:
-    """The replayed copies of the event's entries in the windows the console's audit rows name: a copy names
+    """The replayed copies of the event's entries in the windows a caller's records name: a copy names
     its original (``_replayed_from``); one in the event's own stream is one of its entries."""
     assert out.stream is not None
     windows = list(dict.fromkeys(windows))

@@ -1,5 +1,5 @@
--- Prepended to the scripts that move one item into a stream (requeue.lua; the console's retry_take.lua)
--- by eventbus.scripts.source; defines one function.
+-- Prepended to the scripts that move one item into a stream (requeue.lua, and a caller's own scripts
+-- read through eventbus.scripts.source) by eventbus.scripts.source; defines one function.
 --
 -- add_then_remove(target, args, first, last, remove, key, member): XADD args[first..last] (field/value
 -- pairs) to target under a new ID and, only when Redis took it, remove the item where it came from

@@ -11,7 +11,7 @@
 -- ARGV[1] record TTL in ms, ARGV[2] how the entries come:
 --   'flat': ARGV[3..], per entry: DLQ entry ID, N, then N field/value args;
 --   'packed': ARGV[3], one MessagePack array holding per entry {DLQ entry ID, field, value, ...}, as
---   the console's bulk script (streams_app/redis_ops/lua/requeue_rule.lua) hands a batch back for
+--   a caller's bulk script (one that leases inside its own batch, eventbus/moves.py) hands a batch back for
 --   the client to pass on unread: one argument per batch instead of one per field and value saves
 --   the client and both servers most of the per-entry work of a move across slots. (One string per
 --   batch, not per entry: Lua 5.1 hashes a long string by sampling it, and a thousand lookalike

@@ -1,8 +1,8 @@
 -- Requeue dead letters: for each entry, if it is still in the DLQ, XADD its payload to its
 -- target stream and XDEL it from the DLQ, as one step.
 --
--- One copy, run by the console (streams_app/redis_ops/actions/dlq.py) and by the bus's command
--- line (python -m eventbus requeue, eventbus/cli_actions.py), so both requeue with one semantics.
+-- One copy, run by the bus's command line (python -m eventbus requeue, eventbus/cli_actions.py) and
+-- by any program that requeues the bus's dead letters, so all requeue with one semantics.
 --
 -- The existence check, the XADD and the XDEL of one entry run inside one script, so two operators
 -- (or a job and an operator) requeueing the same entry produce exactly one new entry, and a job

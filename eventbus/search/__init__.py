@@ -5,8 +5,8 @@ plain text, the variables an expression sees and the choice of CEL library are i
 :mod:`.analysis` reads what it can of an expression's text (paths, required literals) and :mod:`.fast`
 evaluates the commonest expressions without CEL's conversions. Before anything runs, :mod:`.syntax`
 parses the expression (a depth limit) and :mod:`.cost` bounds what one entry's evaluation may cost;
-:mod:`.regex` runs ``matches`` on RE2, each pattern compiled once per query. The console's search
-(:mod:`streams_app.search`) and ``python -m eventbus inspect --search`` both build on this one copy.
+:mod:`.regex` runs ``matches`` on RE2, each pattern compiled once per query. ``python -m eventbus
+inspect --search`` and any program searching the bus's streams build on this one copy.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ literal (int, double, plain string, bool, null; a list of them after ``in``), ``
 Same answers, value by value
 ----------------------------
 Each rule below was read off the library (``common-expression-language`` 0.10.0) and is checked
-against it by ``tests/console/search/test_speedups_keep_answers.py``:
+against it by the project's tests (``test_speedups_keep_answers.py``):
 
 * an error (a missing key or variable, a select on a non-map, an operator on the wrong types) is a
   value, :data:`ERROR`, which ``&&`` and ``||`` absorb as CEL does (``false && error`` is false,

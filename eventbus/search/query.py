@@ -1,8 +1,8 @@
 """A search query: a CEL expression over an entry's decoded fields, or plain text.
 
-Django-free: the console (:mod:`streams_app.search`, which turns :class:`QueryError` into a 400) and the
-bus's command line (``python -m eventbus inspect STREAM --search``) compile and evaluate queries with
-this one copy, so a query finds the same entries in both.
+Django-free: the bus's command line (``python -m eventbus inspect STREAM --search``) and any program
+searching the bus's streams (a web page turns :class:`QueryError` into a 400) compile and evaluate
+queries with this one copy, so a query finds the same entries in all.
 
 Which library, and why
 ----------------------
@@ -32,7 +32,7 @@ maps, bytes, timestamps built here) and one registered Python function, ``matche
 entry (a missing field, a type mismatch, a non-boolean result) means that entry does not match.
 
 Bounded before it runs: the library holds the GIL for a whole evaluation and cannot be
-stopped half-way, so :class:`Query` refuses (:class:`QueryError`, a 400 on the console, exit status 2
+stopped half-way, so :class:`Query` refuses (:class:`QueryError`, a 400 on a web page, exit status 2
 on the command line) an expression nested deeper than :data:`.syntax.MAX_DEPTH` levels, one whose
 cost bound for an entry (:mod:`.cost`) is over :data:`.cost.MAX_STEPS` steps, and a literal regular
 expression RE2 cannot compile. An expression whose cost depends on the entry's data (a comprehension
@@ -105,7 +105,7 @@ Fields = tuple[tuple[bytes, bytes], ...]
 
 
 class SearchEntry(Protocol):
-    """What a query reads of an entry (the console's ``Entry``, the command line's rows)."""
+    """What a query reads of an entry (the command line's rows, or any object with these two)."""
 
     @property
     def id(self) -> str: ...
@@ -116,7 +116,7 @@ class SearchEntry(Protocol):
 
 class QueryError(ValueError):
     """A query that cannot be one (empty, too long, an expression that does not parse): the message
-    says why, for a 400 on the console and exit status 2 on the command line."""
+    says why, for a 400 on a web page and exit status 2 on the command line."""
 
 
 def is_expression_text(text: str) -> bool:

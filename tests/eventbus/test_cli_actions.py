@@ -114,7 +114,7 @@ def test_exit_statuses_and_plain_help(url: str, r: redis.Redis) -> None:
     for command in ("list", "inspect", "groups", "pending", "dlq", "stats", "requeue", "claim"):
         done = cli(command, "--help")
         assert done.returncode == 0 and "exit status: 0 done; 1 nothing done" in done.stdout, command
-    assert "--search takes what the console's search box takes" in cli("inspect", "--help").stdout
+    assert "--search takes the bus's search language" in cli("inspect", "--help").stdout
     assert cli("claim", "--url", url, "orders", "g", "--consumer", "c").returncode == 2  # no --min-idle
     assert cli("pending", "--url", url, "orders", "g", "--min-idle", "-5").returncode == 2
     with socket.socket() as probe:

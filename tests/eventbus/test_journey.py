@@ -39,7 +39,7 @@ def test_the_journey_from_event_id_entry_id_and_expression(ran: scenario.Expecte
         assert doc["event_id"] == ran.event_id and doc["first_id"] == ran.first
         scenario.check_steps(doc["steps"], ran)
         assert doc["coverage"]["complete"] and doc["coverage"]["entries_read"] <= doc["coverage"]["entries_total"]
-        assert any("console" in note for note in doc["notes"])  # operator actions: ask the console
+        assert any("Operator actions" in note for note in doc["notes"])  # not in Redis: said so
     status, doc = journey(capsys, url, "data.order_id == 6")
     assert [(s["kind"], s.get("group"), s.get("state")) for s in doc["steps"]] == [
         ("publish", None, None), ("delivery", "billing", "acked"), ("delivery", "ledger", "acked")]  # fmt: skip
