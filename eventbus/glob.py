@@ -60,7 +60,7 @@ class Glob:
     literal_prefix: bytes  # every matching key starts with these bytes (a cheap pre-filter)
     never: bool  # too many nested stars: Redis matches nothing
 
-    def matches(self, key: bytes) -> bool:
+    def matches(self, key: bytes | memoryview) -> bool:
         key = bytes(key)
         if not key:
             return self.pattern in (b"", b"*")

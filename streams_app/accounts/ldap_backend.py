@@ -78,12 +78,13 @@ class ConsoleLDAPBackend(LDAPBackend):
     """django-auth-ldap with the console's settings and rules; authenticates nobody without BUSCONSOLE_LDAP."""
 
     settings_prefix = "BUSCONSOLE_LDAP_NOT_A_SETTING_"  # every value comes from the defaults below
+    _settings: LDAPSettings | None  # LDAPBackend's cache of its settings (None on the class)
 
     @property
     def settings(self) -> LDAPSettings:
         config = settings.BUSCONSOLE_LDAP
         if self._settings is None or getattr(self, "_config", None) is not config:
-            self._settings, self._config = LDAPSettings(self.settings_prefix, auth_ldap_settings(config)), config
+            self._settings, self._config = LDAPSettings(self.settings_prefix, auth_ldap_settings(config)), config  # type: ignore[arg-type]  # this backend is installed only with BUSCONSOLE_LDAP set (busconsole/settings.py)
         return self._settings
 
     @settings.setter
@@ -111,7 +112,7 @@ class ConsoleLDAPBackend(LDAPBackend):
         if user is None:
             return None
         groups = sorted(ldap_user.group_names)
-        role = role_for_groups(settings.BUSCONSOLE_LDAP.roles, groups)
+        role = role_for_groups(settings.BUSCONSOLE_LDAP.roles, groups)  # type: ignore[union-attr]  # this backend is installed only with BUSCONSOLE_LDAP set (busconsole/settings.py)
         with transaction.atomic():
             previous = role_group_of(user)
             if changed := account_flags(user, active=role is not None):
@@ -133,7 +134,7 @@ def _directory_unavailable(sender: Any, context: str, exception: Exception, **kw
     if context not in ("authenticate", "search_for_user_dn"):  # the steps of a login
         return
     reason = exception.args[0].get("desc", "") if exception.args and isinstance(exception.args[0], dict) else ""
-    log.warning("LDAP login at %s failed: %r", settings.BUSCONSOLE_LDAP.uri, exception)
+    log.warning("LDAP login at %s failed: %r", settings.BUSCONSOLE_LDAP.uri, exception)  # type: ignore[union-attr]  # this backend is installed only with BUSCONSOLE_LDAP set (busconsole/settings.py)
     raise LoginRefused(
         f"The directory could not check your password ({reason or type(exception).__name__}); try again shortly."
     )

@@ -16,8 +16,8 @@ from typing import Any
 
 from django import forms
 from django.conf import settings
-from django.contrib.auth.base_user import AbstractBaseUser
 from django.contrib.auth.forms import AuthenticationForm
+from django.contrib.auth.models import User
 from django.http import HttpRequest
 
 from busconsole.cache import CacheUnavailable, window_clear, window_give_back, window_take
@@ -120,7 +120,7 @@ class DirectoryLogin:
     refused), the role it had before and the groups' names. Kept on the form by the backend's caller and
     written by the login view, the layer that writes audit rows."""
 
-    user: AbstractBaseUser
+    user: User
     role: str | None
     previous_role: str | None
     groups: tuple[str, ...]

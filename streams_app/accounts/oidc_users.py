@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import AbstractUser
+from django.contrib.auth.models import AbstractUser, User
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -35,7 +35,7 @@ _USERNAME_CHARS = re.compile(r"[^\w.@+-]")
 class OidcSync:
     """What a login did to its account: ``role`` is None when its groups gave none (account deactivated)."""
 
-    user: AbstractUser | None
+    user: User | None
     role: str | None
     previous_role: str | None
     created: bool

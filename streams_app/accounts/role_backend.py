@@ -22,7 +22,7 @@ from streams_app.accounts.roles import GROUP_ROLE_ANNOTATION, ROLE_GROUPS, Role
 from streams_app.perf.compiled import Compiled, compile_once
 
 if TYPE_CHECKING:
-    from django.contrib.auth.base_user import AbstractBaseUser
+    from django.contrib.auth.models import User
 
 UserModel = get_user_model()
 
@@ -62,14 +62,14 @@ class ConsoleModelBackend(ModelBackend):
 
     def authenticate(
         self, request: Any, username: str | None = None, password: str | None = None, **kwargs: Any
-    ) -> AbstractBaseUser | None:
+    ) -> User | None:
         if username is None:
             username = kwargs.get(UserModel.USERNAME_FIELD)
         if not password_login_allowed(username):
             return None
         return super().authenticate(request, username=username, password=password, **kwargs)
 
-    def get_user(self, user_id: Any) -> AbstractBaseUser | None:
+    def get_user(self, user_id: Any) -> User | None:
         pk, alias = UserModel._meta.pk, router.db_for_read(UserModel)
         try:
             user_id = pk.to_python(user_id)

@@ -14,10 +14,9 @@ from django.conf import settings
 from django.core.exceptions import PermissionDenied
 
 if TYPE_CHECKING:
-    from django.contrib.auth.base_user import AbstractBaseUser
-    from django.contrib.auth.models import AnonymousUser
+    from django.contrib.auth.models import AnonymousUser, User
 
-    UserLike = AbstractBaseUser | AnonymousUser
+    UserLike = User | AnonymousUser  # request.user: the console uses Django's User model
 
 
 class Role(IntEnum):
@@ -104,7 +103,7 @@ def require_role(user: UserLike | None, role: Role) -> None:
     if current is Role.NONE:
         raise PermissionDenied(f"Log in with an active account that has the {role.label} role.")
     ceiling = getattr(user, _CEILING_ATTR, None)
-    if ceiling is not None and (account := _account_role(user)) > ceiling:
+    if ceiling is not None and user is not None and (account := _account_role(user)) > ceiling:
         raise PermissionDenied(
             f"This action needs the {role.label} role; this API token is capped at the {ceiling.label} role "
             f"(its account has the {account.label} role: use a token with a higher cap, or none)."

@@ -40,4 +40,4 @@ def session_user(session_key: str | None) -> UserLike:
     if not session_key:
         return AnonymousUser()
     store = import_module(settings.SESSION_ENGINE).SessionStore(session_key=session_key)
-    return get_user(SimpleNamespace(session=store))
+    return get_user(SimpleNamespace(session=store))  # type: ignore[arg-type]  # get_user reads only request.session

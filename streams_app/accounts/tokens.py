@@ -20,7 +20,7 @@ from streams_app.accounts.models import ApiToken
 from streams_app.accounts.roles import ROLE_GROUPS, role_ceiling_set
 
 if TYPE_CHECKING:
-    from django.contrib.auth.base_user import AbstractBaseUser
+    from django.contrib.auth.models import User
 
 TOKEN_PREFIX = "bct_"
 # 30 random bytes are 40 URL-safe base64 characters: 240 bits, far beyond guessing.
@@ -59,7 +59,7 @@ def token_expiry(days: int | None) -> datetime | None:
 
 
 def token_create(
-    *, user: AbstractBaseUser, name: str, expires_at: datetime | None = None, role_ceiling: str = ""
+    *, user: User, name: str, expires_at: datetime | None = None, role_ceiling: str = ""
 ) -> tuple[ApiToken, str]:
     """Create a token for ``user``; returns the row and the raw token, which is never stored.
 
@@ -75,7 +75,7 @@ def token_create(
     return token, raw
 
 
-def token_authenticate(header_value: str) -> AbstractBaseUser:
+def token_authenticate(header_value: str) -> User:
     """The active user owning the token in an ``Authorization: Bearer <token>`` value, capped at its ceiling.
 
     Raises :class:`TokenRefused`: anything malformed, unknown or belonging to an inactive account gets
@@ -106,7 +106,7 @@ def token_authenticate(header_value: str) -> AbstractBaseUser:
     return user
 
 
-def user_for_bearer(header_value: str) -> AbstractBaseUser | None:
+def user_for_bearer(header_value: str) -> User | None:
     """:func:`token_authenticate`, with None for any refused token."""
     try:
         return token_authenticate(header_value)

@@ -64,13 +64,13 @@ def audit_write(
         # the lowest and highest of them too, so what the row names can still be found by ID (a journey)
         params["ids_range"] = [min(ids, key=_id_order), max(ids, key=_id_order)]
         ids = ids[:AUDIT_MAX_IDS]
-    authenticated = user is not None and user.is_authenticated
-    if identity is None and authenticated:
-        identity = OidcIdentity.objects.filter(user_id=user.pk).values_list("issuer", "subject").first()
+    account = user if user is not None and user.is_authenticated else None
+    if identity is None and account is not None:
+        identity = OidcIdentity.objects.filter(user_id=account.pk).values_list("issuer", "subject").first()
     issuer, subject = identity or ("", "")
     return AuditEvent.objects.create(
-        who=user if authenticated else None,
-        username=user.get_username() if authenticated else "",
+        who=account,
+        username=account.get_username() if account is not None else "",
         oidc_issuer=issuer,
         oidc_subject=subject,
         connection=record.conn,

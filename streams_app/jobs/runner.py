@@ -175,13 +175,11 @@ def job_create(
     params = {"key": key.hex(), "key_text": display_text(key), **parameters}
     if kind == KIND_REPLAY:
         params["job_key"] = f"busconsole:replay-cursor:{uuid.uuid4().hex}"
-    authenticated = user is not None and user.is_authenticated
+    account = user if user is not None and user.is_authenticated else None
     with transaction.atomic():  # counted and created under one lock (see _require_slot)
-        if authenticated:
-            _require_slot(user.pk, who="You have")
-        job = Job.objects.create(
-            kind=kind, connection=conn, parameters=params, created_by=user if authenticated else None
-        )
+        if account is not None:
+            _require_slot(account.pk, who="You have")
+        job = Job.objects.create(kind=kind, connection=conn, parameters=params, created_by=account)
     job_enqueue(job_id=job.pk, kind=kind)
     return job
 
@@ -198,7 +196,7 @@ def _require_slot(user_id: int, *, who: str, resuming: int | None = None) -> Non
     limit = settings.BUSCONSOLE_JOBS_PER_USER
     held = list(
         Job.objects.filter(created_by_id=user_id, state__in=[Job.State.QUEUED, Job.State.RUNNING])
-        .exclude(pk=resuming)
+        .exclude(pk=resuming)  # type: ignore[misc]  # pk=None (not resuming) excludes no job
         .order_by("pk")
         .values_list("pk", flat=True)
     )
@@ -239,7 +237,7 @@ def job_send(*, job_id: int, kind: str | None = None, countdown: float | None = 
             log.warning("job %s does not exist (deleted?): not sent", job_id)
             return
     priority = READ_PRIORITY if kind in READ_ONLY_KINDS else FIX_PRIORITY
-    celery_app.signature(RUN_JOB_TASK, args=(job_id,)).apply_async(priority=priority, countdown=countdown)
+    celery_app.signature(RUN_JOB_TASK, args=(job_id,)).apply_async(priority=priority, countdown=countdown)  # type: ignore[arg-type]  # celery takes None: no delay
 
 
 def job_cancel(*, job_id: int) -> bool:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from django.db import IntegrityError, connections, models, router, transaction
 from django.db.models.constants import OnConflict
@@ -46,6 +46,17 @@ _CONVERTED = (
 def chunks(items: Sequence, size: int) -> Iterator[Sequence]:
     for start in range(0, len(items), size):
         yield items[start : start + size]
+
+
+def field_column(field: object) -> str:
+    """The column of a concrete field. Django types ``Field.column`` as optional (a relation has none) and
+    ``Options.get_field`` as any field or relation; every field these writers name is a concrete column."""
+    return cast(str, cast("models.Field[Any, Any]", field).column)
+
+
+def column_of(model: type[models.Model], name: str) -> str:
+    """The column of ``model``'s concrete field ``name``."""
+    return field_column(model._meta.get_field(name))
 
 
 def _fields(model: type[models.Model], attnames: Sequence[str]) -> list[models.Field]:
@@ -73,7 +84,7 @@ def _converter(field: models.Field, db: Any) -> Callable[[Any], Any]:
 
 def _prepared(
     rows: Sequence[Sequence[Any]], converters: list[Callable[[Any], Any] | None]
-) -> list[Sequence[Any]]:
+) -> Sequence[Sequence[Any]]:
     """The rows with the converted columns converted, column by column: a snapshot's 300k rows have one
     date-time column among six, and converting only it costs a third of zipping every value of every row."""
     if not any(converters):
@@ -106,7 +117,7 @@ def rows_insert(
             None,
             [
                 db.ops.insert_statement(on_conflict=conflict),
-                f"{qn(model._meta.db_table)} ({', '.join(qn(f.column) for f in fields)})",
+                f"{qn(model._meta.db_table)} ({', '.join(qn(field_column(f)) for f in fields)})",
                 f"VALUES ({', '.join(['%s'] * len(fields))})",
                 db.ops.on_conflict_suffix_sql(fields, conflict, None, None),
             ],
@@ -132,7 +143,7 @@ def insert_select(db: Any, model: type[models.Model], fields: Sequence[str], sel
     """The statements writing the rows of ``select`` (SQL, its columns in ``fields`` order) into ``model``'s table."""
     qn = db.ops.quote_name
     columns = [model._meta.get_field(f) for f in fields]
-    into = f"{qn(model._meta.db_table)} ({', '.join(qn(f.column) for f in columns)})"
+    into = f"{qn(model._meta.db_table)} ({', '.join(qn(field_column(f)) for f in columns)})"
     ignoring = [
         db.ops.insert_statement(on_conflict=OnConflict.IGNORE),
         into,
@@ -215,8 +226,8 @@ def rows_update(
     meta = model._meta
     fields = _fields(model, attnames)
     sql = (
-        f"UPDATE {qn(meta.db_table)} SET {', '.join(f'{qn(f.column)} = %s' for f in fields)} "
-        f"WHERE {qn(meta.pk.column)} = %s"
+        f"UPDATE {qn(meta.db_table)} SET {', '.join(f'{qn(field_column(f))} = %s' for f in fields)} "
+        f"WHERE {qn(field_column(meta.pk))} = %s"
     )
     params = [
         [*values, pk]

@@ -410,7 +410,7 @@ def chart_build(
         area.append(f"L{_num(seg[-1][0])},{_num(base)}Z")
 
     last_t, last_v = next((t, v) for t, v in reversed(inside) if v is not None)
-    y_ticks = ()
+    y_ticks: tuple[Tick, ...] = ()
     if size != "spark":
         y_ticks = tuple(Tick(pos=round(y_of(v), 1), label=format_value(v, unit)) for v in (lo, (lo + hi) / 2, hi))
     return Chart(

@@ -153,8 +153,7 @@ def exposition_build(*, tick: datetime) -> Exposition:
         wanted += [("dlq", pk) for pk in _ranked(
             live.filter(is_dlq=True).order_by("-length", "id"), "key", exclude, top_n)]
 
-    seen: set[tuple[str, int]] = set()
-    ordered = [w for w in wanted if not (w in seen or seen.add(w))]
+    ordered = list(dict.fromkeys(wanted))  # first mention wins
     values = _values(at, ordered)
     for kind_id in ordered:
         item = values.get(kind_id)
@@ -163,7 +162,8 @@ def exposition_build(*, tick: datetime) -> Exposition:
         if out.emitted_series + item.series > ceiling:
             continue  # a smaller one further down may still fit
         out.emitted_series += item.series
-        {"stream": out.streams, "group": out.groups, "dlq": out.dlqs}[kind_id[0]].append(item)
+        by_kind: dict[str, list[Any]] = {"stream": out.streams, "group": out.groups, "dlq": out.dlqs}
+        by_kind[kind_id[0]].append(item)
     return out
 
 
@@ -177,22 +177,22 @@ def _aggregates(at: dict[str, Any], into: dict[str, Aggregate]) -> int:
         agg = into.setdefault(row["stream__connection"], Aggregate())
         agg.streams, agg.entries, agg.entries_per_second = row["n"], row["entries"] or 0, row["rate_sum"] or 0.0
         total += row["n"] + row["added_known"] + row["rate_known"]
-    for row in GroupSample.objects.filter(**at).values("group__stream__connection").annotate(
+    for group_row in GroupSample.objects.filter(**at).values("group__stream__connection").annotate(
         n=Count("id"), pending_sum=Sum("pending"), lag_sum=Sum("lag"), lag_max=Max("lag"), lag_known=Count("lag"),
         oldest=Max("oldest_pending_idle_ms"),
         oldest_known=Count("id", filter=Q(oldest_pending_idle_ms__isnull=False) | Q(pending=0)),
     ).order_by():
-        agg = into.setdefault(row["group__stream__connection"], Aggregate())
-        agg.groups, agg.pending, agg.lag = row["n"], row["pending_sum"] or 0, row["lag_sum"] or 0
-        agg.lag_max, agg.oldest_pending_age_ms_max = row["lag_max"], row["oldest"]
-        agg.lag_unknown = row["n"] - row["lag_known"]
-        total += row["n"] + row["lag_known"] + row["oldest_known"]
-    for row in DlqSample.objects.filter(**at).values("stream__connection").annotate(
+        agg = into.setdefault(group_row["group__stream__connection"], Aggregate())
+        agg.groups, agg.pending, agg.lag = group_row["n"], group_row["pending_sum"] or 0, group_row["lag_sum"] or 0
+        agg.lag_max, agg.oldest_pending_age_ms_max = group_row["lag_max"], group_row["oldest"]
+        agg.lag_unknown = group_row["n"] - group_row["lag_known"]
+        total += group_row["n"] + group_row["lag_known"] + group_row["oldest_known"]
+    for dlq_row in DlqSample.objects.filter(**at).values("stream__connection").annotate(
         n=Count("id"), depth_sum=Sum("depth")
     ).order_by():
-        agg = into.setdefault(row["stream__connection"], Aggregate())
-        agg.dlqs, agg.dlq_depth = row["n"], row["depth_sum"] or 0
-        total += row["n"]
+        agg = into.setdefault(dlq_row["stream__connection"], Aggregate())
+        agg.dlqs, agg.dlq_depth = dlq_row["n"], dlq_row["depth_sum"] or 0
+        total += dlq_row["n"]
     _consumer_aggregates(into)
     return total
 
@@ -208,13 +208,13 @@ def _consumer_aggregates(into: dict[str, Aggregate]) -> None:
     ).order_by():
         if (agg := into.get(row["stream__connection"])) is not None:
             agg.consumers = row["n"] or 0
-    for row in ConsumerMirror.objects.filter(
+    for consumer_row in ConsumerMirror.objects.filter(
         deleted_at__isnull=True, **{f"group__{k}": v for k, v in live.items()}
     ).values("group__stream__connection").annotate(
         idle=Max("idle_ms"), holding=Max("idle_ms", filter=Q(pending__gt=0))
     ).order_by():
-        if (agg := into.get(row["group__stream__connection"])) is not None:
-            agg.consumer_idle_ms_max, agg.consumer_pending_idle_ms_max = row["idle"], row["holding"] or 0
+        if (agg := into.get(consumer_row["group__stream__connection"])) is not None:
+            agg.consumer_idle_ms_max, agg.consumer_pending_idle_ms_max = consumer_row["idle"], consumer_row["holding"] or 0
 
 
 def _excluded(key: bytes, exclude: Sequence[Glob]) -> bool:

@@ -196,7 +196,7 @@ class _Upsert:
 
 def _upsert(
     *,
-    model: type[models.Model],
+    model: type[StreamMirror] | type[GroupMirror] | type[ConsumerMirror],
     fields: Sequence[str],
     current: dict[Any, tuple[Any, ...]],
     wanted: dict[Any, tuple[Any, tuple[Any, ...]]],

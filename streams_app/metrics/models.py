@@ -20,6 +20,7 @@ Keys and names are arbitrary bytes: they are stored raw (``BinaryField``), found
 from __future__ import annotations
 
 import hashlib
+from typing import Any
 
 from django.db import models
 
@@ -178,7 +179,7 @@ class ConsumerMirror(models.Model):
 #: join to the mirror in the same transaction, so a sample cannot point at a row that is not there; a
 #: constraint would check it again, row by row, at commit (a fifth of the tick's database time on
 #: PostgreSQL). Mirror rows are deleted only through the ORM, whose cascade deletes their samples first.
-SAMPLE_FK = {"on_delete": models.CASCADE, "db_index": False, "db_constraint": False}
+SAMPLE_FK: dict[str, Any] = {"on_delete": models.CASCADE, "db_index": False, "db_constraint": False}
 
 
 def _sample_meta(model: str, fk: str) -> tuple[list, list]:

@@ -112,7 +112,7 @@ class _Spec:
 
 
 #: What a chart's newest point is, by the resolution its window reads (said beside its figure).
-LAST_WHAT = {
+LAST_WHAT: dict[str, str] = {
     Resolution.RAW: "last snapshot",
     Resolution.MINUTE: "last 1-minute rollup",
     Resolution.HOUR: "last 1-hour rollup",

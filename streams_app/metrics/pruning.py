@@ -46,16 +46,17 @@ def samples_prune(*, now: datetime, budget_s: float | None = None) -> dict[str, 
         name = TABLE_NAMES[model]
         covered = {res: rolled_until(model, res) for res in (Resolution.MINUTE, Resolution.HOUR)}
         if all(covered.values()):
-            cut = min(raw_cut, *covered.values())
+            cut = min(raw_cut, *(c for c in covered.values() if c is not None))  # all of them, by the test above
             deleted[f"{name}.raw"] = _prune(
                 model.objects.filter(resolution=Resolution.RAW, at__lt=cut), deadline
             )
-        for res, cut in cuts.items():
+        for res, res_cut in cuts.items():
+            before: datetime | None = res_cut
             if res == Resolution.MINUTE:
                 hours = covered[Resolution.HOUR]
-                cut = min(cut, hours) if hours else None
+                before = min(res_cut, hours) if hours else None
             deleted[f"{name}.{res}"] = (
-                _prune(model.objects.filter(resolution=res, at__lt=cut), deadline) if cut else 0
+                _prune(model.objects.filter(resolution=res, at__lt=before), deadline) if before else 0
             )
     deleted["runs"] = _prune(SnapshotRun.objects.filter(tick__lt=raw_cut), deadline, by="tick")
     deleted["skips"] = _prune(

@@ -15,22 +15,25 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import connections, models, router, transaction
+from django.db import connections, router, transaction
 from django.db.models import Max, Min
 
-from streams_app.metrics.bulk import insert_select, insert_select_run, temp_table_drop
+from streams_app.metrics.bulk import column_of, insert_select, insert_select_run, temp_table_drop
 from streams_app.metrics.models import DlqSample, GroupSample, Resolution, StreamSample
 
 #: Rollup buckets (per resolution and table) one call of :func:`samples_downsample` may compute.
-MAX_BUCKETS = {Resolution.MINUTE: 240, Resolution.HOUR: 6}
-BUCKET_SIZE = {Resolution.MINUTE: timedelta(minutes=1), Resolution.HOUR: timedelta(hours=1)}
+MAX_BUCKETS: dict[str, int] = {Resolution.MINUTE: 240, Resolution.HOUR: 6}
+BUCKET_SIZE: dict[str, timedelta] = {Resolution.MINUTE: timedelta(minutes=1), Resolution.HOUR: timedelta(hours=1)}
 #: The temporary table a rollup bucket is aggregated into on SQLite (:func:`_bucket_write`).
 ROLLUP_STAGED = "busconsole_rollup"
 
 
 #: Per table: the foreign key, and how each rolled-up column is rolled up: ``mean`` (of a count: kept as
 #: a whole number, rounded half up), ``fmean`` (of a float), ``sum`` or ``max``.
-ROLLUPS: dict[type[models.Model], tuple[str, dict[str, str]]] = {
+#: The sample tables: what the rollups, the pruning and the series read.
+SampleModel = type[StreamSample] | type[GroupSample] | type[DlqSample]
+
+ROLLUPS: dict[SampleModel, tuple[str, dict[str, str]]] = {
     StreamSample: ("stream", {"length": "mean", "rate_per_s": "fmean", "added": "sum"}),
     GroupSample: ("group", {"lag": "mean", "pending": "mean", "oldest_pending_idle_ms": "max"}),
     DlqSample: ("stream", {"depth": "mean"}),
@@ -38,10 +41,10 @@ ROLLUPS: dict[type[models.Model], tuple[str, dict[str, str]]] = {
 
 
 #: The rows each resolution is rolled up from: minutes from the raw samples, hours from the minutes.
-_SOURCE = {Resolution.MINUTE: Resolution.RAW, Resolution.HOUR: Resolution.MINUTE}
+_SOURCE: dict[str, str] = {Resolution.MINUTE: Resolution.RAW, Resolution.HOUR: Resolution.MINUTE}
 
 
-TABLE_NAMES = {StreamSample: "stream", GroupSample: "group", DlqSample: "dlq"}
+TABLE_NAMES: dict[SampleModel, str] = {StreamSample: "stream", GroupSample: "group", DlqSample: "dlq"}
 
 
 def _floor(at: datetime, size: timedelta) -> datetime:
@@ -54,7 +57,7 @@ def rollup_grace() -> timedelta:
     return timedelta(seconds=max(60, 3 * settings.BUSCONSOLE_SNAPSHOT_INTERVAL_S))
 
 
-def rolled_until(model: type[models.Model], resolution: str) -> datetime | None:
+def rolled_until(model: SampleModel, resolution: str) -> datetime | None:
     """End of the newest rollup bucket: raw rows before it are covered by this resolution."""
     last = model.objects.filter(resolution=resolution).aggregate(m=Max("at"))["m"]
     return last + BUCKET_SIZE[resolution] if last else None
@@ -94,22 +97,22 @@ def _aggregate(db: Any, how: str, column: str) -> str:
     return f"(CAST({half} AS INTEGER) - ({half} < CAST({half} AS INTEGER)))"
 
 
-def _rollup_select(db: Any, model: type[models.Model]) -> tuple[list[str], str]:
+def _rollup_select(db: Any, model: SampleModel) -> tuple[list[str], str]:
     """The fields and the ``SELECT`` of one rollup bucket of ``model``: its rows of one resolution between
     two times, grouped by object. Parameters: the bucket's start and resolution (of the rows it makes),
     then the source's resolution and the bucket's start and end."""
     fk, columns = ROLLUPS[model]
     meta = model._meta
     qn = db.ops.quote_name
-    fk_column, at, resolution = (qn(meta.get_field(f).column) for f in (fk, "at", "resolution"))
-    aggregates = ", ".join(_aggregate(db, how, qn(meta.get_field(c).column)) for c, how in columns.items())
+    fk_column, at, resolution = (qn(column_of(model, f)) for f in (fk, "at", "resolution"))
+    aggregates = ", ".join(_aggregate(db, how, qn(column_of(model, c))) for c, how in columns.items())
     return [fk, "at", "resolution", *columns], (
         f"SELECT {fk_column}, %s, %s, {aggregates} FROM {qn(meta.db_table)} "
         f"WHERE {resolution} = %s AND {at} >= %s AND {at} < %s GROUP BY {fk_column}"
     )
 
 
-def _bucket_write(db: Any, model: type[models.Model], params: Sequence[Any]) -> int:
+def _bucket_write(db: Any, model: SampleModel, params: Sequence[Any]) -> int:
     """Write one rollup bucket of ``model`` (:func:`_rollup_select` and its ``params``); returns the rows written.
 
     On PostgreSQL one ``INSERT ... SELECT``, which blocks no other writer. SQLite has one writer at a
@@ -136,7 +139,7 @@ def _bucket_write(db: Any, model: type[models.Model], params: Sequence[Any]) -> 
 
 
 def _rollup(
-    model: type[models.Model], resolution: str, *, limit: datetime, deadline: float | None = None
+    model: SampleModel, resolution: str, *, limit: datetime, deadline: float | None = None
 ) -> tuple[int, datetime | None]:
     """Roll ``model``'s rows up into ``resolution`` buckets that ended before ``limit``.
 
@@ -188,7 +191,7 @@ def samples_downsample(*, now: datetime, budget_s: float | None = None) -> dict[
     limit = now - rollup_grace()
     deadline = None if budget_s is None else time.monotonic() + budget_s
     made: dict[str, dict[str, int]] = {str(Resolution.MINUTE): {}, str(Resolution.HOUR): {}}
-    minutes_done: dict[type[models.Model], datetime | None] = {}
+    minutes_done: dict[SampleModel, datetime | None] = {}
     for model, name in TABLE_NAMES.items():
         made[str(Resolution.MINUTE)][name], minutes_done[model] = _rollup(
             model, Resolution.MINUTE, limit=limit, deadline=deadline

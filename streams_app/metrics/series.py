@@ -7,12 +7,12 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import models
 from django.utils import timezone
 
 from streams_app.metrics.models import DlqSample, GroupSample, Resolution, StreamSample
+from streams_app.metrics.rollups import SampleModel
 
-_SERIES: dict[tuple[str, str], tuple[type[models.Model], str, str]] = {
+_SERIES: dict[tuple[str, str], tuple[SampleModel, str, str]] = {
     ("stream", "length"): (StreamSample, "stream_id", "length"),
     ("stream", "rate"): (StreamSample, "stream_id", "rate_per_s"),
     ("group", "lag"): (GroupSample, "group_id", "lag"),

@@ -51,6 +51,7 @@ from eventbus.conventions import DlqPattern, detect_dlq
 from eventbus.text import display_text
 from streams_app.metrics.bulk import (
     InsertSelect,
+    column_of,
     insert_select,
     insert_select_run,
     rows_insert,
@@ -82,7 +83,7 @@ __all__ = ["TickWritten", "tick_write"]
 STAGED_STREAMS = "busconsole_tick_streams"
 STAGED_GROUPS = "busconsole_tick_groups"
 
-_TYPES: dict[type[models.Field], str] = {
+_TYPES: dict[type[Any], str] = {
     models.BigIntegerField: "bigint",
     models.IntegerField: "bigint",
     models.CharField: "text",
@@ -336,7 +337,7 @@ def _staged_columns(
     """A staging table's columns: the ``keys`` (a name is a text column, else name and SQL type), then the
     mirror's figures (same names and types)."""
     meta = model._meta
-    figure_columns = [(meta.get_field(f).column, _TYPES[type(meta.get_field(f))]) for f in figures]
+    figure_columns = [(column_of(model, f), _TYPES[type(meta.get_field(f))]) for f in figures]
     return [*((k, "text") if isinstance(k, str) else k for k in keys), *figure_columns]
 
 
@@ -391,7 +392,7 @@ class _Statements:
             return qn(model._meta.db_table)
 
         def col(model: type[models.Model], field: str) -> str:
-            return qn(model._meta.get_field(field).column)
+            return qn(column_of(model, field))
 
         sm, gm = table(StreamMirror), table(GroupMirror)
         staged_s, staged_g = qn(STAGED_STREAMS), qn(STAGED_GROUPS)

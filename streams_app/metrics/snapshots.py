@@ -93,9 +93,9 @@ def _snapshot_take(tick: datetime) -> SnapshotRun:
         _record_gap(tick, found_at=started_at)
         previous_tick = _previous_tick(tick)
         streams = groups = 0
-        for conn, facts in read.items():
+        for name, facts in read.items():
             written = tick_write(
-                conn=conn, streams=facts.streams, tick=tick, previous_tick=previous_tick, now=started_at
+                conn=name, streams=facts.streams, tick=tick, previous_tick=previous_tick, now=started_at
             )
             streams += written.streams
             groups += written.groups

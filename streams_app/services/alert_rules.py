@@ -10,7 +10,7 @@ appear in audit rows by scheme and host only (their paths are often secrets).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from django.core.exceptions import PermissionDenied
 
@@ -20,8 +20,6 @@ from streams_app.alerts.webhooks import webhook_display
 from streams_app.services.audit import action_audit, action_authorize, action_check, action_role_require
 
 if TYPE_CHECKING:
-    from django.contrib.auth.models import User
-
     from streams_app.accounts.roles import UserLike
 
 
@@ -66,7 +64,7 @@ def alert_rule_create(*, user: UserLike | None, data: dict[str, Any]) -> AlertRu
         rule = AlertRule.objects.create(
             **{f: data[f] for f in RULE_FIELDS},
             webhook_url=data.get("webhook_url") or "",
-            created_by=cast("User", user) if user is not None and user.is_authenticated else None,
+            created_by=user if user is not None and user.is_authenticated else None,
         )
         record.conn, record.params, record.target = rule.connection, alert_rule_params(rule), _target(rule)
     return rule

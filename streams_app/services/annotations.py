@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 
@@ -26,8 +26,6 @@ from streams_app.redis_ops.errors import InvalidArgument
 from streams_app.services.audit import action_audit
 
 if TYPE_CHECKING:
-    from django.contrib.auth.models import User
-
     from streams_app.accounts.roles import UserLike
 
 ACTION = "annotation.create"
@@ -75,7 +73,7 @@ def annotation_create(
             key=key,
             key_hash=name_hash(key) if key is not None else "",
             key_text=display_text(key)[:KEY_TEXT_MAX] if key is not None else "",
-            created_by=cast("User", user) if user is not None and user.is_authenticated else None,
+            created_by=user if user is not None and user.is_authenticated else None,
             username=user.get_username() if user is not None and user.is_authenticated else "",
         )
         record.params["annotation_id"] = annotation.pk

@@ -12,7 +12,6 @@ from streams_app.accounts.tokens import token_create
 from streams_app.services.audit import action_audit
 
 if TYPE_CHECKING:
-    from django.contrib.auth.base_user import AbstractBaseUser
     from django.contrib.auth.models import User
 
     from streams_app.accounts.roles import UserLike
@@ -28,7 +27,7 @@ def token_issue(
     """
     params = {"name": name, "role": role_ceiling, "expires_at": expires_at.isoformat() if expires_at else None}
     with action_audit(user=user, conn="", action="token.create", params=params) as record:
-        owner = cast("AbstractBaseUser", user)  # action_audit refused anonymous users
+        owner = cast("User", user)  # action_audit refused anonymous users
         token, raw = token_create(user=owner, name=name, expires_at=expires_at, role_ceiling=role_ceiling)
         record.params.update(token_id=token.pk, prefix=token.prefix)
         record.affected = 1

@@ -9,7 +9,6 @@ role) is the login page again with the reason and a 4xx or 503, never a 500, and
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, cast
 
 from django.conf import settings
 from django.contrib.auth import login as auth_login
@@ -34,9 +33,6 @@ from streams_app.accounts.oidc_users import oidc_user_sync
 from streams_app.audit.records import audit_write_system
 from streams_app.views.auth import login_context
 from streams_app.views.errors import not_found
-
-if TYPE_CHECKING:
-    from django.contrib.auth.models import User
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +80,7 @@ def oidc_callback(request: HttpRequest) -> HttpResponse:
         )
         return _refused(request, OidcError(_no_role(config, login)))
     next_url = request.session.get(SESSION_NEXT, "")
-    auth_login(request, cast("User", sync.user), backend=BACKEND)  # a new session key; other users' data flushed
+    auth_login(request, sync.user, backend=BACKEND)  # a new session key; other users' data flushed
     request.session[SESSION_ID_TOKEN] = login.id_token
     audit_write_system(user=sync.user, conn="", action="login.oidc", params=params, outcome="ok")
     return redirect(next_url or settings.LOGIN_REDIRECT_URL)
