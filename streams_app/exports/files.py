@@ -170,13 +170,13 @@ def _export_job_run(job: Job, progress: Progress) -> None:
 
     on_disk = counted()
 
-    def state(**finished: object) -> dict[str, object]:
+    def saved_state(**finished: object) -> dict[str, object]:
         """The job's saved progress: where the parts on disk end, and (once joined) the file."""
         return {"cursor": cursor, "parts": parts, **on_disk, "columns": [c.hex() for c in columns],
                 "format": fmt, **finished}
 
     def save(*, force: bool = False) -> None:
-        progress.save(done=tally.scanned, total=total, force=force, progress=state())
+        progress.save(done=tally.scanned, total=total, force=force, progress=saved_state())
 
     def watched(chunk: list[list[Entry]]) -> Iterator[list[Entry]]:
         for page in chunk:
@@ -206,7 +206,7 @@ def _export_job_run(job: Job, progress: Progress) -> None:
     on_disk = counted()
     progress.save(
         done=tally.written, total=tally.written, force=True,
-        progress=state(file=final.name, size=final.stat().st_size),
+        progress=saved_state(file=final.name, size=final.stat().st_size),
     )
     shutil.rmtree(workdir, ignore_errors=True)
     if left_out := costly():

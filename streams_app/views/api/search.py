@@ -14,6 +14,7 @@ from django.http import HttpRequest, JsonResponse
 from pydantic import ConfigDict, Field
 
 from eventbus.search.query import MAX_QUERY
+from eventbus.search.query import Query as CompiledQuery
 from streams_app import search
 from streams_app.masking.apply import search_mask
 from streams_app.redis_ops import client, conventions
@@ -114,7 +115,7 @@ def search_params(request: HttpRequest, *, forms: bool = False) -> SearchQuery:
 
 
 def search_by_params(
-    request: HttpRequest, conn: str, key: bytes, params: SearchQuery, compiled: search.Query, *, dlq: bool,
+    request: HttpRequest, conn: str, key: bytes, params: SearchQuery, compiled: CompiledQuery, *, dlq: bool,
     limit: int | None = None, **scan: Any,
 ) -> search.SearchPage:
     """One page of the search ``params`` ask for (``compiled`` from their ``q``), as the request's user sees
