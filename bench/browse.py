@@ -523,8 +523,8 @@ def run(server: RedisServer, big: int) -> None:
         elif isinstance(result, tuple):
             rows = len(result[0])
         else:
-            rows = result.content.count(b"<tr") - 1  # minus the header row
-            size = len(result.content)
+            rows = result.content.count(b"<tr") - 1  # type: ignore[attr-defined]  # the page response: the last kind command_delta returns  # minus the header row
+            size = len(result.content)  # type: ignore[attr-defined]  # the page response: the last kind command_delta returns
             html_sizes[name] = size
         n_trips = trips.counts[(server.port, 0)]
         heavy = "sort" in name or "length" in name

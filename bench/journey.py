@@ -28,7 +28,9 @@ import argparse
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -40,6 +42,8 @@ from eventbus import journey  # noqa: E402
 from eventbus import keys as bus_keys  # noqa: E402
 from eventbus.search import compile_query  # noqa: E402
 from tests.servers import RedisServer  # noqa: E402
+
+T = TypeVar("T")
 
 GROUPS = [f"g{i}" for i in range(5)]
 EVENT = "feedbeef" * 4
@@ -177,7 +181,7 @@ def floor_reads(r: redis.Redis, stream: str, ids: dict[str, str], *, by_event: b
     return commands + 1 + len(GROUPS) * 3
 
 
-def timed(fn, rounds: int) -> tuple[float, object]:
+def timed(fn: Callable[[], T], rounds: int) -> tuple[float, T]:
     times, result = [], None
     for _ in range(rounds):
         started = time.perf_counter()

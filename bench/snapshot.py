@@ -104,7 +104,7 @@ def load() -> str:
 
 def child(args: argparse.Namespace) -> int:
     """Measure one database at every size (each size a connection of its own)."""
-    from _common import setup_django
+    from bench._common import setup_django
 
     setup_django(
         bus_url=f"redis://127.0.0.1:{args.redis_port}/0",

@@ -173,8 +173,8 @@ class RawTail(asyncio.BufferedProtocol):
         self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]  # uvloop's transports are not asyncio's classes
-        transport.write(self.request)
+        self.transport = transport
+        transport.write(self.request)  # type: ignore[attr-defined]  # uvloop's transports are not asyncio's classes; each one writes
 
     def connection_lost(self, exc: Exception | None) -> None:
         for fut in (self.live, self.closed):

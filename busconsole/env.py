@@ -197,7 +197,7 @@ def parse_mask_rules(raw: str, name: str = "BUSCONSOLE_MASK_RULES") -> tuple[dic
             raise ImproperlyConfigured(f"{where}.field: {exc}.") from None
         if action not in MASK_ACTIONS:
             raise ImproperlyConfigured(f"{where}.action: {action!r} must be one of {', '.join(MASK_ACTIONS)}.")
-        rules.append({"stream": stream, "field": field.strip(), "action": action})
+        rules.append({"stream": stream, "field": field.strip(), "action": action})  # type: ignore[union-attr]  # mask_path_split above refused anything but a path string
     return tuple(rules)
 
 

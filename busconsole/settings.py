@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
+from typing import Any
 
 import dj_database_url
 from csp.constants import NONE, SELF
@@ -203,7 +204,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
-CACHES = {
+CACHES: dict[str, dict[str, Any]] = {
     "default": {
         "BACKEND": "django.core.cache.backends.redis.RedisCache",
         "LOCATION": REDIS_URL,
@@ -212,7 +213,7 @@ CACHES = {
     }
 }
 
-CHANNEL_LAYERS = {
+CHANNEL_LAYERS: dict[str, dict[str, Any]] = {
     "default": {
         "BACKEND": "streams_app.live.layer.RedisChannelLayer",
         "CONFIG": {"hosts": [{"address": REDIS_URL, **REDIS_TLS}], "prefix": "busconsole:asgi"},
@@ -436,7 +437,7 @@ def _pipeline_schedule() -> object:
     if len(fields) != 5:
         raise ImproperlyConfigured(f"BUSCONSOLE_PIPELINE_CRON needs 5 fields, not {BUSCONSOLE_PIPELINE_CRON!r}")
     try:
-        return crontab(*fields[:2], day_of_month=fields[2], month_of_year=fields[3], day_of_week=fields[4])
+        return crontab(fields[0], fields[1], day_of_month=fields[2], month_of_year=fields[3], day_of_week=fields[4])
     except ValueError as exc:
         raise ImproperlyConfigured(f"BUSCONSOLE_PIPELINE_CRON {BUSCONSOLE_PIPELINE_CRON!r}: {exc}") from None
 

@@ -33,7 +33,7 @@ def dataset_uri(lake_uri: str, dataset: str) -> str:
 
 def _exists(spark: SparkSession, uri: str) -> bool:
     jvm = spark.sparkContext._jvm
-    path = jvm.org.apache.hadoop.fs.Path(uri)
+    path = jvm.org.apache.hadoop.fs.Path(uri)  # type: ignore[union-attr]  # a live SparkContext has its JVM view
     fs = path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
     return bool(fs.exists(path))
 
@@ -47,7 +47,7 @@ def input_bytes(spark: SparkSession, lake_uri: str) -> int:
     jvm = spark.sparkContext._jvm
     total = 0
     for dataset in (lake.ENTRIES, lake.METRICS, lake.DLQ, lake.GROUP_SAMPLES):
-        path = jvm.org.apache.hadoop.fs.Path(dataset_uri(lake_uri, dataset))
+        path = jvm.org.apache.hadoop.fs.Path(dataset_uri(lake_uri, dataset))  # type: ignore[union-attr]  # a live SparkContext has its JVM view
         fs = path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
         if fs.exists(path):
             total += int(fs.getContentSummary(path).getLength())

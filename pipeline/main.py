@@ -188,7 +188,7 @@ class _Lanes:
             raise self.error
         return self.done
 
-    def _wait(self, threads: list[threading.Thread], *, report: bool) -> None:
+    def _wait(self, threads: Sequence[threading.Thread], *, report: bool) -> None:
         """Until every lane has ended: report each job that finishes, cancel the run's jobs once stopped."""
         while True:
             alive = any(thread.is_alive() for thread in threads)
@@ -316,7 +316,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         partitions = spark.conf.get(session.SHUFFLE_PARTITIONS)
         spark.stop()
     # the jobs' wall time: they run side by side, so the sum of their seconds would count overlaps twice
-    print(json.dumps({"jobs_s": round(ran - running, 3), "shuffle_partitions": int(partitions),
+    print(json.dumps({"jobs_s": round(ran - running, 3), "shuffle_partitions": int(partitions),  # type: ignore[arg-type]  # session.build_session always sets it
                       "total_s": round(time.monotonic() - started, 3)}), flush=True)
     return 0
 

@@ -60,9 +60,12 @@ import time  # noqa: E402
 from collections.abc import Mapping, Sequence  # noqa: E402
 from dataclasses import asdict  # noqa: E402
 from datetime import UTC, datetime  # noqa: E402
-from typing import Any  # noqa: E402
+from typing import TYPE_CHECKING, Any  # noqa: E402
 
 from pipeline import conf as spark_conf  # noqa: E402
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 log = logging.getLogger("pipeline.service")
 
@@ -114,7 +117,7 @@ class Driver:
     def __init__(self, master: str, conf: Mapping[str, str]) -> None:
         self.master = master
         self.conf = dict(conf)
-        self.spark = None
+        self.spark: SparkSession | None = None
         self.runs = 0
 
     def session(self):  # -> SparkSession
@@ -176,7 +179,8 @@ class Driver:
     def _compiled(self) -> int:
         """Classes Spark has generated and compiled in this JVM so far (a run that finds them all in its
         cache compiles only those whose code holds the run's ``as_of``)."""
-        metrics = self.spark.sparkContext._jvm.org.apache.spark.metrics.source.CodegenMetrics
+        assert self.spark is not None  # asked only of a started driver
+        metrics = self.spark.sparkContext._jvm.org.apache.spark.metrics.source.CodegenMetrics  # type: ignore[union-attr]  # a live context has its JVM view
         return int(metrics.METRIC_COMPILATION_TIME().getCount())
 
     def alive(self) -> bool:
@@ -185,7 +189,7 @@ class Driver:
         if self.spark is None:
             return True
         try:
-            self.spark.sparkContext._jvm.java.lang.System.nanoTime()
+            self.spark.sparkContext._jvm.java.lang.System.nanoTime()  # type: ignore[union-attr]  # a live SparkContext has its JVM view
         except Exception:  # noqa: BLE001 - py4j's errors for a JVM that does not answer
             return False
         return True
@@ -244,7 +248,7 @@ class Handler(socketserver.StreamRequestHandler):
             return
         self.emit({
             "spark_startup_s": round(time.monotonic() - started, 3) if cold else 0.0,
-            "master": driver.spark.sparkContext.master, "resident": True, "run": driver.runs + 1,
+            "master": driver.session().sparkContext.master, "resident": True, "run": driver.runs + 1,
         })
         gone = threading.Event()
         watcher = threading.Thread(target=self._watch, args=(gone,), name="client-watch", daemon=True)

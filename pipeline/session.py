@@ -167,7 +167,7 @@ def cores(spark: SparkSession, *, wait_s: float = EXECUTOR_WAIT_S) -> int:
     is the answer Spark gives and so this one.
     """
     context = spark.sparkContext
-    if not context.master.startswith("local"):
+    if not context.master.startswith("local"):  # type: ignore[union-attr]  # a running SparkContext has its master
         tracker = context._jsc.sc().statusTracker()
         deadline = time.monotonic() + wait_s
         while len(tracker.getExecutorInfos()) < 2 and time.monotonic() < deadline:  # the driver is one

@@ -88,6 +88,7 @@ class Child:
         self.pump.start()
 
     def _copy_output(self) -> None:
+        assert self.process.stdout is not None  # started with stdout=PIPE
         for line in self.process.stdout:
             say(self.name, line.rstrip("\n"))
 
@@ -229,6 +230,7 @@ def manage(env: dict[str, str], *args: str) -> list[str]:
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
     )
     lines = []
+    assert process.stdout is not None  # started with stdout=PIPE
     for line in process.stdout:
         lines.append(line.rstrip("\n"))
         say("manage", lines[-1])

@@ -12,7 +12,8 @@ from typing import Any
 
 from django.urls import URLPattern, path
 
-from streams_app.views.api import actions, admin_actions, annotations, entries, openapi, read
+from streams_app.views.api import actions, admin_actions, entries, openapi, read
+from streams_app.views.api import annotations as annotation_views  # the name annotations is __future__'s here
 from streams_app.views.api import export as export_api
 from streams_app.views.api import journey as journey_api
 from streams_app.views.api import retries as retry_api
@@ -110,7 +111,7 @@ saved_view_routes = [
 
 # Annotations (deploy markers, notes) on the charts and the incident timeline: GET lists, POST writes.
 annotation_routes = [
-    *action("annotations", annotations.annotations_route, "api-annotations"),
+    *action("annotations", annotation_views.annotations_route, "api-annotations"),
 ]
 
 # The journey of one event: what the journey page shows, as JSON.

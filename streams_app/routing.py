@@ -13,6 +13,6 @@ from streams_app.views.metrics_socket import MetricsConsumer
 from streams_app.views.tail_socket import TailConsumer
 
 websocket_urlpatterns: list = [
-    re_path(r"^ws/c/(?P<conn>[A-Za-z0-9_.-]+)/streams/(?P<key>.+)/tail/$", TailConsumer.as_asgi()),
-    re_path(r"^ws/metrics/$", MetricsConsumer.as_asgi()),  # snapshot, change and job events for open pages
+    re_path(r"^ws/c/(?P<conn>[A-Za-z0-9_.-]+)/streams/(?P<key>.+)/tail/$", TailConsumer.as_asgi()),  # type: ignore[arg-type]  # channels routes ASGI apps with Django's re_path
+    re_path(r"^ws/metrics/$", MetricsConsumer.as_asgi()),  # type: ignore[arg-type]  # channels routes ASGI apps with Django's re_path  # snapshot, change and job events for open pages
 ]

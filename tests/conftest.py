@@ -61,7 +61,7 @@ class AsgiServer:
             ws="websockets", lifespan="off",
         )
         self._server = uvicorn.Server(config)
-        self._server.install_signal_handlers = lambda: None  # not the main thread
+        self._server.install_signal_handlers = lambda: None  # type: ignore[attr-defined]  # uvicorn's Server has it as an instance attribute its typing leaves out  # not the main thread
         self._thread = threading.Thread(target=self._server.run, name="asgi-server", daemon=True)
 
     def start(self) -> AsgiServer:

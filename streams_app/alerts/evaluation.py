@@ -50,7 +50,7 @@ from datetime import datetime, timedelta
 from typing import TypeVar
 
 from django.db import IntegrityError, transaction
-from django.db.models import Min, Q, Sum
+from django.db.models import Min, Q, QuerySet, Sum
 
 from busconsole.locks import lock_held
 from eventbus.glob import glob_match
@@ -161,7 +161,7 @@ def _utc(moment: datetime) -> str:
 # mirror sync refreshes every BUSCONSOLE_MIRROR_INTERVAL_S.
 
 
-def _tick_groups(rule: AlertRule, tick: datetime) -> Iterable[GroupSample]:
+def _tick_groups(rule: AlertRule, tick: datetime) -> QuerySet[GroupSample]:
     rows = GroupSample.objects.filter(resolution=RAW, at=tick).select_related("group__stream")
     if rule.connection:
         rows = rows.filter(group__stream__connection=rule.connection)
@@ -352,7 +352,7 @@ def evaluate_stream_silent(rule: AlertRule, tick: datetime, open_alerts: dict[st
     return out
 
 
-EVALUATORS = {
+EVALUATORS: dict[str, Callable[[AlertRule, datetime, dict[str, Alert]], dict[str, Breach]]] = {
     Kind.GROUP_LAG_ABOVE: evaluate_group_lag,
     Kind.OLDEST_PENDING_ABOVE: evaluate_oldest_pending,
     Kind.DLQ_GROWTH: evaluate_dlq_growth,

@@ -7,7 +7,7 @@ Creating, changing and deleting a rule are actions like any other, checked and a
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, cast
 
 from django import forms
 from django.conf import settings
@@ -79,7 +79,7 @@ class AlertRuleForm(forms.Form):
         names = [c.name for c in client.connections()]
         if rule is not None and rule.connection and rule.connection not in names:
             names.append(rule.connection)  # a connection since removed from settings stays selectable
-        self.fields["connection"].choices = [("", "all connections"), *((n, n) for n in names)]
+        cast(forms.ChoiceField, self.fields["connection"]).choices = [("", "all connections"), *((n, n) for n in names)]
 
     def clean_webhook_url(self) -> str:
         """Refuse credentials, odd schemes and ports, and internal addresses written in the URL.

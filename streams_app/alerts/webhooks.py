@@ -52,9 +52,11 @@ def alerts_notify_on_commit(alert_ids: list[int]) -> None:
     ``apply_async`` in every Django process, so eager mode and routes apply as to ``.delay``.
     """
     for alert_id in alert_ids:
-        transaction.on_commit(
-            lambda i=alert_id: celery_app.signature(ALERT_NOTIFY_TASK, args=(i,)).delay(), robust=True
-        )
+
+        def notify(i: int = alert_id) -> None:
+            celery_app.signature(ALERT_NOTIFY_TASK, args=(i,)).delay()
+
+        transaction.on_commit(notify, robust=True)
 
 
 def notify_backoff(retries: int) -> int:

@@ -240,7 +240,7 @@ class _Drain(io.RawIOBase):
     def writable(self) -> bool:
         return True
 
-    def write(self, data) -> int:  # type: ignore[override]  # a file-like sink: takes whatever the writer hands it, wider than the base's buffer type
+    def write(self, data) -> int:
         chunk = bytes(data)
         self._parts.append(chunk)
         self._pos += len(chunk)

@@ -97,10 +97,10 @@ def operator_steps(conn: str, journey: Journey) -> Journey:
             step.text += f" by {shown['user'] or 'the console'} ({shown['action']}, audit row {row.pk})"
         if made:
             continue
-        step = next((copies.get(i) or sources.get(i) for i in hit if copies.get(i) or sources.get(i)), None)
-        if step is not None and step.audit is None:
-            step.audit = shown
-            step.text += f" by {shown['user'] or 'the console'} ({shown['action']}, audit row {row.pk})"
+        found = next((copies.get(i) or sources.get(i) for i in hit if copies.get(i) or sources.get(i)), None)
+        if found is not None and found.audit is None:
+            found.audit = shown
+            found.text += f" by {shown['user'] or 'the console'} ({shown['action']}, audit row {row.pk})"
             continue
         touched = ", ".join(hit[:5]) + (f" and {len(hit) - 5} more" if len(hit) > 5 else "")
         who = shown["user"] or "the console"

@@ -369,7 +369,9 @@ def _export_stream(
         stats.files += len(files)
         stats.metrics += sum(t.num_rows for t in metrics)
         stats.dead_letters += sum(t.num_rows for t in dead)
-        pieces.clear(), metrics.clear(), dead.clear()
+        pieces.clear()
+        metrics.clear()
+        dead.clear()
         rows = size = 0
         gc.collect(0)  # the cycles the chunk made, if any: only its young objects are walked
         if on_progress:

@@ -137,7 +137,7 @@ def heatmap(*, stream_hash: str | None = None) -> Heatmap:
     partial (a young lake may hold 12 minutes of one hour), and an hour covered for 12 minutes is
     shown as such, never scaled to a rate per hour. The shade compares entries per covered minute.
     """
-    scope = {"scope": ThroughputRollup.Scope.STREAM}
+    scope: dict[str, str] = {"scope": ThroughputRollup.Scope.STREAM}
     if stream_hash:
         scope["stream_hash"] = stream_hash
     hours = ThroughputRollup.objects.filter(resolution=ThroughputRollup.Resolution.HOUR, **scope)
@@ -164,10 +164,9 @@ def heatmap(*, stream_hash: str | None = None) -> Heatmap:
             slot["full"] += 1
             slot["full_entries"] += counts[moment]
         else:
-            known = low is not None and high is not None
             part = PartialHour(
                 start=moment, entries=counts[moment],
-                minutes=round((high - low).total_seconds() / 60) if known else None,
+                minutes=round((high - low).total_seconds() / 60) if low is not None and high is not None else None,
                 covered_from=low, covered_to=high,
             )
             slot["partial"].append(part)

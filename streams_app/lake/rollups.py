@@ -35,6 +35,7 @@ from streams_app.lake.models import (
     RetryRollup,
     ThroughputRollup,
 )
+from streams_app.metrics.bulk import column_of, field_column
 from streams_app.metrics.models import name_hash
 
 BATCH = 1000
@@ -175,8 +176,8 @@ def _load_one(spec: _Spec, table: pa.Table) -> int:
     started = timezone.now()
     meta = spec.model._meta
     fields = [f for f in meta.concrete_fields if not f.primary_key]
-    unique = [meta.get_field(name).column for name in spec.unique]
-    columns = [f.column for f in fields]
+    unique = [column_of(spec.model, name) for name in spec.unique]
+    columns = [field_column(f) for f in fields]
     quote = connection.ops.quote_name
     sql = (
         f"INSERT INTO {quote(meta.db_table)} ({', '.join(map(quote, columns))}) "
@@ -204,5 +205,5 @@ def _load_one(spec: _Spec, table: pa.Table) -> int:
             cursor.executemany(sql, rows)
             loaded += len(rows)
         # rows of an earlier load that this rollup no longer has
-        spec.model.objects.filter(updated_at__lt=started).delete()
+        spec.model._default_manager.filter(updated_at__lt=started).delete()  # objects: these models have no other manager
     return loaded

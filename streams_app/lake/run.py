@@ -366,11 +366,16 @@ def pipeline_run(
                 stats["export"] = exported.as_dict()
                 phase("exported", stats["export"])
                 lock.renew()
+
+                def spark_step(result: dict[str, Any]) -> None:
+                    lock.renew()
+                    phase("spark", result)
+
                 if spark is None:
                     ran = spark_jobs(
                         lake_uri=lake_uri, as_of=as_of, master=settings.SPARK_MASTER,
                         conf={**settings.BUSCONSOLE_SPARK_CONF, **(spark_conf or {})},
-                        on_step=lambda result: (lock.renew(), phase("spark", result)), check=check,
+                        on_step=spark_step, check=check,
                     )
                     stats.update({k: ran[k] for k in ("spark_startup_s", "jobs_s", "master", "shuffle_partitions",
                                                       "driver") if k in ran})
@@ -380,7 +385,7 @@ def pipeline_run(
 
                     results = [asdict(r) for r in main.run_all(
                         spark, lake_uri, as_of=as_of,
-                        on_step=lambda result: (lock.renew(), phase("spark", asdict(result))), check=check,
+                        on_step=lambda result: spark_step(asdict(result)), check=check,
                     )]
                 stats["jobs"] = {r["job"]: {"rows": r["rows"], "seconds": r["seconds"]} for r in results}
                 lock.renew()

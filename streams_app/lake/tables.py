@@ -120,7 +120,7 @@ def _export_table_range(
 ) -> list[str]:
     schema = lake.SCHEMAS[dataset]
     low, high = _aware(from_ms), _aware(to_ms)
-    base = model.objects.filter(resolution=resolution, at__gt=low, at__lte=high).order_by("at", "pk")
+    base = model._default_manager.filter(resolution=resolution, at__gt=low, at__lte=high).order_by("at", "pk")
     after: tuple[datetime, int] | None = None
     written: list[str] = []
     number = 0

@@ -10,7 +10,7 @@ never happens. Errors are :class:`~streams_app.redis_ops.errors.OpsError`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 
 from .client import get_client, key_client
 from .errors import translated
@@ -20,7 +20,7 @@ from .types import Entry, EntryMask, RawEntry, masked
 
 def range_pages(
     conn: str, key: bytes, start: str, *, count: Callable[[], int], mask: EntryMask | None
-) -> Iterator[list[RawEntry]]:
+) -> Generator[list[RawEntry], None, None]:
     """The entries of ``key`` from ``start`` (an XRANGE start: ``-``, ``<id>`` or ``(<id>``) to its end,
     each as ``mask`` shows it (None: no rule applies, and the replies are handed over as they came).
 

@@ -86,7 +86,7 @@ def _stream_mirror_and_alerts(conn: str, key: bytes) -> tuple[StreamMirror | Non
     mirror, alerted = None, False
     rows = StreamMirror.objects.raw(compiled.sql, compiled.args(conn=conn, digest=name_hash(key))).using(alias)
     for row in rows:
-        if row.open_alert:
+        if row.open_alert:  # type: ignore[attr-defined]  # a column of the compiled query, not of the model
             alerted = True
         else:
             mirror = row

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.db.models import F, Q, QuerySet, Sum
 
@@ -231,7 +232,7 @@ def timeline_build(*, conn: str, key: bytes | None, window: TimeWindow) -> Timel
     alert_notes = [Note(at=a.opened_at, end=a.resolved_at or window.end, ident=a.pk,
                         text=f"alert {a.rule.name} ({a.state}) on {_alert_target(a)}: {a.message}") for a in alerts]
     action_notes = [Note(at=e.at, end=e.at, ident=e.pk, text=_action_text(e)) for e in actions]
-    place = {"start": window.start, "end": window.end, "geo": LANE}
+    place: dict[str, Any] = {"start": window.start, "end": window.end, "geo": LANE}
     line.lanes = [
         Lane("stuck", "Stuck consumers", marks_place(stuck_notes, **place), len(stuck_notes)),
         Lane("alerts", "Alerts", marks_place(alert_notes, **place), alerts_total),

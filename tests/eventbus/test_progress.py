@@ -37,7 +37,7 @@ def test_replay_from_any_id_gives_exactly_the_remaining_events(bus: Bus, r: redi
 def test_replay_pages_through_long_streams(bus: Bus, r: redis.Redis) -> None:
     ids = _write_run(bus, "big", deltas=250)
     got = list(subscribe(bus.client, "progress:big", after=ids[3].decode(), count=7, block_ms=50))
-    assert [event.id for event in got] == [entry_id.decode() for entry_id in ids[4:]]  # type: ignore[union-attr]  # ids are the bytes XADD returned on a bytes client
+    assert [event.id for event in got] == [entry_id.decode() for entry_id in ids[4:]]
 
 
 def test_follow_receives_live_events_until_the_terminal_one(bus: Bus, r: redis.Redis) -> None:

@@ -24,7 +24,7 @@ from typing import Any
 
 from eventbus.connection import SyncClient
 from eventbus.conventions import EVENTBUS_OR_STREAMS, EVENTBUS_PREFIX, REQUEUED_FROM_FIELD, RETRIES_FIELD
-from eventbus.moves import BUSY, LEASE_MS, lease_key
+from eventbus.moves import BUSY, LEASE_MS, Packed, lease_key
 
 from ..client import get_client, is_cluster, slot_of
 from ..commands import entries_by_id, require_stream, stream_read
@@ -34,7 +34,7 @@ from ..ids import parse_id, parse_position
 from ..parsers import parse_entry, reply_text
 from ..types import Entry
 from ._common import MAX_BATCH, MAX_IDS, _ids, _key, _positive, _script
-from .moves import Packed, add_packed_and_release, move_across
+from .moves import add_packed_and_release, move_across
 
 
 @dataclass(frozen=True, slots=True)

@@ -262,12 +262,12 @@ def test_the_job_runs_with_the_collector_paused_and_puts_it_back(
             raise RuntimeError("worker killed")
         return real(*args, **kwargs)
 
-    watched.crash = True
+    watched.crash = True  # type: ignore[attr-defined]  # a flag on the stub, read when it is called
     monkeypatch.setattr(files, "encoded_pages", watched)
     job_id = operator_client.post(_url(), {"format": "csv"}, content_type="application/json").json()["job"]
     assert runner.job_run(job_id).state == "failed"
     assert enabled == [False, False] and gc.isenabled()
-    watched.crash = False
+    watched.crash = False  # type: ignore[attr-defined]  # a flag on the stub, read when it is called
     runner.job_resume(job_id=job_id)
     assert runner.job_run(job_id).state == "done"
     assert enabled[2:] == [False, False] and gc.isenabled()  # the resumed run: its second and third parts

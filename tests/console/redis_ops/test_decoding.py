@@ -280,9 +280,9 @@ def test_fuzz_never_raises() -> None:
 
 
 def test_odd_inputs_do_not_raise() -> None:
-    assert decode_value("a str from a decode_responses client").format == "text"  # type: ignore[arg-type]  # not bytes on purpose: the decoder takes what other clients hand it
-    assert decode_value(bytearray(b'{"a": 1}')).value == {"a": 1}  # type: ignore[arg-type]  # not bytes on purpose: the decoder takes what other clients hand it
-    assert decode_value(memoryview(b"\xff")).value == "ff"  # type: ignore[arg-type]  # not bytes on purpose: the decoder takes what other clients hand it
+    assert decode_value("a str from a decode_responses client").format == "text"
+    assert decode_value(bytearray(b'{"a": 1}')).value == {"a": 1}
+    assert decode_value(memoryview(b"\xff")).value == "ff"
     assert decode_value(b"abc", limit=-5) == Decoded("text", "", "", 3, True)
 
 

@@ -78,7 +78,7 @@ def test_entries_delivered_together_need_one_round_not_all_of_them(
     parsing a chunk), so the tied entries have grown idler by the time the IDLE round runs: the threshold
     must follow the clock or it finds them again, K at a time, and runs out of rounds.
     """
-    real = snapshot_reads.longest_idle
+    real = snapshot_reads.longest_idle  # type: ignore[attr-defined]  # the test patches the name snapshot_reads calls
 
     def after_a_pause(*args, **kwargs):
         time.sleep(2 * pending_idle.TIE_SLACK_MS / 1000)

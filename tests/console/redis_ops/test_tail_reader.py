@@ -14,7 +14,8 @@ import pytest
 import redis
 
 from streams_app.redis_ops.errors import NotFound, OpsError, Unreachable
-from streams_app.redis_ops.tail import RANGE_PAGE, RawEntry, TailReader
+from streams_app.redis_ops.tail import RANGE_PAGE, TailReader
+from streams_app.redis_ops.types import RawEntry
 from tests.servers import free_port
 
 CONN = "default"

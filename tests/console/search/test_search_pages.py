@@ -93,13 +93,13 @@ def test_results_are_escaped_and_a_bad_expression_says_why(r: redis.Redis, viewe
     assert_escaped(step, XSS)
     assert "1 match (plain text)." in _words(step)
     page = viewer_client.get(stream_url("orders"), {"q": "data.name == "}).content.decode()
-    step = viewer_client.get(_first_step_url(page), **HX)
-    assert step.status_code == 200 and "Search refused: This is not a valid expression" in _words(
-        step.content.decode()
+    refused = viewer_client.get(_first_step_url(page), **HX)
+    assert refused.status_code == 200 and "Search refused: This is not a valid expression" in _words(
+        refused.content.decode()
     )
     page = viewer_client.get(stream_url("orders"), {"q": "x", "from": "9-0", "to": "1-0"}).content.decode()
-    step = viewer_client.get(_first_step_url(page), **HX)
-    assert step.status_code == 200 and "'from' is after 'to'" in unescape(step.content.decode())
+    refused = viewer_client.get(_first_step_url(page), **HX)
+    assert refused.status_code == 200 and "'from' is after 'to'" in unescape(refused.content.decode())
 
 
 def test_dlq_page_search_sees_the_parsed_fields(r: redis.Redis, viewer_client: Client) -> None:

@@ -21,6 +21,7 @@ from streams_app import services
 from streams_app.audit.models import AuditEvent
 from streams_app.jobs import runner as jobs
 from streams_app.jobs.models import Job
+from streams_app.redis_ops.actions import RequeueResult
 from tests.console.helpers import CONN, api, bearer, dlq_url, post_json, stream_url
 from tests.console.services.helpers import eventbus_dead_letter
 
@@ -110,7 +111,7 @@ def test_requeue_of_the_same_entry_twice_reports_it_missing(operator, api_token,
 def test_two_operators_requeueing_one_entry_at_once_make_one_entry(r: redis.Redis, operator, admin_user) -> None:
     entries = [r.xadd("orders:dlq", eventbus_dead_letter(i, f"1-{i}")).decode() for i in range(50)]
     barrier = threading.Barrier(2)
-    results: dict[str, object] = {}
+    results: dict[str, RequeueResult] = {}
 
     def press(user) -> None:
         try:

@@ -71,7 +71,7 @@ def stored(r: redis.Redis, key: bytes) -> list[tuple[str, str, str]]:
 
 
 def as_tuples(got: list[Message]) -> list[tuple[str, str, str]]:
-    return [(m.id, m.event, m.data) for m in got]  # type: ignore[misc]  # SSE messages from the stream reader, each with id, event and data
+    return [(m.id, m.event, m.data) for m in got]
 
 
 @pytest.fixture
