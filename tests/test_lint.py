@@ -67,6 +67,12 @@ def test_make_lint_runs_ruff_and_mypy() -> None:
     assert "ruff check" in lint.group(1) and "mypy" in lint.group(1), lint.group(1)
 
 
+def test_ci_runs_lint_before_the_suite() -> None:
+    ci = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
+    assert "make lint" in ci and "make test" in ci, ci
+    assert ci.index("make lint") < ci.index("make test"), "lint runs before the suite (it is the fast part)"
+
+
 def test_the_bus_the_door_and_the_services_are_strict() -> None:
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mypy"]
     assert config["warn_unused_ignores"] and "ignore-without-code" in config["enable_error_code"]
