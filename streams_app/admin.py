@@ -11,10 +11,13 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin
-from django.http import HttpRequest
+from django.contrib.auth.admin import GroupAdmin, UserAdmin
+from django.contrib.auth.models import Group, User
+from django.http import HttpRequest, HttpResponse
 
 from streams_app import services
 from streams_app.accounts.models import ApiToken
+from streams_app.accounts.roles import ROLE_GROUPS, role_of
 from streams_app.audit.models import AuditEvent
 from streams_app.jobs.models import Job
 from streams_app.masking.models import MaskRule
@@ -212,3 +215,110 @@ def _mask_rule_record(record: services.ActionRecord, obj: MaskRule) -> None:
         "stream_glob": obj.stream_glob, "field_path": obj.field_path, "action": obj.action, "enabled": obj.enabled
     }
     record.target, record.affected = f"mask rule {obj.pk}", 1
+
+
+# ------------------------------------------------------------------ users and groups
+# Who may do what is set here (a user's role groups, superuser, active) and so is the meaning of a role
+# group: each change goes through the gate like any other configuration change, one row per save or
+# delete, naming the role before and after. Passwords are recorded as changed, never their hashes.
+
+#: At most this many group or permission names in one row's parameters (a role group holds none).
+NAMES_KEPT = 50
+
+
+def _account(user: User) -> dict[str, Any]:
+    """What a row says of an account: its role and what makes it (groups, superuser, active)."""
+    fresh = User.objects.get(pk=user.pk)  # the role from the database, not a cached one on ``user``
+    groups = sorted(fresh.groups.values_list("name", flat=True)[:NAMES_KEPT])
+    return {"role": role_of(fresh).name.lower(), "groups": groups, "is_superuser": fresh.is_superuser,
+            "is_active": fresh.is_active, "is_staff": fresh.is_staff}
+
+
+admin.site.unregister(User)
+admin.site.unregister(Group)
+
+
+@admin.register(User)
+class ConsoleUserAdmin(UserAdmin):
+    """Django's user admin, each add, change, password change and delete through the audit gate.
+
+    A change's groups are saved after the user (``save_related``), so the row is written there, with
+    the account as it was before ``save_model`` and as it is after both; the admin's form runs in one
+    transaction, so a refused or failed row leaves nothing half-saved."""
+
+    def save_model(self, request: HttpRequest, obj: User, form: Any, change: bool) -> None:
+        request._account_before = _account(obj) if change and obj.pk else None  # type: ignore[attr-defined]  # one request's note
+        super().save_model(request, obj, form, change)
+
+    def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
+        user = form.instance
+        before = getattr(request, "_account_before", None)
+        action = "user.change" if change else "user.add"
+        with services.action_audit(user=request.user, conn="", action=action) as record:
+            super().save_related(request, form, formsets, change)
+            after = _account(user)
+            record.params = {"username": user.get_username(), **({"before": before} if change else {}), "after": after}
+            record.target, record.affected = f"user {user.get_username()}", 1
+
+    def user_change_password(self, request: HttpRequest, id: str, form_url: str = "") -> HttpResponse:
+        if request.method != "POST":
+            return super().user_change_password(request, id, form_url)
+        user = self.get_object(request, id)
+        name = user.get_username() if user is not None else f"#{id}"
+        attempt = services.action_attempt(user=request.user, conn="", action="user.password",
+                                          params={"username": name}, target=f"user {name}")
+        with attempt.guarded() as record:
+            response = super().user_change_password(request, id, form_url)
+        if response.status_code == 302:  # saved; an invalid form answers 200 with its errors
+            record.affected = 1
+            attempt.ok()
+        else:
+            attempt.error("The password form was not valid; the password is unchanged.")
+        return response
+
+    def delete_model(self, request: HttpRequest, obj: User) -> None:
+        name = obj.get_username()
+        with services.action_audit(user=request.user, conn="", action="user.delete", target=f"user {name}",
+                                   params={"username": name, "before": _account(obj)}) as record:
+            super().delete_model(request, obj)
+            record.affected = 1
+
+    def delete_queryset(self, request: HttpRequest, queryset: Any) -> None:
+        """The admin's bulk delete: each user one attempt and one row."""
+        for obj in queryset:
+            self.delete_model(request, obj)
+
+
+def _group(group: Group) -> dict[str, Any]:
+    perms = sorted(group.permissions.values_list("codename", flat=True)[:NAMES_KEPT])
+    return {"name": group.name, "role_group": group.name in ROLE_GROUPS, "permissions": perms}
+
+
+@admin.register(Group)
+class ConsoleGroupAdmin(GroupAdmin):
+    """Django's group admin through the gate: renaming or deleting a role group changes who may do what."""
+
+    def save_model(self, request: HttpRequest, obj: Group, form: Any, change: bool) -> None:
+        before = _group(Group.objects.get(pk=obj.pk)) if change and obj.pk else None
+        request._group_before = before  # type: ignore[attr-defined]  # one request's note
+        super().save_model(request, obj, form, change)
+
+    def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
+        group = form.instance
+        before = getattr(request, "_group_before", None)
+        action = "user_group.change" if change else "user_group.add"
+        with services.action_audit(user=request.user, conn="", action=action) as record:
+            super().save_related(request, form, formsets, change)
+            record.params = {**({"before": before} if change else {}), "after": _group(group)}
+            record.target, record.affected = f"group {group.name}", 1
+
+    def delete_model(self, request: HttpRequest, obj: Group) -> None:
+        with services.action_audit(user=request.user, conn="", action="user_group.delete", target=f"group {obj.name}",
+                                   params={"before": _group(obj)}) as record:
+            super().delete_model(request, obj)
+            record.affected = 1
+
+    def delete_queryset(self, request: HttpRequest, queryset: Any) -> None:
+        """The admin's bulk delete: each group one attempt and one row."""
+        for obj in queryset:
+            self.delete_model(request, obj)

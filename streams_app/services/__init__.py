@@ -45,6 +45,7 @@ from streams_app.services.annotations import annotation_create
 from streams_app.services.audit import (
     ACTION_ROLES,
     READ_ONLY_ALLOWED,
+    action_attempt,
     action_audit,
     action_authorize,
     action_check,
@@ -99,6 +100,7 @@ __all__ = [
     "AUDIT_MAX_IDS",
     "READ_ONLY_ALLOWED",
     "ActionRecord",
+    "action_attempt",
     "action_audit",
     "action_authorize",
     "action_check",

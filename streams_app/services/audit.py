@@ -95,6 +95,14 @@ ACTION_ROLES: dict[str, Role] = {
     "mask_rule.add": Role.ADMIN,
     "mask_rule.change": Role.ADMIN,
     "mask_rule.delete": Role.ADMIN,
+    # accounts and role groups, changed in the Django admin: who may do what
+    "user.add": Role.ADMIN,
+    "user.change": Role.ADMIN,
+    "user.password": Role.ADMIN,
+    "user.delete": Role.ADMIN,
+    "user_group.add": Role.ADMIN,  # the account groups (viewer, operator, admin), not a consumer group
+    "user_group.change": Role.ADMIN,
+    "user_group.delete": Role.ADMIN,
 }
 
 #: Actions on the console's own records that read-only mode allows: it protects the monitored Redis,
@@ -112,6 +120,9 @@ READ_ONLY_ALLOWED |= {"annotation.create"}
 #: A reveal only reads the monitored Redis; masking rules are settings in the console's own database,
 #: which read-only mode has never stopped an admin from changing.
 READ_ONLY_ALLOWED |= {"payload.reveal", "mask_rule.add", "mask_rule.change", "mask_rule.delete"}
+#: Accounts and role groups are the console's own records too: read-only mode never locks an admin out.
+READ_ONLY_ALLOWED |= {"user.add", "user.change", "user.password", "user.delete", "user_group.add",
+                      "user_group.change", "user_group.delete"}
 
 
 
