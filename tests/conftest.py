@@ -101,10 +101,13 @@ def session_cookie(user) -> dict[str, str]:
 #: Directories whose every test carries a marker, so that a new file there cannot miss it (``make test-fast``
 #: deselects by marker).
 DIRECTORY_MARKERS = {"browser": "browser", "cluster": "cluster"}
+#: Fixtures that start a Redis Cluster (the session's, or a test's own): a test using one is marked ``cluster``.
+CLUSTER_FIXTURES = {"redis_cluster_servers", "own_cluster"}
 
 
 def pytest_collection_modifyitems(config, items) -> None:
-    """Mark every test under tests/browser/ and tests/cluster/, then run the browser tests last: Playwright's
+    """Mark every test under tests/browser/ and tests/cluster/, and every test elsewhere that starts a Redis
+    Cluster (about 2 s), then run the browser tests last: Playwright's
     sync API keeps an event loop running in the main thread for as long as the browser lives, and
     async_to_sync (used by other tests) refuses to run there."""
     here = Path(__file__).parent
@@ -112,4 +115,6 @@ def pytest_collection_modifyitems(config, items) -> None:
         parts = item.path.relative_to(here).parts if item.path.is_relative_to(here) else ()
         if parts and (marker := DIRECTORY_MARKERS.get(parts[0])) and not item.get_closest_marker(marker):
             item.add_marker(getattr(pytest.mark, marker))
+        if CLUSTER_FIXTURES & set(getattr(item, "fixturenames", ())) and not item.get_closest_marker("cluster"):
+            item.add_marker(pytest.mark.cluster)
     items.sort(key=lambda item: item.get_closest_marker("browser") is not None)

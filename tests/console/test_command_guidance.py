@@ -36,6 +36,7 @@ def _one_line(done: subprocess.CompletedProcess[str]) -> str:
 @pytest.mark.parametrize(
     "args", [["export_history"], ["export_history", "--conn", "default"], ["run_pipeline"]]
 )
+@pytest.mark.slow
 def test_monitored_redis_absent(args: list[str]) -> None:
     port = free_port()
     line = _one_line(_manage(*args, BUS_REDIS_URL=f"redis://:pw-1234@127.0.0.1:{port}/0"))
@@ -45,6 +46,7 @@ def test_monitored_redis_absent(args: list[str]) -> None:
     )
 
 
+@pytest.mark.slow
 def test_several_servers_name_their_variable() -> None:
     port = free_port()
     line = _one_line(_manage("export_history", BUS_REDIS_URLS=f"main=redis://ops:pw-1234@127.0.0.1:{port}/2"))
@@ -54,6 +56,7 @@ def test_several_servers_name_their_variable() -> None:
     )
 
 
+@pytest.mark.slow
 def test_the_broker_absent_is_the_console_redis() -> None:
     port = free_port()
     line = _one_line(_manage("run_pipeline", "--job", REDIS_URL=f"redis://127.0.0.1:{port}/1"))

@@ -156,6 +156,7 @@ django.setup()
 """
 
 
+@pytest.mark.slow
 def test_a_changed_internal_is_logged_at_start_up() -> None:
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "busconsole.settings"}
     done = subprocess.run([sys.executable, "-c", _STARTUP], cwd=REPO, env=env, capture_output=True, text=True,

@@ -22,6 +22,7 @@ print(json.dumps({{"before": before, "after": gc.get_freeze_count(),
 
 
 @pytest.mark.parametrize("module", ["busconsole.asgi", "busconsole.wsgi"])
+@pytest.mark.slow
 def test_the_web_entry_points_freeze_the_loaded_project(module: str, tmp_path: Path) -> None:
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "busconsole.settings", "DEBUG": "1",
            "BUSCONSOLE_VAR_DIR": str(tmp_path), "DATABASE_URL": f"sqlite:///{tmp_path}/db.sqlite3"}

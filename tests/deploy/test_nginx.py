@@ -191,6 +191,7 @@ def test_the_console_sees_the_clients_address_not_the_proxys(proxy: Nginx, viewe
 
 
 @pytest.mark.parametrize("proxy_headers", ["--proxy-headers", "--no-proxy-headers"])
+@pytest.mark.slow
 def test_production_settings_behind_the_proxy(transactional_db, settings, static_root, proxy_headers) -> None:
     """DEBUG=0 behind nginx: secure cookies, HSTS, a login, hashed static files with long caching; the
     web process itself redirects a request without X-Forwarded-Proto and serves one with it. With

@@ -37,6 +37,7 @@ def healthy(web: WebProcess) -> bool:
 
 
 @pytest.mark.parametrize("allowed_hosts", ["127.0.0.1", ".example.com,127.0.0.1"])
+@pytest.mark.slow
 def test_the_image_healthcheck_follows_readiness(transactional_db, static_root, allowed_hosts) -> None:
     own = RedisServer().start()
     env = production_env(database=settings.DATABASES["default"]["NAME"], static_root=static_root,

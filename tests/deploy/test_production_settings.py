@@ -11,11 +11,13 @@
 
 from __future__ import annotations
 
+import pytest
 from django.conf import settings
 
 from tests.deploy.production import HOST, probe, production_env, python
 
 
+@pytest.mark.slow
 def test_probes_are_answered_over_plain_http_and_pages_redirected(db, static_root) -> None:
     env = production_env(database=settings.DATABASES["default"]["NAME"], static_root=static_root)
     plain = {"host": HOST}
@@ -32,6 +34,7 @@ def test_probes_are_answered_over_plain_http_and_pages_redirected(db, static_roo
     assert forwarded["status"] == 200 and forwarded["hsts"]  # X-Forwarded-Proto: https is secure
 
 
+@pytest.mark.slow
 def test_a_csrf_trusted_origin_without_a_scheme_is_refused_at_start() -> None:
     env = production_env(CSRF_TRUSTED_ORIGINS="https://console.example.com,console.example.com")
     done = python(env, "-c", "import django; django.setup()")
@@ -42,6 +45,7 @@ def test_a_csrf_trusted_origin_without_a_scheme_is_refused_at_start() -> None:
     assert ok.returncode == 0, ok.stderr
 
 
+@pytest.mark.slow
 def test_x_forwarded_host_is_used_only_when_switched_on(db, static_root) -> None:
     upstream = {"host": "busconsole", "X-Forwarded-Host": HOST, "X-Forwarded-Proto": "https"}
     database = settings.DATABASES["default"]["NAME"]

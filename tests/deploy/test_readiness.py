@@ -98,6 +98,7 @@ print(json.dumps({"status": response.status_code, "body": response.content.decod
 """
 
 
+@pytest.mark.slow
 def test_database_unreachable_is_not_ready_and_the_body_names_no_address() -> None:
     port = free_port()  # nothing listens there
     env = {**os.environ, "DATABASE_URL": f"postgres://console:{SECRET}@127.0.0.1:{port}/busconsole",

@@ -107,6 +107,7 @@ def test_claim_respects_min_idle(capsys, url: str, r: redis.Redis) -> None:
     assert {row["consumer"] for row in r.xpending_range("orders", "billing", "-", "+", 10)} == {b"other"}
 
 
+@pytest.mark.slow
 def test_exit_statuses_and_plain_help(url: str, r: redis.Redis) -> None:
     done = cli("--help")
     assert done.returncode == 0 and "\x1b" not in done.stdout

@@ -52,7 +52,10 @@ def bad_urls(server: RedisServer) -> dict[str, str]:
 COMMANDS = [["list"], ["inspect", "orders"], ["stats"], ["publish", "orders", "t", "{}"], ["migrate"]]
 
 
-@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: c[0])
+# Sixty CLI processes in all: the inner loop (make test-fast) runs the first command, make test every one.
+@pytest.mark.parametrize(
+    "command", [COMMANDS[0], *(pytest.param(c, marks=pytest.mark.slow) for c in COMMANDS[1:])], ids=lambda c: c[0]
+)
 def test_a_bad_url_is_one_line_and_exit_2(redis_server: RedisServer, r: redis.Redis, command: list[str]) -> None:
     for url, word in bad_urls(redis_server).items():
         after = one_line(cli(*command, "--url", url))

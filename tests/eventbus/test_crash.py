@@ -10,6 +10,7 @@ import json
 import signal
 import subprocess
 
+import pytest
 import redis
 
 from eventbus import Bus
@@ -44,6 +45,7 @@ def _stop(process: subprocess.Popen[bytes], sig: signal.Signals) -> int:
             process.kill()
 
 
+@pytest.mark.slow
 def test_sigkill_mid_batch_loses_no_event(url: str, r: redis.Redis) -> None:
     total = 300
     _publish_jobs(url, total)
@@ -78,6 +80,7 @@ def test_sigkill_mid_batch_loses_no_event(url: str, r: redis.Redis) -> None:
     assert group["entries-read"] == total
 
 
+@pytest.mark.slow
 def test_sigterm_finishes_running_handlers_and_releases_the_rest(url: str, r: redis.Redis) -> None:
     _publish_jobs(url, 40)
     lease_ms = 60_000

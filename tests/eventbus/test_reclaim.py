@@ -7,6 +7,7 @@ import json
 import threading
 import time
 
+import pytest
 import redis
 
 from eventbus import Bus, Event, RetryPolicy
@@ -51,6 +52,7 @@ def test_entries_of_a_crashed_consumer_are_reclaimed(bus: Bus, r: redis.Redis) -
     assert all(f[b"consumer"] == consumer.encode() for f in metrics)
 
 
+@pytest.mark.slow
 def test_heartbeat_keeps_a_long_handlers_lease(bus: Bus, r: redis.Redis) -> None:
     lease_ms = 400
     runs: list[str] = []

@@ -273,6 +273,7 @@ def test_the_admin_actions_run_as_the_operator_user(settings, acl_server: RedisS
     assert refusals(r, "busconsole-operator") == []
 
 
+@pytest.mark.slow
 def test_the_command_line_runs_as_a_console_user_and_names_a_refused_command(acl_server: RedisServer,
                                                                             r: redis.Redis) -> None:
     """``python -m eventbus list`` reads as the read-only console user; as the bus's worker user, which may

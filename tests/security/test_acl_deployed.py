@@ -57,6 +57,7 @@ def deployed(request, transactional_db, settings, acl_server: RedisServer, r: re
             process.stop()
 
 
+@pytest.mark.slow
 def test_the_console_runs_under_the_shipped_user(deployed: tuple[str, WebProcess, dict[str, str]],
                                                  r: redis.Redis, viewer, operator, api_token) -> None:  # noqa: F811
     user, web, env = deployed

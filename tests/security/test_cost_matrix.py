@@ -325,6 +325,7 @@ DEAREST = [
 
 
 @pytest.mark.parametrize("text", DEAREST, ids=["over the entry's lists", "over literal lists"])
+@pytest.mark.slow
 def test_healthz_answers_while_a_hostile_request_runs(asgi_server, viewer, r: redis.Redis, text: str) -> None:
     """The dearest allowed searches (a few ms of CEL an entry, under the bound) over 6,000 entries run
     until their 2 s budget stops them; ``/healthz``, asked meanwhile on its own connection, answers, and

@@ -131,6 +131,7 @@ def test_a_hostile_filter_is_refused_or_bounded_and_the_socket_and_healthz_go_on
     assert answers and all(status == 200 for status, _ in answers)
 
 
+@pytest.mark.slow
 def test_a_dear_filter_is_evaluated_in_slices_so_the_loop_answers_meanwhile(
     asgi_server, viewer, r: redis.Redis, settings
 ) -> None:

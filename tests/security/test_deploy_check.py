@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 HOST = "console.example.com"
 
@@ -55,12 +57,14 @@ def production(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.slow
 def test_check_deploy_is_clean_with_debug_off() -> None:
     done = production("manage.py", "check", "--deploy", "--fail-level", "WARNING")
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.strip() == "System check identified no issues (0 silenced).", done.stdout + done.stderr
 
 
+@pytest.mark.slow
 def test_production_responses_carry_hsts_and_a_strict_csp() -> None:
     done = production("-c", PROBE)
     assert done.returncode == 0, done.stderr

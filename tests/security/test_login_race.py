@@ -42,6 +42,7 @@ def csrf_pair(base_url: str) -> tuple[str, str]:
         return http.cookies["csrftoken"], token
 
 
+@pytest.mark.slow
 def test_forty_concurrent_guesses_check_at_most_the_limit(asgi_server, target: User) -> None:
     cookie, token = csrf_pair(asgi_server.url)
     passwords = [f"wrong-{i}" for i in range(ATTEMPTS - 1)] + [PASSWORD]

@@ -180,6 +180,7 @@ def test_the_console_does_not_start_with_bad_settings(env: dict[str, str], says:
     assert "ImproperlyConfigured" in done.stderr and says in done.stderr
 
 
+@pytest.mark.slow
 def test_the_settings_the_console_starts_with() -> None:
     probe = (
         "import json, django; django.setup(); from django.conf import settings as s; "
@@ -204,6 +205,7 @@ def _compose_oidc_env(**given: str) -> dict[str, str]:
     return out
 
 
+@pytest.mark.slow
 def test_the_compose_files_sso_variables_start_the_console_unset_and_set() -> None:
     probe = "import django; django.setup(); from django.conf import settings as s; print(s.BUSCONSOLE_OIDC)"
     unset = _compose_oidc_env()
@@ -219,6 +221,7 @@ def test_the_compose_files_sso_variables_start_the_console_unset_and_set() -> No
     assert "issuer='https://idp.example.com/realms/ops'" in done.stdout and "groups_claim='groups'" in done.stdout
 
 
+@pytest.mark.slow
 def test_production_settings_with_a_provider_pass_the_deploy_check_and_let_forms_reach_it() -> None:
     production = {
         **BASE, "DEBUG": "0", "SECRET_KEY": secrets.token_urlsafe(50), "ALLOWED_HOSTS": "console.example.com",

@@ -45,6 +45,7 @@ def read_only_worker() -> Iterator[list[Worker]]:
         worker.stop()
 
 
+@pytest.mark.slow
 def test_a_job_queued_before_a_read_only_worker_started_is_refused(
     r: redis.Redis, operator, read_only_worker: list[Worker]
 ) -> None:
@@ -91,6 +92,7 @@ def test_resume_of_a_stalled_job_in_a_read_only_process_is_refused(r: redis.Redi
     assert rows.count() == 1
 
 
+@pytest.mark.slow
 def test_the_beat_task_in_a_read_only_worker_refuses_a_stalled_job(
     r: redis.Redis, operator, read_only_worker: list[Worker]
 ) -> None:

@@ -112,6 +112,7 @@ def xrange_all(client: redis.Redis, key: str) -> list[str]:
         start = "(" + out[-1]
 
 
+@pytest.mark.slow
 def test_pages_say_failing_over_while_the_primary_is_down_and_read_the_new_one_after(
     on_failover: SentinelServers, viewer_client: Client
 ) -> None:
@@ -143,6 +144,7 @@ def test_pages_say_failing_over_while_the_primary_is_down_and_read_the_new_one_a
     assert entry in viewer_client.get("/c/default/streams/orders/").content.decode()
 
 
+@pytest.mark.slow
 def test_the_tail_resumes_after_a_failover_with_no_gap_and_no_duplicate(
     on_failover: SentinelServers, viewer, asgi_server
 ) -> None:
@@ -216,6 +218,7 @@ def test_a_requeue_job_running_through_a_failover_finishes_with_exact_counts(
     assert (done.done, done.total) == (primary.xlen("orders"), 3000)
 
 
+@pytest.mark.slow
 def test_bus_workers_lose_nothing_through_a_failover(failover: SentinelServers) -> None:
     servers = failover
     # One connection in the publisher's pool, so its WAIT follows its own publish on the same socket.

@@ -63,6 +63,7 @@ def test_an_action_writes_to_the_primary_through_sentinel(
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.slow
 def test_the_live_tail_reads_through_sentinel(on_sentinel: redis.Redis, viewer, asgi_server) -> None:
     primary = on_sentinel
     primary.xadd("clicks", {"n": "0"})

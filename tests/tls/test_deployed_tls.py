@@ -72,6 +72,7 @@ def login(web: WebProcess, user) -> httpx.Client:
     return session
 
 
+@pytest.mark.slow
 def test_pages_api_tail_and_a_job_over_mutual_tls(deployed: WebProcess, plain: redis.Redis, viewer, operator,
                                                  api_token) -> None:
     web = deployed
@@ -173,6 +174,7 @@ def four_clients(redis_url: str) -> dict[str, str]:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_every_client_of_the_console_redis_verifies_the_server(db, pki: Pki, tls_server: TlsRedisServer,
                                                                wrong_name_server: TlsRedisServer) -> None:
     """One REDIS_URL, the same verification for the cache, the channel layer, Celery and the locks: a

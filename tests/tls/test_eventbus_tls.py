@@ -39,6 +39,7 @@ def test_a_worker_handles_events_published_over_tls(tls_server: TlsRedisServer, 
         bus.close()
 
 
+@pytest.mark.slow
 def test_the_command_line_lists_over_tls(tls_server: TlsRedisServer, pki: Pki, plain: redis.Redis) -> None:
     plain.xadd("orders", {"type": "order.created", "data": "{}"})
     plain.xadd("payments", {"type": "payment.taken", "data": "{}"})
@@ -69,6 +70,7 @@ def test_tls_parameters_that_cannot_work_are_exit_2(tls_server: TlsRedisServer, 
     assert "ssl_ca_cert" in line and "--url" in line, line
 
 
+@pytest.mark.slow
 def test_a_server_that_never_answers_the_handshake_is_exit_69_not_a_hang(pki: Pki) -> None:
     """A port that accepts and says nothing: the TLS handshake waits at most $EVENTBUS_TIMEOUT_S."""
     listener = socket.create_server(("127.0.0.1", 0))

@@ -52,6 +52,7 @@ def _settings(**env: str) -> subprocess.CompletedProcess[str]:
                           text=True, timeout=120)
 
 
+@pytest.mark.slow
 def test_redis_url_with_tls_that_cannot_work_stops_start_up(pki: Pki) -> None:
     for url, word in list(bad_urls(pki).items())[:3]:
         done = _settings(REDIS_URL=url)

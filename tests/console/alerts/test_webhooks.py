@@ -140,6 +140,7 @@ def test_evaluation_enqueues_a_delivery_per_transition_after_commit(
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.slow
 def test_a_snapshot_opens_an_alert_and_a_real_worker_posts_it(r: redis.Redis, base: datetime, hook: Hook) -> None:
     """snapshot commit -> snapshot_taken -> evaluation -> on_commit -> Celery -> worker -> webhook."""
     worker = Worker("alerts", celery_env(BUSCONSOLE_WEBHOOK_ALLOW=ALLOW_LOCAL))

@@ -57,6 +57,7 @@ def _slow_stream(r: redis.Redis) -> None:
     pipe.execute()
 
 
+@pytest.mark.slow
 def test_a_cancelled_export_stops_mid_part_and_frees_its_worker(
     pool: Workers, r: redis.Redis, viewer, operator, settings, export_dir: Path
 ) -> None:
@@ -84,6 +85,7 @@ def test_a_cancelled_export_stops_mid_part_and_frees_its_worker(
     assert row.parameters["state"] == "cancelled"
 
 
+@pytest.mark.slow
 def test_a_cancelled_search_driven_replay_stops_within_its_step(pool: Workers, r: redis.Redis, operator) -> None:
     """A replay of the entries a query matches searches in steps of at most a second (the search's budget
     holds per entry), saving between steps: a cancel stops it short of its range, its worker free again."""

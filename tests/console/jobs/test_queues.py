@@ -131,6 +131,7 @@ def _running(job_id: int) -> bool:
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.slow
 def test_a_beat_task_runs_while_every_job_worker_is_busy(env, started, r: redis.Redis, viewer, operator) -> None:
     started.append(Worker("jobs", env, queues=[JOBS]))
     started.append(Worker("upkeep", env, queues=[BEAT]))
@@ -148,6 +149,7 @@ def test_a_beat_task_runs_while_every_job_worker_is_busy(env, started, r: redis.
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.slow
 def test_a_viewers_two_exports_leave_an_operators_replay_a_worker(env, started, r: redis.Redis, viewer,
                                                                   operator) -> None:
     """The issue's scenario with two job workers: the second export is refused, the replay runs at once."""
@@ -171,6 +173,7 @@ def test_a_viewers_two_exports_leave_an_operators_replay_a_worker(env, started, 
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.slow
 def test_a_queued_fix_goes_before_queued_exports(env, started, r: redis.Redis, viewer, operator,
                                                  admin_user) -> None:
     """One job worker, busy; an export is queued, then a replay: the replay runs first when it frees."""

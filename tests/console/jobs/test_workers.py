@@ -86,6 +86,7 @@ def test_replay_job_killed_midway_copies_each_entry_exactly_once(workers: Worker
     assert AuditEvent.objects.get(action="replay.finished", outcome="ok").affected == len(expected)
 
 
+@pytest.mark.slow
 def test_replay_counts_through_the_job_and_a_finished_job_is_not_run_again(workers: Workers, r: redis.Redis, operator) -> None:
     workers.shared()
     pipe = r.pipeline(transaction=False)

@@ -57,6 +57,7 @@ def _entries_exported(job_id: int) -> int | None:
     return progress.get("entries") if progress.get("phase") == "export" else None
 
 
+@pytest.mark.slow
 def test_a_cancel_during_the_export_stops_the_run_at_its_next_stream(worker: Worker, r: redis.Redis) -> None:
     _streams(r)
     job = pipeline_run.pipeline_job_start(user=None)

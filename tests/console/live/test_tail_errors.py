@@ -59,6 +59,7 @@ def test_a_key_replaced_by_another_type_ends_only_its_own_tails(asgi_server, coo
     assert got[-5:] == ids
 
 
+@pytest.mark.slow
 def test_tails_survive_a_redis_restart(asgi_server, cookies, spare_redis, settings) -> None:
     settings.BUS_REDIS_URLS = {**settings.BUS_REDIS_URLS, "spare": spare_redis.url(0)}
     spare = redis.Redis.from_url(spare_redis.url(0))

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 import httpx
+import pytest
 import redis
 
 from streams_app.masking.models import MaskRule
@@ -144,6 +145,7 @@ def test_the_tail_filter_finds_what_search_finds(asgi_server, cookies, r: redis.
     ]
 
 
+@pytest.mark.slow
 def test_customer_4_is_not_customer_42_and_the_old_syntax_is_read_as_cel(asgi_server, cookies, r) -> None:
     ids = write(r, range(12))
     expected = [entry_id for entry_id, fields in ids.items() if customer_is(4)(fields)]
@@ -188,6 +190,7 @@ def dead_letter(i: int) -> Fields:
     }
 
 
+@pytest.mark.slow
 def test_on_a_dead_letter_queue_the_filter_has_search_s_dead_letter_variables(asgi_server, cookies, r) -> None:
     letters = {r.xadd(DLQ, dead_letter(i)).decode(): dead_letter(i) for i in range(15)}
 
@@ -216,6 +219,7 @@ def left_out(frames: list[dict[str, Any]]) -> int:
     return sum(f["count"] for f in frames if f.get("state") == "filter_costly")
 
 
+@pytest.mark.slow
 def test_entries_too_costly_for_the_filter_are_counted_as_search_counts_them(asgi_server, cookies, r) -> None:
     """A filter whose cost grows with the entry's own list: entries with 60 items are not evaluated (search
     leaves them out and counts them), and the tail says how many it left out, replayed and live."""
@@ -252,6 +256,7 @@ async def expect_error(ws) -> dict[str, Any]:
     return status
 
 
+@pytest.mark.slow
 def test_a_bad_filter_gets_a_status_frame_and_the_connection_stays_usable(asgi_server, cookies, r) -> None:
     before = write(r, range(6))
 
@@ -278,6 +283,7 @@ def test_a_bad_filter_gets_a_status_frame_and_the_connection_stays_usable(asgi_s
     assert later == [i for i, f in live.items() if customer_is(4)(f)]
 
 
+@pytest.mark.slow
 def test_a_filter_changed_on_the_socket_goes_on_from_the_same_position(asgi_server, cookies, r) -> None:
     async def scenario() -> tuple[list[str], list[str], dict[str, Fields], dict[str, Fields]]:
         async with open_tail(asgi_server, cookies, KEY, filter="data.customer.id == 4") as ws:
@@ -296,6 +302,7 @@ def test_a_filter_changed_on_the_socket_goes_on_from_the_same_position(asgi_serv
     assert got2 == [i for i, f in second.items() if customer_is(42)(f)]
 
 
+@pytest.mark.slow
 def test_a_filtered_tail_says_how_far_it_read_so_a_resume_replays_only_what_is_new(
     asgi_server, cookies, r, settings
 ) -> None:

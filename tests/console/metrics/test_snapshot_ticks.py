@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from datetime import timedelta
 
+import pytest
 import redis
 from django.test import Client
 from django.utils import timezone
@@ -34,6 +35,7 @@ def _other_can_take(name: str) -> bool:
     return False
 
 
+@pytest.mark.slow
 def test_a_held_lock_outlives_its_timeout_and_is_released_after(db) -> None:
     with renewed_lock("lock:test-renewed", timeout_s=1.5) as held:
         assert held.acquired

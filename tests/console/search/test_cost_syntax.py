@@ -11,6 +11,7 @@ checked without a clock: a comprehension's estimate grows with the lists it runs
 from __future__ import annotations
 
 import cel
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -81,6 +82,7 @@ def _expressions() -> st.SearchStrategy[str]:
 
 @settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(text=_expressions())
+@pytest.mark.slow
 def test_whatever_cel_compiles_the_cost_check_reads(text: str) -> None:
     try:
         cel.compile(text)

@@ -143,6 +143,7 @@ def test_a_pattern_re2_refuses_is_a_400_naming_re2s_reason(
     assert "regular expression" in message and reason in message
 
 
+@pytest.mark.slow
 def test_time_budget_holds_per_entry_not_per_page(r: redis.Redis) -> None:
     """Each entry here costs milliseconds (CEL converts 1,000 maps): a 1 ms budget stops the step
     within the first page of 500, at the last entry it tested, and the next step resumes after it."""

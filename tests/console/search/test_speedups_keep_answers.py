@@ -370,6 +370,7 @@ def _same(fast: object, expected: object) -> bool:
 
 @settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(text=_expressions, env=_envs)
+@pytest.mark.slow
 def test_the_plain_python_evaluator_answers_as_cel(text: str, env: dict[str, Any]) -> None:
     """On any values a decoder can produce: the same value, or an error where CEL has one, or a refusal
     (:class:`Unknown`) that hands the entry to CEL."""

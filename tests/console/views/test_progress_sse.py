@@ -147,6 +147,7 @@ def test_resume_from_any_id_gives_exactly_the_remaining_events(
         assert as_tuples(list(messages(response))) == everything[4:]
 
 
+@pytest.mark.slow
 def test_a_disconnected_follower_stops_reading(
     asgi_server, http: httpx.Client, bus: Bus, r: redis.Redis, settings
 ) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import threading
 from urllib.parse import parse_qs, urlsplit
 
+import pytest
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import connection
@@ -82,6 +83,7 @@ def test_the_role_is_set_again_at_every_login(db, sso: OidcProvider, browser) ->
     assert role_groups("bob") == ["admin"]
 
 
+@pytest.mark.slow
 def test_an_open_tail_closes_when_a_new_login_takes_the_role_away(asgi_server, sso: OidcProvider, browser, r) -> None:
     """The sockets of a user demoted by the provider close at the next login (4403: the page reconnects
     under the new role), as they do when an admin changes the user's groups (tests/security/test_sockets.py)."""
