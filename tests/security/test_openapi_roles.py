@@ -4,7 +4,7 @@ The document's role comes from ``ACTION_ROLES`` (the table the gate checks), not
 declaration on the view. Two checks:
 
 - every operation of the document is called for real as viewer, operator and admin, in the route
-  matrix's world (``tests/security/test_route_matrix.py``: real objects, the test Redis), with an empty
+  matrix's world (``tests/security/routes.py``: real objects, the test Redis), with an empty
   body: a role below ``x-role`` gets the API's 403 ``forbidden``, the others anything but a 403 (the role
   check comes before the input is read, so an empty body still tells);
 - raising an action's role in ``ACTION_ROLES`` moves the document's ``x-role`` and the enforced role
@@ -22,11 +22,11 @@ from streams_app import services
 from streams_app.accounts.roles import Role
 from streams_app.views.api.openapi import openapi_document, openapi_path
 from tests.console.conftest import logged_in
-from tests.security import test_route_matrix as matrix
-from tests.security.test_route_matrix import SIGNED_IN, World, all_routes, url_of
+from tests.security import routes
+from tests.security.routes import SIGNED_IN, World, all_routes, url_of
 
-# The route matrix's world of real objects, as a fixture of this module.
-world = matrix.world
+# The route matrix's world of real objects (tests/security/routes.py), as a fixture of this module.
+world = routes.world
 
 _METHODS = ("get", "post")
 
