@@ -226,12 +226,49 @@ def _mask_rule_record(record: services.ActionRecord, obj: MaskRule) -> None:
 NAMES_KEPT = 50
 
 
-def _account(user: User) -> dict[str, Any]:
-    """What a row says of an account: its role and what makes it (groups, superuser, active)."""
-    fresh = User.objects.get(pk=user.pk)  # the role from the database, not a cached one on ``user``
-    groups = sorted(fresh.groups.values_list("name", flat=True)[:NAMES_KEPT])
-    return {"role": role_of(fresh).name.lower(), "groups": groups, "is_superuser": fresh.is_superuser,
-            "is_active": fresh.is_active, "is_staff": fresh.is_staff}
+class _AuditedSaves(admin.ModelAdmin):
+    """Each add, change and delete of the admin's form through the audit gate, with the object as it was
+    and as it is. The object's relations (a user's groups, a group's permissions) are saved after the
+    object (``save_related``), so the row is written there; the admin's form runs in one transaction, so
+    a refused or failed row leaves nothing half-saved."""
+
+    #: ``<prefix>.add``, ``.change`` and ``.delete`` in ``ACTION_ROLES``
+    audit_prefix = ""
+
+    def audit_state(self, obj: Any) -> dict[str, Any]:
+        """What a row says of ``obj``, read from the database (not from the unsaved form)."""
+        raise NotImplementedError
+
+    def audit_name(self, obj: Any) -> str:
+        raise NotImplementedError
+
+    def _identity(self, obj: Any) -> dict[str, Any]:
+        return {}
+
+    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
+        request._audit_before = self.audit_state(obj) if change and obj.pk else None  # type: ignore[attr-defined]  # one request's note
+        super().save_model(request, obj, form, change)
+
+    def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
+        obj = form.instance
+        action = f"{self.audit_prefix}.{'change' if change else 'add'}"
+        with services.action_audit(user=request.user, conn="", action=action) as record:
+            super().save_related(request, form, formsets, change)
+            before = {"before": getattr(request, "_audit_before", None)} if change else {}
+            record.params = {**self._identity(obj), **before, "after": self.audit_state(obj)}
+            record.target, record.affected = self.audit_name(obj), 1
+
+    def delete_model(self, request: HttpRequest, obj: Any) -> None:
+        params = {**self._identity(obj), "before": self.audit_state(obj)}
+        with services.action_audit(user=request.user, conn="", action=f"{self.audit_prefix}.delete",
+                                   target=self.audit_name(obj), params=params) as record:
+            super().delete_model(request, obj)
+            record.affected = 1
+
+    def delete_queryset(self, request: HttpRequest, queryset: Any) -> None:
+        """The admin's bulk delete: each object one attempt and one row."""
+        for obj in queryset:
+            self.delete_model(request, obj)
 
 
 admin.site.unregister(User)
@@ -239,26 +276,23 @@ admin.site.unregister(Group)
 
 
 @admin.register(User)
-class ConsoleUserAdmin(UserAdmin):
-    """Django's user admin, each add, change, password change and delete through the audit gate.
+class ConsoleUserAdmin(_AuditedSaves, UserAdmin):
+    """Django's user admin through the gate (``user.*``): the role, groups and flags before and after,
+    and a password set here as ``user.password`` without the password."""
 
-    A change's groups are saved after the user (``save_related``), so the row is written there, with
-    the account as it was before ``save_model`` and as it is after both; the admin's form runs in one
-    transaction, so a refused or failed row leaves nothing half-saved."""
+    audit_prefix = "user"
 
-    def save_model(self, request: HttpRequest, obj: User, form: Any, change: bool) -> None:
-        request._account_before = _account(obj) if change and obj.pk else None  # type: ignore[attr-defined]  # one request's note
-        super().save_model(request, obj, form, change)
+    def audit_state(self, obj: User) -> dict[str, Any]:
+        fresh = User.objects.get(pk=obj.pk)  # the role from the database, not one cached on ``obj``
+        groups = sorted(fresh.groups.values_list("name", flat=True)[:NAMES_KEPT])
+        return {"role": role_of(fresh).name.lower(), "groups": groups, "is_superuser": fresh.is_superuser,
+                "is_active": fresh.is_active, "is_staff": fresh.is_staff}
 
-    def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
-        user = form.instance
-        before = getattr(request, "_account_before", None)
-        action = "user.change" if change else "user.add"
-        with services.action_audit(user=request.user, conn="", action=action) as record:
-            super().save_related(request, form, formsets, change)
-            after = _account(user)
-            record.params = {"username": user.get_username(), **({"before": before} if change else {}), "after": after}
-            record.target, record.affected = f"user {user.get_username()}", 1
+    def audit_name(self, obj: User) -> str:
+        return f"user {obj.get_username()}"
+
+    def _identity(self, obj: User) -> dict[str, Any]:
+        return {"username": obj.get_username()}
 
     def user_change_password(self, request: HttpRequest, id: str, form_url: str = "") -> HttpResponse:
         if request.method != "POST":
@@ -276,49 +310,18 @@ class ConsoleUserAdmin(UserAdmin):
             attempt.error("The password form was not valid; the password is unchanged.")
         return response
 
-    def delete_model(self, request: HttpRequest, obj: User) -> None:
-        name = obj.get_username()
-        with services.action_audit(user=request.user, conn="", action="user.delete", target=f"user {name}",
-                                   params={"username": name, "before": _account(obj)}) as record:
-            super().delete_model(request, obj)
-            record.affected = 1
-
-    def delete_queryset(self, request: HttpRequest, queryset: Any) -> None:
-        """The admin's bulk delete: each user one attempt and one row."""
-        for obj in queryset:
-            self.delete_model(request, obj)
-
-
-def _group(group: Group) -> dict[str, Any]:
-    perms = sorted(group.permissions.values_list("codename", flat=True)[:NAMES_KEPT])
-    return {"name": group.name, "role_group": group.name in ROLE_GROUPS, "permissions": perms}
-
 
 @admin.register(Group)
-class ConsoleGroupAdmin(GroupAdmin):
-    """Django's group admin through the gate: renaming or deleting a role group changes who may do what."""
+class ConsoleGroupAdmin(_AuditedSaves, GroupAdmin):
+    """Django's group admin through the gate (``user_group.*``): renaming or deleting a role group
+    changes who may do what."""
 
-    def save_model(self, request: HttpRequest, obj: Group, form: Any, change: bool) -> None:
-        before = _group(Group.objects.get(pk=obj.pk)) if change and obj.pk else None
-        request._group_before = before  # type: ignore[attr-defined]  # one request's note
-        super().save_model(request, obj, form, change)
+    audit_prefix = "user_group"
 
-    def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
-        group = form.instance
-        before = getattr(request, "_group_before", None)
-        action = "user_group.change" if change else "user_group.add"
-        with services.action_audit(user=request.user, conn="", action=action) as record:
-            super().save_related(request, form, formsets, change)
-            record.params = {**({"before": before} if change else {}), "after": _group(group)}
-            record.target, record.affected = f"group {group.name}", 1
+    def audit_state(self, obj: Group) -> dict[str, Any]:
+        fresh = Group.objects.get(pk=obj.pk)
+        perms = sorted(fresh.permissions.values_list("codename", flat=True)[:NAMES_KEPT])
+        return {"name": fresh.name, "role_group": fresh.name in ROLE_GROUPS, "permissions": perms}
 
-    def delete_model(self, request: HttpRequest, obj: Group) -> None:
-        with services.action_audit(user=request.user, conn="", action="user_group.delete", target=f"group {obj.name}",
-                                   params={"before": _group(obj)}) as record:
-            super().delete_model(request, obj)
-            record.affected = 1
-
-    def delete_queryset(self, request: HttpRequest, queryset: Any) -> None:
-        """The admin's bulk delete: each group one attempt and one row."""
-        for obj in queryset:
-            self.delete_model(request, obj)
+    def audit_name(self, obj: Group) -> str:
+        return f"group {obj.name}"
