@@ -14,6 +14,7 @@ from ipaddress import IPv4Network, IPv6Network, ip_network
 from django.core.exceptions import ImproperlyConfigured
 
 from eventbus.connection import DEFAULT_PORT, ClusterValueError, split_mode
+from eventbus.families import Family, FamilyError, check_delimiter, parse_families
 from eventbus.sentinel import is_sentinel, sentinel_problem
 from eventbus.tls import tls_problem
 
@@ -208,3 +209,20 @@ def parse_unmasked_roles(raw: list[str], name: str = "BUSCONSOLE_UNMASKED_ROLES"
         if role not in known:
             raise ImproperlyConfigured(f"{name}: {role!r} is not a role; expected some of {', '.join(known)}.")
     return tuple(raw)
+
+
+def parse_stream_families(raw: str, name: str = "BUSCONSOLE_STREAM_FAMILIES") -> tuple[Family, ...]:
+    """The configured stream families (:func:`eventbus.families.parse_families`: a JSON list of globs or
+    ``{"name", "match"}`` objects); one that cannot be read stops start-up with the reason."""
+    try:
+        return parse_families(raw, name)
+    except FamilyError as exc:
+        raise ImproperlyConfigured(str(exc)) from None
+
+
+def parse_family_delimiter(raw: str, name: str = "BUSCONSOLE_FAMILY_DELIMITER") -> bytes:
+    """The byte detected families cut keys at (:func:`eventbus.families.check_delimiter`)."""
+    try:
+        return check_delimiter(raw, name)
+    except FamilyError as exc:
+        raise ImproperlyConfigured(str(exc)) from None

@@ -26,7 +26,9 @@ from busconsole.env import (
     envnetworks,
     envstr,
     parse_connections,
+    parse_family_delimiter,
     parse_mask_rules,
+    parse_stream_families,
     parse_unmasked_roles,
 )
 from eventbus.sentinel import is_sentinel
@@ -89,6 +91,16 @@ BUSCONSOLE_UNMASKED_ROLES = parse_unmasked_roles(envlist("BUSCONSOLE_UNMASKED_RO
 BUSCONSOLE_REDIS_TIMEOUT = float(envint("BUSCONSOLE_REDIS_TIMEOUT_MS", 5000)) / 1000
 # How many keys one streams-list page may SCAN before it stops and hands back a cursor.
 BUSCONSOLE_SCAN_BUDGET = envint("BUSCONSOLE_SCAN_BUDGET", 20000)
+# Stream families (docs/operations.md#stream-families): configured globs, a JSON list of "glob" or {"name", "match"},
+# refused at start-up when malformed; the rest are detected by cutting keys at the delimiter. The families
+# page reads at most BUSCONSOLE_FAMILY_SCAN_BUDGET keys per pass and says "looked at N of M" beyond it.
+BUSCONSOLE_STREAM_FAMILIES = parse_stream_families(envstr("BUSCONSOLE_STREAM_FAMILIES", ""))
+BUSCONSOLE_FAMILY_DELIMITER = parse_family_delimiter(envstr("BUSCONSOLE_FAMILY_DELIMITER", ":"))
+BUSCONSOLE_FAMILY_SCAN_BUDGET = envint("BUSCONSOLE_FAMILY_SCAN_BUDGET", 20000)
+if not 1000 <= BUSCONSOLE_FAMILY_SCAN_BUDGET <= 10_000_000:
+    raise ImproperlyConfigured(
+        f"BUSCONSOLE_FAMILY_SCAN_BUDGET must be 1000 to 10000000, not {BUSCONSOLE_FAMILY_SCAN_BUDGET}"
+    )
 # Characters of the payload preview a pending row or a dead letter's row shows (page and API), ellipsis included.
 BUSCONSOLE_PREVIEW_CHARS = envint("BUSCONSOLE_PREVIEW_CHARS", 80)
 if not 8 <= BUSCONSOLE_PREVIEW_CHARS <= 1000:

@@ -15,6 +15,7 @@ from django.urls import URLPattern, path
 from streams_app.views.api import actions, admin_actions, entries, openapi, read
 from streams_app.views.api import annotations as annotation_views  # the name annotations is __future__'s here
 from streams_app.views.api import export as export_api
+from streams_app.views.api import families as families_api
 from streams_app.views.api import journey as journey_api
 from streams_app.views.api import retries as retry_api
 from streams_app.views.api import saved_views as saved_view_api
@@ -40,6 +41,8 @@ def action(route: str, view: Callable[..., Any], name: str) -> list[URLPattern]:
 streams_routes = [
     path("connections/", read.connections, name="api-connections"),
     path("c/<conn:conn>/streams/", read.streams, name="api-streams"),
+    path("c/<conn:conn>/families/", families_api.families, name="api-families"),
+    path("c/<conn:conn>/families/<seg:family>/", families_api.family_members, name="api-family"),
 ]
 
 stream_routes = [

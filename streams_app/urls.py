@@ -22,6 +22,7 @@ from streams_app.views import (
     dlq_entry,
     dlq_triage,
     entry_add,
+    families,
     group,
     handlers,
     jobs,
@@ -60,6 +61,12 @@ overview_routes = [
 
 streams_routes = [
     path("c/<conn:conn>/streams/", streams.streams_list, name="streams"),
+]
+
+# Stream families: a row per family, and a family's members (its glob as one path segment).
+family_routes = [
+    path("c/<conn:conn>/families/", families.families_list, name="families"),
+    path("c/<conn:conn>/families/<seg:family>/", families.family_members, name="family"),
 ]
 
 stream_routes = [
@@ -206,6 +213,7 @@ metrics_routes = [
 urlpatterns = [
     *overview_routes,
     *streams_routes,
+    *family_routes,
     *stream_routes,
     *entry_routes,
     *group_routes,

@@ -71,6 +71,21 @@ class StreamsForm(forms.Form):
         return data
 
 
+class FamiliesForm(forms.Form):
+    """The families page: a page of rows (``offset``), or of one family's members (``cursor``)."""
+
+    cursor = forms.IntegerField(required=False, min_value=0, max_value=2**64 - 1)
+    offset = forms.IntegerField(required=False, min_value=0, max_value=2**63 - 1)
+    count = forms.IntegerField(required=False, min_value=1, max_value=MAX_PAGE)
+
+    def clean(self):
+        data = super().clean()
+        data["cursor"] = data.get("cursor") or 0
+        data["offset"] = data.get("offset") or 0
+        data["count"] = data.get("count") or DEFAULT_PAGE
+        return data
+
+
 class EntriesForm(forms.Form):
     order = forms.ChoiceField(required=False, choices=[("desc", "newest first"), ("asc", "oldest first")])
     after = EntryIdField(required=False, allow_bare=True)

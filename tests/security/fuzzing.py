@@ -118,9 +118,9 @@ class Bus:
         if "{consumer}" in path:
             return [{"conn": "default", "key": "orders", "group": "billing", "consumer": name}
                     for name in ("worker-1", "idle-1")]
-        return [{"conn": "default", "key": "orders", "group": "billing"},
+        return [{"conn": "default", "key": "orders", "group": "billing", "family": "orders"},
                 {"conn": "default", "key": "orders", "group": "billing"},  # the one the IDs are real in, twice
-                {"conn": "default", "key": seg(ODD_KEY), "group": seg(ODD_GROUP)},
+                {"conn": "default", "key": seg(ODD_KEY), "group": seg(ODD_GROUP), "family": seg("*:dlq")},
                 {"conn": "default", "key": seg(BINARY_KEY), "group": seg(BINARY_GROUP)},
                 {"conn": "default", "key": "edge", "group": "g"}]
 

@@ -176,6 +176,11 @@ ROUTES: dict[str, Route] = {
     # the JSON API
     "api/v1/connections/": READ,
     "api/v1/c/<conn:conn>/streams/": READ,
+    # stream families: the rows of one bounded pass, and a family's members (the world's family: "orders")
+    "c/<conn:conn>/families/": READ,
+    "c/<conn:conn>/families/<seg:family>/": READ,
+    "api/v1/c/<conn:conn>/families/": READ,
+    "api/v1/c/<conn:conn>/families/<seg:family>/": READ,
     "api/v1/c/<conn:conn>/streams/<seg:key>/": READ,
     "api/v1/c/<conn:conn>/streams/<seg:key>/entries/": Route("read", "operator"),  # GET reads, POST adds one
     "api/v1/c/<conn:conn>/streams/<seg:key>/groups/": READ,
@@ -286,7 +291,7 @@ def world(r: redis.Redis, viewer: User, operator: User, admin_user: User, outsid
     mirror.mirror_sync(conn=CONN)
     snapshots.snapshot_take(tick=snapshots.snapshot_tick_for(now=timezone.now()))
     values = {
-        "conn": CONN, "key": "orders", "group": "workers", "consumer": "c1", "entry_id": entry_id,
+        "conn": CONN, "key": "orders", "family": "orders", "group": "workers", "consumer": "c1", "entry_id": entry_id,
         "dlq_entry_id": dlq_entry_id,
         "job_id": str(job.pk), "rule_id": str(rule.pk), "token_id": str(token.pk), "view_id": str(saved_view.pk),
         # the admin site's regex routes

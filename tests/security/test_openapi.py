@@ -33,7 +33,7 @@ from tests.console.helpers import bearer, seg
 from tests.console.services.helpers import orders_bus
 
 # Values for the path parameters when a route is called: they name the orders bus.
-PATH_VALUES = {"conn": "default", "key": seg("orders"), "group": "billing", "consumer": "worker-1", "job_id": "1", "view_id": "1"}
+PATH_VALUES = {"conn": "default", "key": seg("orders"), "family": seg("orders"), "group": "billing", "consumer": "worker-1", "job_id": "1", "view_id": "1"}
 
 
 def _api_routes() -> Iterator[tuple[str, URLPattern]]:
@@ -174,6 +174,11 @@ def test_every_operation_answers_as_documented(doc, admin_user, api_token, bus, 
     c.call("get", "/api/v1/connections/", status=200)
     c.call("get", S, status=200)
     c.call("get", S, status=200, query="?sort=length&count=1")
+    # stream families: the rows of one pass, a family's members, a bad count
+    families = c.call("get", "/api/v1/c/{conn}/families/", status=200)
+    assert any(row["pattern"] == "orders" for row in families["families"])
+    c.call("get", "/api/v1/c/{conn}/families/{family}/", status=200, query="?count=5")
+    c.call("get", "/api/v1/c/{conn}/families/", status=400, query="?count=0")
     c.call("get", K, status=200)
     c.call("get", K + "entries/", status=200, query="?count=3")
     c.call("post", K + "entries/", {"fields": {"type": "order.created", "data": {"order_id": 99}}}, status=201)

@@ -99,6 +99,62 @@ class StreamsScanReply(Reply):
     missed: list[str] = []
 
 
+class FamilyMember(Reply):
+    key: str
+    url: str
+    length: int
+
+
+class FamilyRowReply(Reply):
+    """One family: ``pattern`` is its glob as text, ``kind`` where it comes from (``configured``, ``detected``
+    from the keys' shape, or ``key``: a key alone); ``url`` its members' page (null for a glob too long to
+    carry in a path); ``dlq_depth`` the entries of the DLQs feeding back into its streams."""
+
+    name: str
+    pattern: str
+    kind: Literal["configured", "detected", "key"]
+    url: str | None
+    api_url: str | None
+    stream_url: str | None
+    keys: int
+    entries: int
+    groups: int
+    pending: int
+    dlq_depth: int
+    dlq_keys: int
+    oldest_id: EntryIdText | None
+    newest_id: EntryIdText | None
+    busiest: list[FamilyMember]
+
+
+class FamiliesReply(Reply):
+    """The families one bounded pass found: ``looked_at`` of ``keys_total`` keys (DBSIZE); ``complete`` is
+    false when the pass stopped at its budget (``BUSCONSOLE_FAMILY_SCAN_BUDGET``) or primaries did not
+    answer (``missed``). ``total`` families, ``next_offset`` pages through them."""
+
+    families: list[FamilyRowReply]
+    total: int
+    next_offset: int | None
+    streams: int
+    looked_at: int
+    keys_total: int | None  # null: the server refused DBSIZE
+    complete: bool
+    missed: list[str]
+
+
+class FamilyMembersReply(Reply):
+    """One page of a family's streams (``next_cursor`` continues the SCAN of its glob; null when done)."""
+
+    name: str
+    pattern: str
+    kind: Literal["configured", "detected", "key"]
+    streams: list[StreamRow]
+    next_cursor: int | None
+    scanned: int
+    complete: bool
+    missed: list[str]
+
+
 class StreamsFromMirrorReply(Reply):
     """A ``sort`` once the mirror holds the connection: every stream ranked in the database, like the
     page. ``as_of`` is the mirror's last sync; ``stale`` says it is older than three sync intervals.

@@ -506,6 +506,15 @@ class StreamsQuery(Query):
     offset: query_int(ge=0, le=I64_MAX) = 0  # type: ignore[valid-type]  # pydantic reads the Annotated type this call builds; mypy takes no call as a type
 
 
+class FamiliesQuery(Query):
+    """One page of the family rows (``offset``, ``count``) of one bounded pass, or of a family's members
+    (``cursor``: the value a reply gave, opaque, continuing a SCAN over every primary)."""
+
+    offset: query_int(ge=0, le=I64_MAX) = 0  # type: ignore[valid-type]  # pydantic reads the Annotated type this call builds; mypy takes no call as a type
+    cursor: query_int(ge=0, le=2**64 - 1) = 0  # type: ignore[valid-type]  # pydantic reads the Annotated type this call builds; mypy takes no call as a type
+    count: query_int(ge=1, le=MAX_PAGE) = DEFAULT_PAGE  # type: ignore[valid-type]  # pydantic reads the Annotated type this call builds; mypy takes no call as a type
+
+
 class EntriesQuery(Query):
     """At most one of ``after`` and ``before`` (exclusive cursors) and ``at`` (an ID or a time)."""
 
