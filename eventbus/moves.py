@@ -44,6 +44,16 @@ Why records and leases rather than a marker in the copy: finding a copy by a fie
 scanning the target, and a lease is what lets the records be dropped as soon as an entry is moved,
 so a bulk requeue of a million entries does not leave a million records behind.
 
+**Consecutive batches, pipelined** (:class:`Release`, :func:`queue_release`, :func:`queue_forget`,
+:func:`queue_add`, :func:`execute`): a caller moving a DLQ batch after batch may send the steps of
+several batches together, one pipeline per round trip: the release of batch N and the lease of batch
+N+2 to the DLQ's node, the forget of N-1 and the add of N+1 to the targets' nodes, in the same round
+trip, so that both nodes work at once instead of waiting on each other. Each step of a batch is sent
+only after the step before it, for that batch, has answered, so every state a kill can leave is one
+of the three above, for at most three batches at once; and a caller that saves where to resume must
+save a point before every batch not yet released (a batch read after it is only re-read: leased again
+by the same owner, added from its records).
+
 The keys are named to share a slot (:func:`slot_twin`): ``{<DLQ's tag>}`` + :data:`LEASE_PREFIX` + DLQ and
 ``{<target's tag>}`` + :data:`RECORD_PREFIX` + DLQ.
 The clients passed in are redis-py's sync ``Redis`` or ``RedisCluster`` with bytes replies; the
@@ -53,11 +63,13 @@ caller translates errors.
 from __future__ import annotations
 
 import functools
-from collections.abc import Collection, Sequence
+import hashlib
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from redis.crc import key_slot
+from redis.exceptions import NoScriptError
 
 from .keys import hash_tag
 from .scripts import source
@@ -188,35 +200,65 @@ def add_packed_and_release(
 
     The packed entries go to ``lua/move_add.lua`` unread. Every target is added to before the first
     :func:`release`; for each entry the steps keep the order of :func:`add_and_release`.
+    ``order`` and ``at_head``: see :func:`release_plan`.
+    """
+    results = [
+        _add(client, dlq_key, item.target, item.ids, [RECORD_TTL_MS, b"packed", item.packed]) for item in batch
+    ]
+    plan = release_plan(dlq_key, batch, results, order=order, at_head=at_head)
+    for n, (item, moved) in enumerate(zip(batch, results, strict=True)):
+        done = [entry_id for entry_id, _ in moved.added]
+        # The first release trims for every target: all of them were added to by now.
+        release(client, dlq_key, item.target, done, item.ids, trim_below=plan.trim_below if n == 0 else None,
+                trimmed=plan.trimmed)  # fmt: skip
+    return results
+
+
+@dataclass(frozen=True, slots=True)
+class Release:
+    """Steps 3 and 4 of one batch added to its targets: what leaves the DLQ and what is dropped after."""
+
+    dlq_key: bytes
+    trim_below: str | None  # XTRIM MINID: every entry left below it is done
+    trimmed: frozenset[str]  # the done entries that XTRIM drops (the rest are XDELed)
+    done: tuple[tuple[bytes, tuple[str, ...]], ...]  # per target: the IDs added, whose records go
+    leased: tuple[str, ...]  # every ID of the batch leased, added or not: their leases go
+    clean: bool  # every entry of ``order`` was added: the batch leaves nothing in the DLQ
+
+
+def release_plan(
+    dlq_key: bytes, batch: Sequence[Packed], results: Sequence[Moved], *, order: Sequence[str], at_head: bool
+) -> Release:
+    """What releasing ``batch`` (added to its targets with ``results``) does.
 
     ``order`` is the IDs of the batch still in the DLQ, as read (one XRANGE); ``at_head`` says nothing
     in the DLQ was older than them (it stays so: nothing can be added below an existing entry). Then
     the leading run of ``order`` that was added is exactly the DLQ's entries below its last one, and
     the release drops them by one XTRIM MINID.
     """
-    results: list[Moved] = []
     added: set[str] = set()
-    for item in batch:
-        moved = _add(client, dlq_key, item.target, item.ids, [RECORD_TTL_MS, b"packed", item.packed])
-        results.append(moved)
-        added.update(entry_id for entry_id, _ in moved.added)
+    done: list[tuple[bytes, tuple[str, ...]]] = []
+    for item, moved in zip(batch, results, strict=True):
+        ids = tuple(entry_id for entry_id, _ in moved.added)
+        added.update(ids)
+        done.append((item.target, ids))
     run = 0
     if at_head:
         while run < len(order) and order[run] in added:
             run += 1
     trim_below = order[run - 1] if run > 1 else None
     trimmed = frozenset(order[: run - 1]) if trim_below else frozenset()
-    for n, (item, moved) in enumerate(zip(batch, results, strict=True)):
-        done = [entry_id for entry_id, _ in moved.added]
-        # The first release trims for every target: all of them were added to by now.
-        release(client, dlq_key, item.target, done, item.ids, trim_below=trim_below if n == 0 else None,
-                trimmed=trimmed)  # fmt: skip
-    return results
+    leased = tuple(entry_id for item in batch for entry_id in item.ids)
+    clean = all(entry_id in added for entry_id in order)
+    return Release(dlq_key, trim_below, trimmed, tuple(done), leased, clean)
 
 
 def _add(client: Any, dlq_key: bytes, target: bytes, ids: Sequence[str], args: list[object]) -> Moved:
     """Step 2: ``lua/move_add.lua`` with ``args``, its replies sorted into added and failed."""
-    replies = _run(client, "move_add", [target, record_key(dlq_key, target)], args)
+    return _outcome(ids, _run(client, "move_add", [target, record_key(dlq_key, target)], args))
+
+
+def _outcome(ids: Sequence[str], replies: Sequence[bytes]) -> Moved:
     added: list[tuple[str, str]] = []
     failed: list[tuple[str, str]] = []
     for entry_id, reply in zip(ids, replies, strict=True):
@@ -261,3 +303,69 @@ def _run(client: Any, name: str, keys: Sequence[bytes], args: Sequence[object]) 
     """Run ``lua/<name>.lua`` on ``client`` (EVALSHA, loaded on NOSCRIPT). Registering is a SHA1 of the
     source, not a round trip, so it is not cached per client."""
     return client.register_script(source(name))(keys=keys, args=args)
+
+
+# ---------------------------------------------------------------- the steps of several batches in one pipeline
+
+Command = tuple[object, ...]
+"""One command of a pipeline, as ``execute_command`` takes it."""
+
+
+def sha_of(text: str) -> str:
+    """The SHA1 EVALSHA names a script by."""
+    return hashlib.sha1(text.encode()).hexdigest()
+
+
+_MOVE_ADD_SHA = sha_of(source("move_add"))
+
+
+def queue_add(dlq_key: bytes, item: Packed) -> Command:
+    """Step 2 of a packed batch for one target (``lua/move_add.lua``), to send in a pipeline; its reply
+    goes to :func:`add_outcome`."""
+    return ("EVALSHA", _MOVE_ADD_SHA, 2, item.target, record_key(dlq_key, item.target), RECORD_TTL_MS, b"packed",
+            item.packed)  # fmt: skip
+
+
+def add_outcome(item: Packed, reply: Sequence[bytes]) -> Moved:
+    """The reply of a :func:`queue_add` sorted into added and failed."""
+    return _outcome(item.ids, reply)
+
+
+def queue_release(release: Release) -> list[Command]:
+    """Step 3 of a batch (the DLQ's node): drop the done entries and every lease of the batch."""
+    commands: list[Command] = []
+    if release.trim_below:
+        commands.append(("XTRIM", release.dlq_key, "MINID", release.trim_below))
+    rest = [entry_id for _, ids in release.done for entry_id in ids if entry_id not in release.trimmed]
+    if rest:
+        commands.append(("XDEL", release.dlq_key, *rest))
+    if release.leased:
+        commands.append(("HDEL", lease_key(release.dlq_key), *release.leased))
+    return commands
+
+
+def queue_forget(release: Release) -> list[Command]:
+    """Step 4 of a batch whose :func:`queue_release` has answered (each target's node): drop its records."""
+    return [("HDEL", record_key(release.dlq_key, target), *ids) for target, ids in release.done if ids]
+
+
+def execute(client: Any, commands: Sequence[Command], *, scripts: Mapping[str, str] = {}) -> list[Any]:  # noqa: B006 - read only
+    """Send ``commands`` in one pipeline (on a cluster, one per node, all written before any is read)
+    and return their replies; an error is raised once all have run.
+
+    A script a server does not know (NOSCRIPT: restarted, failed over) is loaded and that command alone
+    sent again, after the others: ``scripts`` maps a SHA1 to its source (``lua/move_add.lua`` is known).
+    """
+    pipe = client.pipeline(transaction=False)
+    for command in commands:
+        pipe.execute_command(*command)
+    replies = list(pipe.execute(raise_on_error=False))
+    known = {_MOVE_ADD_SHA: source("move_add"), **scripts}
+    for n, reply in enumerate(replies):
+        if isinstance(reply, NoScriptError) and commands[n][0] == "EVALSHA":
+            client.script_load(known[str(commands[n][1])])
+            replies[n] = client.execute_command(*commands[n])
+    for reply in replies:
+        if isinstance(reply, Exception):
+            raise reply
+    return replies

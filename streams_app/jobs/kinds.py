@@ -9,7 +9,9 @@ worker dies between a batch and the save of its cursor:
   in the DLQ, so a batch replayed from an older cursor finds its entries gone; on Redis Cluster, an
   entry bound for another slot moves in steps under the job's own lease (``job:<id>``), so a resumed
   run finishes what the killed one leased and adds nothing twice
-  (:mod:`streams_app.redis_ops.actions.moves`);
+  (:mod:`streams_app.redis_ops.actions.moves`); the steps of consecutive batches travel together
+  (:class:`~streams_app.redis_ops.actions.requeue_run.RequeueRun`), and the job saves only after
+  finishing the batches in flight, so its saved cursor and count are exact and a cancel leaves no lease;
 * replay: the access layer keeps the cursor in the monitored Redis (``job_key``, placed in the target's
   hash slot), advanced by the same script that writes the copies, and a resumed run starts from that
   cursor.
@@ -92,20 +94,24 @@ def requeue_all_run(job: Job, progress: Progress) -> None:
     progress.save(done=done, total=total, progress=state, force=True)
     batch = _batch(job)
     rechecks = 0
+    run = actions.RequeueRun(conn, key, up_to=up_to, after=cursor, batch=batch, owner=f"job:{job.pk}", itemize=False)
     while True:
-        started_after = cursor
-        step = actions.requeue_range(
-            conn, key, up_to=up_to, after=cursor, batch=batch, owner=f"job:{job.pk}", itemize=False
-        )
-        done += step.moved
+        started_after = run.last
+        step = run.step()
+        # Saved only once the batches in flight are finished (drained): a stop at the save (cancelled,
+        # lock lost) then leaves no lease and no copy of an entry still in the DLQ, and the cursor and the
+        # count are exact.
+        steps = [step, run.drain()] if step.cursor is not None and progress.due() else [step]
+        for part in steps:
+            done += part.moved
+            _count_targets(targets, more, part.per_target)
+            missing += len(part.result.missing)
+            failed += len(part.result.failed)
+            for failure in part.result.failed:
+                if len(reasons) < 5 and failure.reason not in reasons:
+                    reasons.append(failure.reason)
         rechecks = 0 if step.moved else rechecks
-        _count_targets(targets, more, step.per_target)
-        missing += len(step.result.missing)
-        failed += len(step.result.failed)
-        for failure in step.result.failed:
-            if len(reasons) < 5 and failure.reason not in reasons:
-                reasons.append(failure.reason)
-        cursor = step.cursor
+        cursor = step.cursor if len(steps) == 1 else run.cursor
         if cursor is None and actions.requeue_left(conn, key, after=step.last or started_after, up_to=up_to):
             # A short batch, yet the DLQ holds entries past it: that batch was answered by a server that
             # is not the primary's view (right after a failover). Never "done" with dead letters left:
@@ -120,9 +126,11 @@ def requeue_all_run(job: Job, progress: Progress) -> None:
             log.warning("job %s: a short batch left dead letters in %r; reading again", job.pk, key)
             time.sleep(RECHECK_PAUSE_S * rechecks)
             cursor = step.last or started_after
+            run = actions.RequeueRun(conn, key, up_to=up_to, after=cursor, batch=batch, owner=f"job:{job.pk}",
+                                     itemize=False)  # fmt: skip
             if cursor is None:
                 continue
-        if cursor is None or progress.due():
+        if cursor is None or len(steps) > 1:
             # The DLQ's mark goes with the count it matches, in the same save (see the module docstring).
             audit = {**audit, "copies_ms": [audit["copies_ms"][0], server_ms(conn)], "moved": done,
                      **_targets_audit(targets, more)}  # fmt: skip

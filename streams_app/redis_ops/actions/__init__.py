@@ -29,7 +29,8 @@ named with a ``{tag}`` of the slot they must share (:func:`._common.slot_twin`).
 
 Layout: :mod:`.claims` (claim, autoclaim, ack), :mod:`.rewind`, :mod:`.dlq` (requeue, delete, purge;
 listing a DLQ's entries is a read, :mod:`..reads.dlq`), :mod:`.moves` (requeue across slots),
-:mod:`.replay`, :mod:`.admin` (delete a consumer or a group, trim, delete entries: admin only) and
+:mod:`.requeue_run` (a bulk requeue's batches, pipelined across slots), :mod:`.replay`, :mod:`.admin`
+(delete a consumer or a group, trim, delete entries: admin only) and
 :mod:`._common` (constants, script loading, slots, validation). Callers keep using
 ``from streams_app.redis_ops import actions`` and ``actions.<name>``.
 """
@@ -84,6 +85,7 @@ from .replay import (
     replay_range,
     resolve_range,
 )
+from .requeue_run import RequeueRun
 from .rewind import RewindPlan, rewind, rewind_preview
 
 __all__ = [
@@ -100,6 +102,7 @@ __all__ = [
     "RequeueBatch",
     "RequeueFailure",
     "RequeueResult",
+    "RequeueRun",
     "Requeued",
     "RewindPlan",
     "TrimPlan",

@@ -235,15 +235,25 @@ def _request_owner() -> str:
     return "request:" + uuid.uuid4().hex
 
 
-def _rule_outcomes(
-    conn: str, dlq_key: bytes, reply: Sequence[Any], *, owner: str, itemize: bool
-) -> tuple[RequeueResult, int, dict[bytes, int]]:
-    """Turn ``requeue_rule.lua``'s reply into a result: add the entries it leased (cluster) to their
-    targets on their own nodes, and plan and move declined entries in Python. Returns the result,
-    how many entries were requeued in all and how many to each stream; with ``itemize=False`` the result
-    lists none of them (the script did not name those it moved: ``reply[3]`` counts them, ``reply[6]``
-    per target)."""
-    moved = 0 if itemize else int(reply[3])
+@dataclass(slots=True)
+class RuleBatch:
+    """One reply of ``requeue_rule.lua`` read: what the script did, and what is left for the client."""
+
+    scanned: int
+    last: str | None  # the last DLQ ID read
+    moved: int  # entries the script moved (to the target in the DLQ's slot)
+    per_target: dict[bytes, int]  # of those, per stream
+    requeued: list[Requeued]  # of those, each (itemized replies only)
+    failed: list[RequeueFailure]  # left in the DLQ: leased to another mover, or the XADD refused
+    declined: list[str]  # left for the conventions to plan (:func:`requeue`)
+    packs: list[Packed]  # leased to the caller, per target in another slot: to add there
+    still: list[str]  # the batch's IDs still in the DLQ, as read
+    at_head: bool  # nothing in the DLQ is older than the batch
+
+
+def rule_batch(reply: Sequence[Any], *, itemize: bool) -> RuleBatch:
+    """Read ``requeue_rule.lua``'s reply (see the script for its layout); with ``itemize=False``
+    the entries the script moved are not named, only counted (``reply[3]``, ``reply[6]`` per target)."""
     per_target: dict[bytes, int] = {}
     for target, count in zip(reply[2], reply[6], strict=True):
         if int(count):
@@ -252,7 +262,7 @@ def _rule_outcomes(
     failed: list[RequeueFailure] = []
     declined: list[str] = []
     leased: dict[int, list[str]] = {}  # target's index -> IDs, in the order of its packed entries
-    still: list[str] = []  # the batch's IDs still in the DLQ, as read
+    still: list[str] = []
     targets = [b"", *reply[2]]
     for i in range(7, len(reply), 3):
         entry_id, target, outcome = reply[i].decode(), targets[reply[i + 1]], reply[i + 2]
@@ -268,27 +278,54 @@ def _rule_outcomes(
             requeued.append(Requeued(dlq_id=entry_id, stream=target, new_id=outcome.decode()))
             continue
         still.append(entry_id)
-    if leased:
-        batch = [Packed(targets[index], tuple(ids), reply[4][index - 1]) for index, ids in leased.items()]
-        outcomes = add_packed_and_release(conn, dlq_key, batch, order=still, at_head=bool(reply[5]))
-        for item, done in zip(batch, outcomes, strict=True):
+    packs = [Packed(targets[index], tuple(ids), reply[4][index - 1]) for index, ids in leased.items()]
+    scanned = int(reply[0])
+    return RuleBatch(
+        scanned=scanned, last=reply_text(reply[1]) if scanned else None,
+        moved=len(requeued) if itemize else int(reply[3]), per_target=per_target, requeued=requeued,
+        failed=failed, declined=declined, packs=packs, still=still, at_head=bool(reply[5]),
+    )  # fmt: skip
+
+
+def _rule_outcomes(
+    conn: str, dlq_key: bytes, reply: Sequence[Any], *, owner: str, itemize: bool
+) -> tuple[RequeueResult, int, dict[bytes, int]]:
+    """Turn ``requeue_rule.lua``'s reply into a result: add the entries it leased (cluster) to their
+    targets on their own nodes, and plan and move declined entries in Python. Returns the result,
+    how many entries were requeued in all and how many to each stream; with ``itemize=False`` the result
+    lists none of them."""
+    batch = rule_batch(reply, itemize=itemize)
+    moved, per_target, requeued, failed = batch.moved, batch.per_target, batch.requeued, batch.failed
+    if batch.packs:
+        outcomes = add_packed_and_release(conn, dlq_key, batch.packs, order=batch.still, at_head=batch.at_head)
+        for item, done in zip(batch.packs, outcomes, strict=True):
             if itemize:
                 requeued += [Requeued(entry_id, item.target, new_id) for entry_id, new_id in done.added]
             moved += len(done.added)
             if done.added:
                 per_target[item.target] = per_target.get(item.target, 0) + len(done.added)
             failed += [RequeueFailure(entry_id, reason) for entry_id, reason in done.failed]
-    missing: list[str] = []
-    for start in range(0, len(declined), MAX_IDS):
-        rest = requeue(conn, dlq_key, ids=declined[start : start + MAX_IDS], owner=owner)
-        requeued += rest.requeued if itemize else ()
-        moved += len(rest.requeued)
-        _per_target(rest.requeued, per_target)
-        missing += rest.missing
-        failed += rest.failed
+    rest = requeue_declined(conn, dlq_key, batch.declined, owner=owner)
+    requeued += rest.requeued if itemize else ()
+    moved += len(rest.requeued)
+    _per_target(rest.requeued, per_target)
+    failed += rest.failed
     if itemize:
         moved = len(requeued)
-    return RequeueResult(requeued=tuple(requeued), missing=tuple(missing), failed=tuple(failed)), moved, per_target
+    return RequeueResult(requeued=tuple(requeued), missing=rest.missing, failed=tuple(failed)), moved, per_target
+
+
+def requeue_declined(conn: str, dlq_key: bytes, declined: Sequence[str], *, owner: str) -> RequeueResult:
+    """The entries ``requeue_rule.lua`` declined, planned by the conventions and moved (:func:`requeue`)."""
+    requeued: list[Requeued] = []
+    missing: list[str] = []
+    failed: list[RequeueFailure] = []
+    for start in range(0, len(declined), MAX_IDS):
+        rest = requeue(conn, dlq_key, ids=declined[start : start + MAX_IDS], owner=owner)
+        requeued += rest.requeued
+        missing += rest.missing
+        failed += rest.failed
+    return RequeueResult(requeued=tuple(requeued), missing=tuple(missing), failed=tuple(failed))
 
 
 def _requeue_entries(

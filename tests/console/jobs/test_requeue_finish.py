@@ -18,6 +18,7 @@ from streams_app.jobs import kinds
 from streams_app.jobs import runner as jobs
 from streams_app.redis_ops import actions
 from streams_app.redis_ops import client as redis_client
+from streams_app.redis_ops.actions import requeue_run
 from streams_app.redis_ops.errors import Unreachable
 from tests.console.helpers import CONN
 from tests.console.jobs.helpers import dead_letters, field_values, job_state
@@ -49,7 +50,7 @@ def _stale_for(monkeypatch, calls: int) -> list[str]:
         where.append(to)
         return real(to, key, **kwargs)
 
-    monkeypatch.setattr(kinds.actions, "requeue_range", routed)
+    monkeypatch.setattr(requeue_run, "requeue_range", routed)  # the job's batches, one by one on one server
     monkeypatch.setattr(kinds, "RECHECK_PAUSE_S", 0.01)
     return where
 
