@@ -379,6 +379,11 @@ if BUSCONSOLE_RETENTION_RAW_H < 2 or BUSCONSOLE_RETENTION_1M_D < 1 or BUSCONSOLE
 # The mirror sync is incremental (only streams whose facts changed are rewritten); a full pass, which also
 # marks vanished streams deleted and refreshes every consumer's idle time, runs at most every FULL_EVERY_S.
 BUSCONSOLE_MIRROR_FULL_EVERY_S = envint("BUSCONSOLE_MIRROR_FULL_EVERY_S", 300)
+# A full pass goes through at most PASS_KEYS streams (and half the interval) per tick, going on from its
+# SCAN cursor at the next tick; nothing is marked deleted until it has seen every key. 0: in one go.
+BUSCONSOLE_MIRROR_PASS_KEYS = envint("BUSCONSOLE_MIRROR_PASS_KEYS", 20000)
+if BUSCONSOLE_MIRROR_PASS_KEYS < 0:
+    raise ImproperlyConfigured("BUSCONSOLE_MIRROR_PASS_KEYS must be >= 0")
 # /metrics: aggregates per connection, plus per-object series for the TOP_N largest streams, the TOP_N groups
 # with the most lag and with the most pending, the TOP_N deepest DLQs, and every stream matching an INCLUDE glob
 # (Redis glob syntax, comma-separated), never one matching an EXCLUDE glob; at most MAX_SERIES per-object series

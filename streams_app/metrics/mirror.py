@@ -10,8 +10,9 @@ and consumers in line with Redis. It runs in one of two ways:
   whose digest changed (or that are new, or came back). On a bus where a few hundred of 100k streams move
   between two syncs, that is a few hundred streams' worth of XINFO CONSUMERS and rows;
 - a *full* pass (the first sync of a connection, then at most every BUSCONSOLE_MIRROR_FULL_EVERY_S
-  seconds) reads and rewrites everything, and is the only one that marks vanished streams deleted (an
-  incremental pass cannot tell a vanished stream from one it did not look at). Consumer idle times of
+  seconds; the beat does it in parts across ticks, :mod:`.mirror_pass`) reads and rewrites everything,
+  and is the only one that marks vanished streams deleted (an incremental pass cannot tell a vanished
+  stream from one it did not look at). Consumer idle times of
   groups that did not change are refreshed by it too: between two full passes they are as of the row's
   ``last_seen``, which is what the consumer-inactive alert compares (it never overstates an idle time).
 
@@ -106,6 +107,8 @@ class SyncResult:
     full: bool = True
     streams_written: int = 0  # streams whose rows this sync compared and rewrote (all of them on a full pass)
     missed: tuple[str, ...] = ()  # cluster primaries not read: their streams were left as they were
+    pass_complete: bool = True  # False: a part of a full pass done across ticks (:mod:`.mirror_pass`), more to come
+    pass_streams: int = 0  # streams the pass in parts has written so far (this part included)
 
 
 # ------------------------------------------------------------------------------- values of a row
@@ -358,20 +361,20 @@ def _mirror_sync(conn: str, *, full: bool) -> SyncResult:
          "consumers_deleted"), 0)
     for part in chunks(changed, SYNC_CHUNK):
         with transaction.atomic():
-            _sync_chunk(conn, part, now=now, totals=totals)
+            sync_chunk(conn, part, now=now, totals=totals)
     deleted = 0
     if full and not missed:
-        deleted = _mark_vanished(conn, {name_hash(s.key) for s in facts.streams}, now=now)
+        deleted = mark_vanished(conn, now=now, present={name_hash(s.key) for s in facts.streams})
 
     if full:
-        _statistics_refresh()
+        statistics_refresh()
     duration_ms = int((time.perf_counter() - started) * 1000)
     state_defaults: dict[str, Any] = {
         "synced_at": now, "full": full, "duration_ms": duration_ms, "redis_ms": redis_ms,
         "streams": len(facts.streams), "streams_written": len(changed), "partial": ", ".join(missed),
     }
     if full:
-        state_defaults["full_synced_at"] = now
+        state_defaults.update(full_synced_at=now, pass_cursor=None)  # a pass in parts under way is done by this one
     MirrorState.objects.update_or_create(connection=conn, defaults=state_defaults)
     return SyncResult(
         conn=conn,
@@ -394,7 +397,7 @@ def _mirror_sync(conn: str, *, full: bool) -> SyncResult:
     )
 
 
-def _sync_chunk(conn: str, streams: Sequence[StreamInfo], *, now: datetime, totals: dict[str, int]) -> None:
+def sync_chunk(conn: str, streams: Sequence[StreamInfo], *, now: datetime, totals: dict[str, int]) -> None:
     """Write ``streams`` with their groups and consumers (inside a transaction); add what changed to ``totals``."""
     s_up = _streams_upsert(conn, streams, now=now)
     ids = s_up.ids
@@ -438,7 +441,7 @@ def _group_rows(stream_ids_by_hash: dict[str, int]) -> list[tuple[int]]:
     return _rows_in(GroupMirror.objects.all(), "stream_id", sorted(stream_ids_by_hash.values()), "id")
 
 
-def _statistics_refresh() -> None:
+def statistics_refresh() -> None:
     """On SQLite, refresh the planner's statistics of the mirror's streams table (sampled: a few ms).
 
     Without them SQLite takes ``connection = ?`` for the most selective condition and reads every row of
@@ -452,12 +455,21 @@ def _statistics_refresh() -> None:
         cursor.execute(f"ANALYZE {connection.ops.quote_name(StreamMirror._meta.db_table)}")
 
 
-def _mark_vanished(conn: str, present: set[str], *, now: datetime) -> int:
-    """Mark deleted the streams of ``conn`` not in ``present`` (key hashes), with their groups and consumers."""
-    vanished = [
-        pk for pk, h in StreamMirror.objects.filter(connection=conn, deleted_at__isnull=True).values_list("id", "key_hash")
-        if h not in present
-    ]
+def mark_vanished(
+    conn: str, *, now: datetime, present: set[str] | None = None, unseen_since: datetime | None = None
+) -> int:
+    """Mark deleted the streams of ``conn`` not in ``present`` (key hashes), or not seen since
+    ``unseen_since`` (a pass done in parts: :mod:`.mirror_pass`), with their groups and consumers.
+    Rows marked already are left as they are: a stream is marked once."""
+    rows = StreamMirror.objects.filter(connection=conn, deleted_at__isnull=True)
+    if unseen_since is not None:
+        rows = rows.filter(last_seen__lt=unseen_since)
+    vanished = [pk for pk, h in rows.values_list("id", "key_hash") if present is None or h not in present]
+    return mark_deleted(vanished, now=now)
+
+
+def mark_deleted(vanished: Sequence[int], *, now: datetime) -> int:
+    """Mark the stream rows ``vanished`` (ids) deleted, with their groups and consumers; returns how many."""
     for part in chunks(vanished, IN_BATCH):
         with transaction.atomic():
             StreamMirror.objects.filter(pk__in=part).update(deleted_at=now)
@@ -478,6 +490,9 @@ class MirrorPage:
     offset: int
     count: int
     as_of: datetime | None
+    #: While no full pass has completed yet: (streams written so far, keys in Redis about); the page says
+    #: the mirror is partial, "synced N of about M". None once a full pass has seen every key.
+    filling: tuple[int, int | None] | None = None
 
 
 #: Sort orders of the streams page over the mirror (largest first; ties and "" by name).
@@ -518,7 +533,8 @@ def stream_mirror_page(*, conn: str, match: str, sort: str, offset: int, count: 
             rows = rows.filter(key_text__icontains=match)
         total = rows.count()
         page = list(rows.order_by(*order)[offset : offset + count])
-    return MirrorPage(rows=page, total=total, offset=offset, count=count, as_of=mirror_as_of(conn=conn))
+    return MirrorPage(rows=page, total=total, offset=offset, count=count, as_of=mirror_as_of(conn=conn),
+                      filling=mirror_filling(conn=conn))
 
 
 def _glob_page(
@@ -568,6 +584,17 @@ def _text_prefix(raw: bytes) -> str:
     except UnicodeDecodeError as exc:
         text = raw[: exc.start].decode()
     return text[:_PREFIX_MAX]
+
+
+def mirror_filling(*, conn: str) -> tuple[int, int | None] | None:
+    """(streams synced, keys in Redis about) while the mirror of ``conn`` has not had a complete full pass
+    (its first is being done in parts, or ended with a primary unread); None once one has completed, or
+    when none was done in parts."""
+    state = (MirrorState.objects.filter(connection=conn)
+             .values_list("full_synced_at", "pass_started_at", "pass_streams", "pass_keys_about").first())
+    if state is None or state[0] is not None or state[1] is None:
+        return None
+    return state[2], state[3]
 
 
 def mirror_as_of(*, conn: str) -> datetime | None:

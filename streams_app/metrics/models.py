@@ -35,6 +35,7 @@ __all__ = [
     "SnapshotSkip",
     "StreamMirror",
     "StreamSample",
+    "RollupMark",
     "name_hash",
 ]
 
@@ -192,6 +193,13 @@ def _sample_meta(model: str, fk: str) -> tuple[list, list]:
     )
 
 
+#: The columns that let rollups of rollups average exactly (streams_app.metrics.rollups): a rollup row's
+#: mean is its sum over its count, and an hour's sum and count are the sums of its minutes'.
+SAMPLES_HELP = "Raw samples this row stands for: 1 for a raw row, the bucket's count for a rollup."
+SUM_HELP = "Rollups only: the sum of the raw values the mean was taken of (None on raw rows)."
+COUNT_HELP = "Rollups only: how many raw values were not None (the mean's divisor)."
+
+
 class StreamSample(models.Model):
     """Length and throughput of a stream at ``at``.
 
@@ -209,6 +217,10 @@ class StreamSample(models.Model):
     entries_added = models.BigIntegerField(
         null=True, blank=True, help_text="Redis's counter at this tick (raw rows only): the next tick's base."
     )
+    samples = models.IntegerField(default=1, db_default=1, help_text=SAMPLES_HELP)
+    length_sum = models.BigIntegerField(null=True, blank=True, help_text=SUM_HELP)
+    rate_sum = models.FloatField(null=True, blank=True, help_text=SUM_HELP)
+    rate_samples = models.IntegerField(null=True, blank=True, help_text=COUNT_HELP)
 
     class Meta:
         constraints, indexes = _sample_meta("streamsample", "stream")
@@ -231,6 +243,10 @@ class GroupSample(models.Model):
     lag = models.BigIntegerField(null=True, blank=True)
     pending = models.BigIntegerField()
     oldest_pending_idle_ms = models.BigIntegerField(null=True, blank=True)
+    samples = models.IntegerField(default=1, db_default=1, help_text=SAMPLES_HELP)
+    lag_sum = models.BigIntegerField(null=True, blank=True, help_text=SUM_HELP)
+    lag_samples = models.IntegerField(null=True, blank=True, help_text=COUNT_HELP)
+    pending_sum = models.BigIntegerField(null=True, blank=True, help_text=SUM_HELP)
 
     class Meta:
         constraints, indexes = _sample_meta("groupsample", "group")
@@ -246,6 +262,8 @@ class DlqSample(models.Model):
     at = models.DateTimeField()
     resolution = models.CharField(max_length=3, choices=Resolution.choices, default=Resolution.RAW)
     depth = models.BigIntegerField()
+    samples = models.IntegerField(default=1, db_default=1, help_text=SAMPLES_HELP)
+    depth_sum = models.BigIntegerField(null=True, blank=True, help_text=SUM_HELP)
 
     class Meta:
         constraints, indexes = _sample_meta("dlqsample", "stream")
@@ -309,6 +327,37 @@ class MirrorState(models.Model):
     streams = models.IntegerField(default=0, help_text="Streams in Redis at the last sync.")
     streams_written = models.IntegerField(default=0, help_text="Streams the last sync found changed and rewrote.")
     partial = models.TextField(blank=True, help_text="Primaries the last sync could not read (their streams kept).")
+    pass_cursor = models.BigIntegerField(
+        null=True, blank=True,
+        help_text="Where the full pass in progress, done in parts across ticks, resumes its SCAN (None: none in progress).",
+    )
+    pass_started_at = models.DateTimeField(
+        null=True, blank=True, help_text="When the full pass in progress started: rows not seen since are vanished."
+    )
+    pass_streams = models.IntegerField(default=0, help_text="Streams the full pass in progress has written so far.")
+    pass_keys_about = models.BigIntegerField(
+        null=True, blank=True, help_text="Keys in Redis (DBSIZE) when the pass started: what it has to go through, about."
+    )
 
     def __str__(self) -> str:
         return f"mirror of {self.connection} synced {self.synced_at:%Y-%m-%d %H:%M:%S}"
+
+
+class RollupMark(models.Model):
+    """How far the rollups of one sample table into one resolution have come: the watermark a run that
+    stopped part-way resumes from (streams_app.metrics.rollups).
+
+    Every source row before ``bucket`` is rolled up; of the bucket starting at ``bucket`` the objects with
+    an id up to ``after`` are (0: none yet). It is written in the same transaction as the rows it covers.
+    """
+
+    table = models.CharField(max_length=16)
+    resolution = models.CharField(max_length=3, choices=Resolution.choices)
+    bucket = models.DateTimeField()
+    after = models.BigIntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["table", "resolution"], name="rollupmark_table_res_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.table} {self.resolution} rolled up to {self.bucket:%Y-%m-%d %H:%M} (ids up to {self.after})"

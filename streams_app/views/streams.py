@@ -105,6 +105,7 @@ def mirror_rows(conn: str, page: mirror.MirrorPage) -> dict:
         "rows": rows,
         "total": page.total,
         "as_of": page.as_of,
+        "filling": page.filling,
         "live_error": live_error,
         "missed": missed,
         "first_shown": offset + 1 if rows else 0,

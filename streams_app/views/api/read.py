@@ -92,6 +92,7 @@ def _sorted_streams(conn: str, params: StreamsQuery) -> dict[str, object]:
             "stale": page.as_of is None or timezone.now() - page.as_of > stale_after,
             "complete": not shown["missed"] and not shown["live_error"],
             "missed": list(shown["missed"]),
+            "filling": {"synced": page.filling[0], "about": page.filling[1]} if page.filling else None,
         }
     if params.sort != "length":
         raise InvalidArgument(

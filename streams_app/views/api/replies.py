@@ -155,6 +155,15 @@ class FamilyMembersReply(Reply):
     missed: list[str]
 
 
+class MirrorFilling(Reply):
+    """The mirror before its first full pass has completed (a pass of many keys is done in parts, one
+    per sync): ``synced`` streams so far of ``about`` keys in Redis (DBSIZE when the pass started; None
+    when the server refused DBSIZE). No stream is shown as deleted meanwhile."""
+
+    synced: int
+    about: int | None
+
+
 class StreamsFromMirrorReply(Reply):
     """A ``sort`` once the mirror holds the connection: every stream ranked in the database, like the
     page. ``as_of`` is the mirror's last sync; ``stale`` says it is older than three sync intervals.
@@ -168,6 +177,7 @@ class StreamsFromMirrorReply(Reply):
     stale: bool
     complete: bool
     missed: list[str]
+    filling: MirrorFilling | None = None
 
 
 class StreamsByLengthReply(Reply):
