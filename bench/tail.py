@@ -40,10 +40,14 @@ The Redis Cluster case (``--cluster yes``, the default; ``only`` runs it alone) 
 cluster as well, and 100 clients tail 100 streams in 100 different slots (``--cluster-clients``,
 ``--cluster-keys``) while a feeder XADDs 200 entries/s in all, round robin, through a cluster client.
 No XREAD may span two slots, so the floor is a bare ``XREAD BLOCK`` per key, each on a connection of its
-own to the key's node (the best any reader can see); the hub's connections are bounded by nodes, so
-a node's slots are read in one round trip per ``BUSCONSOLE_TAIL_POLL_MS`` (``--poll-ms`` sets it).
-Reported: p50/p99/max against the floor, deliveries, the hub's connections per node, XREAD/s and
-server CPU while fed and while idle (every client live, nothing written).
+own to the key's node (the best any reader can see). It runs in both modes of the hub, each on a web
+process of its own (``--cluster-modes``): **slot readers**, one blocked connection per tailed slot up to
+``BUSCONSOLE_TAIL_SLOT_READERS_PER_NODE`` per node (``--slot-readers`` sets it; the goal: p99 within 3x
+the floor, all delivered, connections per node within that bound + 2), and the **polling fallback**
+(the bound at 0), where a node's slots are read in one round trip per ``BUSCONSOLE_TAIL_POLL_MS``
+(``--poll-ms`` sets it; all delivered, 2 connections per node). Reported per mode: p50/p99/max against
+the floor, deliveries, the hub's connections per node (the most CLIENT LIST showed, sampled every
+0.25 s), XREAD/s and server CPU while fed and while idle (every client live, nothing written).
 Latencies are histogrammed in 10 us bins so half a million deliveries per second cost no memory.
 Clients and server share the machine's cores: client-side parsing time is inside the figures.
 """
@@ -678,10 +682,13 @@ def run_cluster_case(cluster: Any, web: Web, headers: dict[str, str], clients: i
 
     time.sleep(max(0.0, start - time.time()))
     xread0, cpu0, rss_max = xread_calls(monitors), proc_cpu_s(web.pid), proc_rss_mb(web.pid)
-    time.sleep(seconds / 2)
-    per_node = [sum(1 for c in m.client_list() if c["name"].startswith("busconsole-tail")) for m in monitors]
-    while time.time() < end:
+    per_node, slot_readers = [0] * len(monitors), [0] * len(monitors)
+    while time.time() < end:  # the most tail connections each node saw, and of them slot readers
         rss_max = max(rss_max, proc_rss_mb(web.pid))
+        for i, m in enumerate(monitors):
+            names = [c["name"] for c in m.client_list() if c["name"].startswith("busconsole-tail")]
+            per_node[i] = max(per_node[i], len(names))
+            slot_readers[i] = max(slot_readers[i], names.count("busconsole-tail-slot"))
         time.sleep(0.25)
     cpu1, xread1 = proc_cpu_s(web.pid), xread_calls(monitors)
     feeder.join()
@@ -702,6 +709,7 @@ def run_cluster_case(cluster: Any, web: Web, headers: dict[str, str], clients: i
         "base_p50": percentile(base_hist, 0.50), "base_p99": percentile(base_hist, 0.99),
         "delivered": totals["entries"], "expected": per_key * clients, "skip_notes": totals["skip_notes"],
         "tail_conns": sum(per_node), "tail_conns_max_node": max(per_node), "nodes": len(monitors),
+        "tail_conns_per_node": per_node, "slot_readers_per_node": slot_readers,
         "xread_per_s": (xread1 - xread0 - base_counts["xread_calls"]) / seconds,
         "idle_xread_per_s": idle_xreads / idle_s, "idle_cpu_pct": 100 * idle_cpu / idle_s,
         "rss_mb": rss_max, "cpu_pct": 100 * (cpu1 - cpu0) / seconds,
@@ -711,15 +719,17 @@ def run_cluster_case(cluster: Any, web: Web, headers: dict[str, str], clients: i
 def print_cluster(row: dict[str, Any], poll_ms: int) -> None:
     share = row["delivered"] / max(1, row["expected"])
     ratio = row["ws_p99"] / row["base_p99"] if row["ws_p99"] and row["base_p99"] else None
-    print(f"\nRedis Cluster ({row['nodes']} primaries): {row['clients']} clients over {row['keys']} streams in "
-          f"{row['keys']} slots, {row['rate']} entries/s in all, BUSCONSOLE_TAIL_POLL_MS={poll_ms}")
+    bound = row["slot_readers_bound"]
+    mode = f"slot readers (at most {bound} per node)" if bound else "polling fallback (no slot readers)"
+    print(f"\nRedis Cluster ({row['nodes']} primaries), {mode}: {row['clients']} clients over {row['keys']} streams "
+          f"in {row['keys']} slots, {row['rate']} entries/s in all, BUSCONSOLE_TAIL_POLL_MS={poll_ms}")
     print(f"  ws p50 / p99 / max      {fmt(row['ws_p50'])} / {fmt(row['ws_p99'])} / {fmt(row['ws_max'])} ms")
     print(f"  bare XREAD p50 / p99    {fmt(row['base_p50'], '.2f')} / {fmt(row['base_p99'], '.2f')} ms "
           f"(one blocked connection per key)")
-    print(f"  ws p99 / bare p99       {fmt(ratio, '.0f')}x")
+    print(f"  ws p99 / bare p99       {fmt(ratio, '.1f')}x")
     print(f"  delivered               {share:.1%} ({row['skip_notes']} skip notes)")
-    print(f"  hub Redis connections   {row['tail_conns']} in all, at most {row['tail_conns_max_node']} per node "
-          f"(bound: 2 per node = {2 * row['nodes']}; clients: {row['clients']})")
+    print(f"  hub Redis connections   per node {row['tail_conns_per_node']} (of them slot readers "
+          f"{row['slot_readers_per_node']}; bound per node: {bound} + 2; clients: {row['clients']})")
     print(f"  XREAD/s fed / idle      {row['xread_per_s']:.0f} / {row['idle_xread_per_s']:.0f}")
     print(f"  server CPU fed / idle   {row['cpu_pct']:.0f} % / {row['idle_cpu_pct']:.0f} %, RSS {row['rss_mb']:.0f} MB")
 
@@ -739,6 +749,10 @@ def main() -> int:
     parser.add_argument("--cluster-clients", type=int, default=100)
     parser.add_argument("--cluster-keys", type=int, default=100, help="streams, each in a slot of its own")
     parser.add_argument("--cluster-rate", type=int, default=200, help="entries/s over all the streams")
+    parser.add_argument("--cluster-modes", choices=("both", "slot", "poll"), default="both",
+                        help="the cluster case with slot readers, with the polling fallback only, or both")
+    parser.add_argument("--slot-readers", type=int, default=None,
+                        help="BUSCONSOLE_TAIL_SLOT_READERS_PER_NODE of the slot-reader mode (default: the setting's)")
     parser.add_argument("--filter", default=None,
                         help="every other client tails through this filter (it must keep every entry to count "
                              "deliveries: the feed's entries are all type order.created)")
@@ -802,9 +816,20 @@ def main() -> int:
         if cluster is not None:
             from django.conf import settings
 
-            row = run_cluster_case(cluster, webs[0], headers, args.cluster_clients, args.cluster_keys,
-                                   args.cluster_rate, args.seconds, False)
-            print_cluster(row, args.poll_ms if args.poll_ms is not None else settings.BUSCONSOLE_TAIL_POLL_MS)
+            bound = args.slot_readers if args.slot_readers is not None else settings.BUSCONSOLE_TAIL_SLOT_READERS_PER_NODE
+            modes = {"both": (bound, 0), "slot": (bound,), "poll": (0,)}[args.cluster_modes]
+            cluster_rows = []
+            for readers in modes:  # a web process per mode: the bound is read from its environment
+                web = start_web({**env, "BUSCONSOLE_TAIL_SLOT_READERS_PER_NODE": str(readers)}, deflate=False)
+                try:
+                    row = run_cluster_case(cluster, web, headers, args.cluster_clients, args.cluster_keys,
+                                           args.cluster_rate, args.seconds, False)
+                finally:
+                    web.stop()
+                row["slot_readers_bound"] = readers
+                cluster_rows.append(row)
+                print_cluster(row, args.poll_ms if args.poll_ms is not None else settings.BUSCONSOLE_TAIL_POLL_MS)
+            summarize_cluster(cluster_rows)
     finally:
         for web in webs:
             web.stop()
@@ -844,6 +869,25 @@ def summarize(rows: list[dict[str, Any]]) -> None:
         check(f"tail all delivered, {clients} clients x {rate}/s",
               f"{share:.2%}, {r['skip_notes']} skip notes", "100%, no skips",
               r["delivered"] >= r["expected"] and r["skip_notes"] == 0)
+
+
+def summarize_cluster(rows: list[dict[str, Any]]) -> None:
+    """The cluster goals (docs/performance.md#goals-and-floors): slot readers within 3x of one bare blocked
+    XREAD per key; every mode delivers all, with its connections per node within its bound."""
+    for r in rows:
+        bound = r["slot_readers_bound"]
+        mode = "slot readers" if bound else "polling fallback"
+        where = f"{r['clients']} clients over {r['keys']} slots, {mode}"
+        if bound:
+            if r["ws_p99"] is None or not r["base_p99"]:
+                check(f"cluster tail p99, {where}", "no entry received", "<= 3x bare XREAD p99", False)
+            else:
+                within(f"cluster tail p99, {where}", r["ws_p99"], r["base_p99"], 3.0)
+        share = r["delivered"] / max(1, r["expected"])
+        check(f"cluster tail all delivered, {where}", f"{share:.2%}, {r['skip_notes']} skip notes", "100%, no skips",
+              r["delivered"] >= r["expected"] and r["skip_notes"] == 0)
+        check(f"cluster tail connections per node, {where}", f"at most {r['tail_conns_max_node']}",
+              f"<= {bound + 2}", r["tail_conns_max_node"] <= bound + 2)
 
 
 def fmt(value: float | None, spec: str = ".1f") -> str:

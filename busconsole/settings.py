@@ -115,6 +115,9 @@ BUSCONSOLE_TAIL_BLOCK_MS = envint("BUSCONSOLE_TAIL_BLOCK_MS", 2000)
 BUSCONSOLE_TAIL_MAX_LAG_MS = envint("BUSCONSOLE_TAIL_MAX_LAG_MS", 1000)
 # Redis Cluster: the BLOCK of the tail's one round trip over a node whose tailed keys span several slots.
 BUSCONSOLE_TAIL_POLL_MS = envint("BUSCONSOLE_TAIL_POLL_MS", 10)
+# Redis Cluster: the most tailed slots per node and process read by a blocked connection of their own;
+# the slots beyond are polled every BUSCONSOLE_TAIL_POLL_MS (0: poll every slot).
+BUSCONSOLE_TAIL_SLOT_READERS_PER_NODE = envint("BUSCONSOLE_TAIL_SLOT_READERS_PER_NODE", 64)
 # Failed logins per username or client address within the window before logins are refused.
 BUSCONSOLE_LOGIN_MAX_FAILURES = envint("BUSCONSOLE_LOGIN_MAX_FAILURES", 5)
 BUSCONSOLE_LOGIN_WINDOW_S = envint("BUSCONSOLE_LOGIN_WINDOW_S", 900)

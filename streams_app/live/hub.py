@@ -6,9 +6,10 @@ tab. Here every ASGI process (strictly: every event loop) keeps, per monitored c
 ONE task holding ONE ``XREAD BLOCK ... STREAMS k1 k2 ... id1 id2 ...`` over every stream of that node
 that any of its clients tails, on a dedicated connection. Entries are decoded and encoded to their
 JSON frame once, then handed to every client (see "Fan-out"). Redis connections and commands do not
-grow with clients: a tailed server (each primary of a cluster that serves a tailed key) sees two
-connections per process (the blocked reader and a control connection for replays, start positions
-and interrupts) and one XREAD per batch of new entries (per slot, on a cluster: see
+grow with clients: a tailed server sees two connections per process (the blocked reader and a control
+connection for replays, start positions and interrupts) and one XREAD per batch of new entries. Each
+primary of a cluster sees its control connection and one blocked reader per tailed slot, up to a bound
+per node, the slots beyond it polled on one more (:mod:`streams_app.live.slot_reader`,
 :mod:`streams_app.live.node_reader`, which also says how a tail that is not receiving says so).
 Those connections and every command on them belong to :mod:`streams_app.redis_ops.tail`; this module
 decides only who receives what. How an entry looks (its JSON) is the screen's: :func:`get_hub` is
@@ -273,7 +274,7 @@ class StreamTail:
         if self._joining:
             return
         for name, reader in list(self.nodes.items()):
-            if not reader.keys and reader.task is None:
+            if reader.idle:
                 del self.nodes[name]
         for name in list(self.source.readers):
             if name not in self.nodes:

@@ -2,15 +2,20 @@
 
 The hub (:mod:`streams_app.live.hub`) keeps, per monitored connection, one :class:`NodeReader` per
 node that serves a tailed key: the one server on standalone, each primary owning a tailed key's slot
-on a Redis Cluster. Each holds one blocked XREAD on its node's reader connection (``TailReader``), so
-Redis connections follow nodes, never clients or keys. What the loop reads goes back to the hub, which
+on a Redis Cluster. Each holds one blocked XREAD on its node's reader connection (``TailReader``), and
+on a cluster one per tailed slot up to a bound, so Redis connections follow nodes and slots (bounded),
+never clients. What the loop reads goes back to the hub, which
 owns the cursors and the subscribers (the :class:`Owner` protocol): this module decides only what to
 read next and whether the node is receiving.
 
-Reading. Keys of one slot (every key, on standalone) are one ``XREAD BLOCK`` of
+Reading. On a cluster each tailed slot of the node first gets a slot reader of its own, a connection
+blocked in that slot's XREAD (:mod:`streams_app.live.slot_reader`), up to
+``BUSCONSOLE_TAIL_SLOT_READERS_PER_NODE`` per node; this loop reads the keys of the slots beyond that
+bound (every key, on standalone), and stops while there are none. Keys of one slot are one ``XREAD BLOCK`` of
 ``BUSCONSOLE_TAIL_BLOCK_MS``, interrupted by ``CLIENT UNBLOCK`` when a key joins, as before the cluster
 existed; on a server that renames CLIENT away or refuses it (managed services) nothing can interrupt it,
-so it blocks for :data:`UNINTERRUPTIBLE_BLOCK_MS` at most and a joining key waits that long. Keys of several slots on one cluster node cannot share an XREAD (CROSSSLOT), so a round is one
+so it blocks for :data:`UNINTERRUPTIBLE_BLOCK_MS` at most and a joining key waits that long. Polled keys
+of several slots on one cluster node cannot share an XREAD (CROSSSLOT), so a round is one
 round trip with one XREAD per slot, none of them blocking (``TailReader.read_slots``); a round that
 brought entries is followed at once by the next, one that brought none by a wait of
 ``BUSCONSOLE_TAIL_POLL_MS`` (10 ms) that a joining key cuts short, four times that once the node has
@@ -60,8 +65,10 @@ from typing import Any, Protocol
 
 from django.conf import settings
 
+from streams_app.live.slot_reader import SlotReader, slot_readers_per_node
+from streams_app.redis_ops.client import slot_of
 from streams_app.redis_ops.errors import NotFound, OpsError, Unreachable
-from streams_app.redis_ops.tail import Moved, RawRead, TailSource
+from streams_app.redis_ops.tail import Moved, RawRead, TailReader, TailSource
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +110,14 @@ def poll_ms() -> int:
     return int(settings.BUSCONSOLE_TAIL_POLL_MS)
 
 
+def read_count() -> int:
+    """Entries per key per XREAD: no more than a client's queue holds, so a client that keeps up never skips."""
+    return max(1, min(READ_COUNT, queue_capacity()))
+
+
+_closing: set[asyncio.Task[None]] = set()  # slot readers' connections being closed (strong references)
+
+
 class Owner(Protocol):
     """What a node reader needs from the hub's tail of its connection (``hub.StreamTail``)."""
 
@@ -134,7 +149,11 @@ class NodeReader:
         self.owner = owner
         self.name = name
         self.cluster = cluster
-        self.keys: set[bytes] = set()
+        self.keys: set[bytes] = set()  # every tailed key this node serves
+        self.polled: set[bytes] = set()  # those this loop reads: the ones no slot reader reads
+        self.slots: dict[int, SlotReader] = {}  # on a cluster: slot -> its own blocked reader
+        self._closing_slots = 0  # slot readers whose connection is being closed (they count to the bound)
+        self._refreshing = False
         self.task: asyncio.Task[None] | None = None
         self.in_flight: frozenset[bytes] | None = None  # keys of the XREAD now blocked, if any
         self._interrupter: asyncio.Task[None] | None = None
@@ -150,9 +169,26 @@ class NodeReader:
 
     # -- keys
 
+    @property
+    def idle(self) -> bool:
+        """Nothing read here and no connection being let go: the hub may forget this node."""
+        return not self.keys and self.task is None and not self.slots and not self._closing_slots
+
     def add(self, key: bytes) -> None:
-        """Read ``key`` from now on (its cursor is set): start the loop, or restart its XREAD."""
+        """Read ``key`` from now on (its cursor is set): by its slot's reader, or this loop's XREAD."""
         self.keys.add(key)
+        if self.cluster:
+            slot = slot_of(key)
+            reader = self.slots.get(slot)
+            if reader is None and self._room():
+                reader = self._open_slot(slot)
+            if reader is not None:
+                reader.add(key)
+                return
+        self._poll(key)
+
+    def _poll(self, key: bytes) -> None:
+        self.polled.add(key)
         self._wake.set()
         if self.task is None:
             self.task = asyncio.get_running_loop().create_task(
@@ -161,9 +197,53 @@ class NodeReader:
 
     def discard(self, key: bytes) -> None:
         self.keys.discard(key)
-        if not self.keys:
+        if key in self.polled:
+            self.polled.discard(key)
+            if not self.polled:
+                self._wake.set()
+                self.interrupt_if_needed()  # let the loop stop and the connection go now
+        elif self.cluster:
+            reader = self.slots.get(slot_of(key))
+            if reader is not None:
+                reader.discard(key)
+
+    # -- slot readers (see streams_app.live.slot_reader)
+
+    def _room(self) -> bool:
+        return len(self.slots) + self._closing_slots < slot_readers_per_node()
+
+    def _open_slot(self, slot: int) -> SlotReader:
+        """A slot reader for ``slot``, taking over the keys of that slot this loop polled (cursors stay)."""
+        reader = self.slots[slot] = SlotReader(self, slot)
+        taken = [key for key in self.polled if slot_of(key) == slot]
+        for key in taken:
+            self.polled.discard(key)
+            reader.add(key)
+        if taken:  # this loop's XREAD may name them: it restarts without (a read in flight is harmless)
             self._wake.set()
-            self.interrupt_if_needed()  # let the loop stop and the connections go now
+            self.interrupt_if_needed()
+        return reader
+
+    def slot_ended(self, reader: SlotReader) -> None:
+        """A slot reader's loop ended (no keys left): close its connection, then give its room to a
+        polled slot. The connection is counted until it is closed, so the bound holds on the server."""
+        if self.slots.get(reader.slot) is reader:
+            del self.slots[reader.slot]
+        tail_reader = self.owner.source.detach_slot(self.name, reader.slot)
+        self._closing_slots += 1
+        task = asyncio.get_running_loop().create_task(self._close_slot(tail_reader))
+        _closing.add(task)
+        task.add_done_callback(_closing.discard)
+
+    async def _close_slot(self, tail_reader: TailReader | None) -> None:
+        try:
+            if tail_reader is not None:
+                await self.owner.source.close_slot_reader(self.name, tail_reader)
+        finally:
+            self._closing_slots -= 1
+            while self.polled and self._room():
+                self._open_slot(slot_of(next(iter(self.polled))))
+            self.owner.node_idle(self)
 
     def status_frame(self) -> dict[str, Any]:
         if self.state == "stalled":
@@ -182,7 +262,7 @@ class NodeReader:
 
     def _read_is_stale(self) -> bool:
         flight = self.in_flight
-        return flight is not None and (not self.keys or not self.keys <= flight)
+        return flight is not None and (not self.polled or not self.polled <= flight)
 
     async def _interrupt(self) -> None:
         """CLIENT UNBLOCK the reader while its XREAD misses a key (or is no longer wanted at all)."""
@@ -204,7 +284,7 @@ class NodeReader:
 
     async def _run(self) -> None:
         try:
-            while self.keys:
+            while self.polled:
                 try:
                     await self._round()
                 except Exception:
@@ -222,29 +302,49 @@ class NodeReader:
             reader = owner.source.reader(self.name)
             await reader.connect_reader(block_ms=block_ms())
         except OpsError as exc:
-            await self._failed(exc)
+            await self.failed(exc)
             return
         # From here to the XREAD being sent there is no await: keys, groups and cursors agree.
-        keys = list(self.keys)
+        keys = list(self.polled)
         layout = owner.source.current
         groups = layout.groups(keys) if layout is not None else [keys]
         if not groups:
             return
         blocking = 0 if len(groups) == 1 else None
-        block = block_ms() if reader.interruptible else min(block_ms(), UNINTERRUPTIBLE_BLOCK_MS)
-        # No more per key than a client's queue holds: a client that keeps up never skips.
-        count = max(1, min(READ_COUNT, queue_capacity()))
+        block, count = self.read_params(reader)
         self.in_flight = frozenset(keys) if blocking is not None else None  # only a blocked XREAD is interrupted
         try:
             replies = await reader.read_slots([(g, [owner.cursors[k] for k in g]) for g in groups],
                                               count=count, block_ms=block, blocking=blocking)
         except OpsError as exc:
-            await self._failed(exc)
+            await self.failed(exc)
             return
         finally:
             self.in_flight = None
         self.rounds += 1
         owner.xread_calls += len(groups)
+        got = await self.take(groups, replies, keys, count=count)
+        if blocking is None and not got and not self._wake.is_set():
+            wait = poll_ms() / 1000
+            if time.monotonic() - self._last_entry_at > QUIET_AFTER_S:
+                wait *= QUIET_FACTOR
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(wait):
+                    await self._wake.wait()
+
+    def read_params(self, reader: TailReader) -> tuple[int, int]:
+        """The BLOCK (ms) and COUNT of an XREAD on ``reader``: a reader nothing can interrupt blocks less."""
+        block = block_ms() if reader.interruptible else min(block_ms(), UNINTERRUPTIBLE_BLOCK_MS)
+        return block, read_count()
+
+    async def take(self, groups: Sequence[Sequence[bytes]], replies: Sequence[RawRead | OpsError],
+                   keys: Sequence[bytes], *, count: int) -> bool:
+        """Hand out what a round read (this loop's or a slot reader's); whether it brought entries.
+
+        A group answered MOVED goes to its new node, one whose keys hold another type ends their tails,
+        another refusal is this node's failure; the others' entries are handed out, then paced.
+        """
+        owner = self.owner
         entries: list[tuple[bytes, Any]] = []
         problem: OpsError | None = None
         for group, reply in zip(groups, replies, strict=True):
@@ -265,19 +365,13 @@ class NodeReader:
             for key in lagging:
                 await owner.skip_to_head(key)
         if problem is not None:
-            await self._failed(problem)
-            return
+            await self.failed(problem)
+            return bool(entries)
         self._recovered()
         if entries:
             self._last_entry_at = time.monotonic()
             await self._pace(fanout_s)
-        if blocking is None and not entries and not self._wake.is_set():
-            wait = poll_ms() / 1000
-            if time.monotonic() - self._last_entry_at > QUIET_AFTER_S:
-                wait *= QUIET_FACTOR
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(wait):
-                    await self._wake.wait()
+        return bool(entries)
 
     async def _pace(self, fanout_s: float) -> None:
         """After a hand-out that took ``fanout_s`` of CPU, let entries gather if hand-outs overspent.
@@ -301,7 +395,7 @@ class NodeReader:
 
     # -- saying so
 
-    async def _failed(self, exc: OpsError) -> None:
+    async def failed(self, exc: OpsError) -> None:
         """Tell the subscribers (once per change of state), then wait before the next attempt."""
         now = time.monotonic()
         self._failures += 1
@@ -315,8 +409,12 @@ class NodeReader:
             self.state, self.reason = state, exc.message
             log.warning("tail reader %s %s: %s (%s)", self.owner.conn, self.name, state, exc.message)
             self.owner.broadcast(self.keys, self.status_frame())
-        if self.cluster and isinstance(exc, Unreachable) and self._failures > 1:
-            await self.owner.refresh(self)  # a replica may serve its slots now: they move to its reader
+        if self.cluster and isinstance(exc, Unreachable) and self._failures > 1 and not self._refreshing:
+            self._refreshing = True  # once for the node, not once per slot reader failing with it
+            try:
+                await self.owner.refresh(self)  # a replica may serve its slots now: they move to its reader
+            finally:
+                self._refreshing = False
         await asyncio.sleep(min(RETRY_MAX_S, 0.1 * 2**self._failures))
 
     def _recovered(self) -> None:
@@ -328,4 +426,5 @@ class NodeReader:
 
     def stats(self) -> dict[str, Any]:
         return {"keys": len(self.keys), "state": self.state, "reason": self.reason, "rounds": self.rounds,
-                "reading": self.task is not None}
+                "reading": self.task is not None or bool(self.slots), "slot_readers": len(self.slots),
+                "polled_keys": len(self.polled)}

@@ -16,11 +16,15 @@ to its node:
   client ID: the reader is then not :attr:`~TailReader.interruptible`, and the caller blocks less.
 
 On a cluster one XREAD may name keys of one hash slot only, even when one node owns all the slots
-(CROSSSLOT is checked per command, not per node). A node whose tailed keys span several slots is read
-by :meth:`TailReader.read_slots`: one round trip carrying one XREAD per slot, answered at once; the
-hub decides how often (:mod:`streams_app.live.node_reader`). One blocked connection per slot would
-have cost up to 16,384 connections per node and process; keyspace notifications would need a server
-setting a monitoring console must not change.
+(CROSSSLOT is checked per command, not per node). So a node's tailed slots are read by **slot
+readers** first: :meth:`TailSource.slot_reader` is one more reader connection (named
+``busconsole-tail-slot``) blocked in one slot's XREAD, up to a bound per node that the hub keeps
+(``BUSCONSOLE_TAIL_SLOT_READERS_PER_NODE``; one per slot, unbounded, would cost up to 16,384
+connections per node and process). The slots beyond the bound are read by :meth:`TailReader.read_slots`:
+one round trip carrying one XREAD per slot, answered at once, the hub deciding how often
+(:mod:`streams_app.live.node_reader`). A slot reader's XREAD is cut short from its node's control
+connection (:meth:`TailReader.unblock_client`). Keyspace notifications would need a server setting a
+monitoring console must not change.
 
 Replies stay as Redis sends them (``[id, [name, value, ...]]``, bytes): the hub decodes each entry
 once for all its clients. Every failure is an :class:`~streams_app.redis_ops.errors.OpsError`, as on
@@ -188,8 +192,10 @@ class TailReader:
     at once when ``conn`` is not configured. Not thread-safe: one instance belongs to one event loop.
     """
 
-    def __init__(self, conn: str, *, url: str | None = None, node: str | None = None) -> None:
+    def __init__(self, conn: str, *, url: str | None = None, node: str | None = None,
+                 name: str = "busconsole-tail-reader") -> None:
         self.conn = conn
+        self.name = name  # the reader connection's CLIENT SETNAME (operators count them by it)
         self._conn_url = connection_url(conn)
         self._url = url or self._conn_url
         self.node = node
@@ -230,7 +236,7 @@ class TailReader:
             return
         with self._reader_failures():
             if self._reader is None:
-                self._reader = async_client(self._url, client_name="busconsole-tail-reader", wait_s=block_ms / 1000)
+                self._reader = async_client(self._url, client_name=self.name, wait_s=block_ms / 1000)
             try:
                 self._reader_id = int(await self._reader.execute_command("CLIENT", "ID"))
             except redis.ResponseError as exc:  # CLIENT renamed away or denied: read on, uninterruptible
@@ -346,7 +352,15 @@ class TailReader:
         """
         if self._reader_id is None:
             return False
-        return bool(await self._command("CLIENT", "UNBLOCK", self._reader_id))
+        return await self.unblock_client(self._reader_id)
+
+    async def unblock_client(self, client_id: int) -> bool:
+        """``CLIENT UNBLOCK client_id`` from this node's control connection (a slot reader's, say)."""
+        return bool(await self._command("CLIENT", "UNBLOCK", client_id))
+
+    async def kill_client(self, client_id: int) -> None:
+        """``CLIENT KILL ID client_id`` from this node's control connection (a slot reader let go)."""
+        await self._command("CLIENT", "KILL", "ID", client_id)
 
     # -- both
 
@@ -389,6 +403,8 @@ class TailSource:
         self._layout: Layout | None = None
         self._loading: asyncio.Future[Layout] | None = None
         self.readers: dict[str, TailReader] = {}
+        #: (node, slot) -> the reader connection blocked in that slot's XREAD (the hub bounds them per node)
+        self.slot_readers: dict[tuple[str, int], TailReader] = {}
 
     def configured(self) -> bool:
         """Whether the settings still point ``conn`` where this source reads (tests change them)."""
@@ -455,6 +471,34 @@ class TailSource:
             reader = self.readers[node] = TailReader(self.conn, url=url, node=node)
         return reader
 
+    def slot_reader(self, node: str, slot: int) -> TailReader:
+        """The reader connection of one slot of ``node`` (its reader only: interrupts go through
+        :meth:`reader`'s control connection, one per node)."""
+        reader = self.slot_readers.get((node, slot))
+        if reader is None:
+            url = self.reader(node)._url  # the node's URL, or Unreachable when it is not a primary now
+            reader = self.slot_readers[(node, slot)] = TailReader(self.conn, url=url, node=node,
+                                                                  name="busconsole-tail-slot")
+        return reader
+
+    def detach_slot(self, node: str, slot: int) -> TailReader | None:
+        """Forget one slot reader, for the caller to :meth:`close_slot_reader` (a successor gets a new one)."""
+        return self.slot_readers.pop((node, slot), None)
+
+    async def close_slot_reader(self, node: str, reader: TailReader) -> None:
+        """Close a detached slot reader, gone from the server when this returns.
+
+        ``CLIENT KILL ID`` from the node's control connection first: closing our socket alone leaves the
+        server to notice at its next event, and the hub opens the next slot reader at once, so its CLIENT
+        LIST could show one connection past the bound for a moment. A server that refuses CLIENT KILL
+        (managed services) is left to notice the close.
+        """
+        control = self.readers.get(node)
+        if control is not None and reader.reader_id is not None:
+            with contextlib.suppress(OpsError):
+                await control.kill_client(reader.reader_id)
+        await reader.aclose()
+
     async def _routed(self, key: bytes, call: Callable[[TailReader], Awaitable[T]]) -> T:
         """``call(reader)`` on the reader of ``key``'s node, following MOVED a bounded number of times."""
         for hop in range(MOVED_HOPS + 1):
@@ -488,16 +532,19 @@ class TailSource:
         reader = self.readers.pop(node, None)
         if reader is not None:
             reader.close()
+        for where in [w for w in self.slot_readers if w[0] == node]:
+            self.slot_readers.pop(where).close()
 
     def close(self) -> None:
         """Let every connection go and forget the layout: the next tail reads the topology anew."""
-        for node in list(self.readers):
+        for node in {*self.readers, *(node for node, _ in self.slot_readers)}:
             self.release(node)
         if self._loading is None:
             self._layout = None
 
     async def aclose(self) -> None:
-        readers, self.readers = list(self.readers.values()), {}
+        readers, self.readers = [*self.readers.values(), *self.slot_readers.values()], {}
+        self.slot_readers = {}
         for reader in readers:
             await reader.aclose()
         self._layout = None

@@ -114,7 +114,9 @@ def test_tails_of_streams_in_different_slots_and_nodes_receive_every_entry_in_or
     assert statuses(frames) == []  # nothing said "reconnecting" or "stalled" meanwhile
 
 
-def test_hub_connections_are_bounded_by_nodes_not_clients(on_cluster, rc, cluster, asgi_server, cookies) -> None:
+def test_hub_connections_are_bounded_by_nodes_not_clients(settings, on_cluster, rc, cluster, asgi_server,
+                                                          cookies) -> None:
+    settings.BUSCONSOLE_TAIL_SLOT_READERS_PER_NODE = 0  # every slot polled (tests/cluster/test_tail_slot_readers.py)
     keys = [f"many-{i}".encode() for i in range(20)]
     holders = {node_of(rc, k) for k in keys}
     assert holders == {n.name for n in rc.get_primaries()}  # every node serves some of them
