@@ -58,6 +58,7 @@ class MembersPage:
     streams: tuple[StreamSummary, ...]
     next_cursor: int  # 0 when the scan of the family's glob is complete
     scanned: int  # keys SCAN looked at for this page
+    keys_total: int | None  # DBSIZE over the primaries (None: refused), the M of "looked at N of M"
     missed: tuple[str, ...] = ()
 
 
@@ -157,6 +158,7 @@ def family_members(
     budget = budget or settings.BUSCONSOLE_SCAN_BUDGET
     rule = grouping()
     family = _family_named(rule, pattern)
+    total = keys_total(conn)
     keys: list[bytes] = []
     scanned = 0
     missed: tuple[str, ...] = ()
@@ -167,8 +169,8 @@ def family_members(
             break
     summaries, unread = stream_summaries_covered(conn, keys)
     return MembersPage(
-        family=family, streams=tuple(summaries), next_cursor=cursor, scanned=scanned,
-        missed=tuple(dict.fromkeys((*missed, *unread))),
+        family=family, streams=tuple(summaries), next_cursor=cursor,
+        scanned=scanned if total is None else min(scanned, total), keys_total=total, missed=tuple(dict.fromkeys((*missed, *unread))),
     )
 
 

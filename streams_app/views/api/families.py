@@ -44,6 +44,6 @@ def family_members(request: HttpRequest, conn: str, family: bytes) -> JsonRespon
     return JsonResponse({
         "name": page.family.name, "pattern": display_text(page.family.pattern), "kind": page.family.kind,
         "streams": [presenters.stream_summary_json(conn, s) for s in page.streams],
-        "next_cursor": page.next_cursor or None, "scanned": page.scanned,
+        "next_cursor": page.next_cursor or None, "scanned": page.scanned, "keys_total": page.keys_total,
         "complete": not page.missed, "missed": list(page.missed),
     })

@@ -151,6 +151,7 @@ class FamilyMembersReply(Reply):
     streams: list[StreamRow]
     next_cursor: int | None
     scanned: int
+    keys_total: int | None  # null: the server refused DBSIZE
     complete: bool
     missed: list[str]
 
