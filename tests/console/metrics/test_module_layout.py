@@ -16,6 +16,7 @@ OWNERS = {
     "snapshots": {"snapshot_tick_for", "snapshot_take", "snapshot_take_guarded", "snapshot_resume_due"},
     "health": {"SnapshotHealth", "snapshot_health"},
     "mirror_schedule": {"mirror_full_due", "mirror_sync_guarded"},
+    "mirror_pass": {"mirror_pass_part"},
     "rollups": {"samples_downsample", "rollup_grace", "rolled_until", "rollups_until"},
     "pruning": {"samples_prune", "PRUNE_BATCH"},
     "series": {"series", "series_resolution", "SERIES_METRICS"},
