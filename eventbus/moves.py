@@ -239,17 +239,16 @@ def release_plan(
     added: set[str] = set()
     done: list[tuple[bytes, tuple[str, ...]]] = []
     for item, moved in zip(batch, results, strict=True):
-        ids = tuple(entry_id for entry_id, _ in moved.added)
+        ids = tuple(entry_id for entry_id, _ in moved.added) if moved.failed else item.ids
         added.update(ids)
         done.append((item.target, ids))
+    clean = added.issuperset(order)
     run = 0
     if at_head:
-        while run < len(order) and order[run] in added:
-            run += 1
+        run = len(order) if clean else next((n for n, entry_id in enumerate(order) if entry_id not in added), len(order))
     trim_below = order[run - 1] if run > 1 else None
     trimmed = frozenset(order[: run - 1]) if trim_below else frozenset()
     leased = tuple(entry_id for item in batch for entry_id in item.ids)
-    clean = all(entry_id in added for entry_id in order)
     return Release(dlq_key, trim_below, trimmed, tuple(done), leased, clean)
 
 
@@ -259,6 +258,9 @@ def _add(client: Any, dlq_key: bytes, target: bytes, ids: Sequence[str], args: l
 
 
 def _outcome(ids: Sequence[str], replies: Sequence[bytes]) -> Moved:
+    refused = [n for n, reply in enumerate(replies) if reply[:1] == b"!"]
+    if not refused:  # the usual case, without a test per entry
+        return Moved(added=tuple(zip(ids, [reply.decode() for reply in replies], strict=True)), missing=(), failed=())
     added: list[tuple[str, str]] = []
     failed: list[tuple[str, str]] = []
     for entry_id, reply in zip(ids, replies, strict=True):

@@ -264,18 +264,21 @@ def rule_batch(reply: Sequence[Any], *, itemize: bool) -> RuleBatch:
     leased: dict[int, list[str]] = {}  # target's index -> IDs, in the order of its packed entries
     still: list[str] = []
     targets = [b"", *reply[2]]
-    for i in range(7, len(reply), 3):
-        entry_id, target, outcome = reply[i].decode(), targets[reply[i + 1]], reply[i + 2]
-        if outcome is None:
+    for raw_id, index, outcome in zip(reply[7::3], reply[8::3], reply[9::3], strict=True):
+        entry_id = raw_id.decode()
+        if outcome == 1:  # leased to the caller: most entries of a batch bound for another slot
+            ids = leased.get(index)
+            if ids is None:
+                ids = leased[index] = []
+            ids.append(entry_id)
+        elif outcome is None:
             declined.append(entry_id)
-        elif isinstance(outcome, int):
-            leased.setdefault(reply[i + 1], []).append(entry_id)
         elif outcome == b"~":
             failed.append(RequeueFailure(entry_id, BUSY))
         elif outcome[:1] == b"!":
             failed.append(RequeueFailure(entry_id, f"Redis refused the XADD: {reply_text(outcome[1:])}"))
         else:
-            requeued.append(Requeued(dlq_id=entry_id, stream=target, new_id=outcome.decode()))
+            requeued.append(Requeued(dlq_id=entry_id, stream=targets[index], new_id=outcome.decode()))
             continue
         still.append(entry_id)
     packs = [Packed(targets[index], tuple(ids), reply[4][index - 1]) for index, ids in leased.items()]
