@@ -195,7 +195,9 @@ def _sample_meta(model: str, fk: str) -> tuple[list, list]:
 
 #: The columns that let rollups of rollups average exactly (streams_app.metrics.rollups): a rollup row's
 #: mean is its sum over its count, and an hour's sum and count are the sums of its minutes'.
-SAMPLES_HELP = "Raw samples this row stands for: 1 for a raw row, the bucket's count for a rollup."
+#: ``samples`` is None on raw rows (one sample each): a column without a default is added to the big sample
+#: tables without rewriting them (SQLite rewrites a table to add a NOT NULL column).
+SAMPLES_HELP = "Rollups only: the raw samples the row stands for (None on a raw row, which is one)."
 SUM_HELP = "Rollups only: the sum of the raw values the mean was taken of (None on raw rows)."
 COUNT_HELP = "Rollups only: how many raw values were not None (the mean's divisor)."
 
@@ -217,7 +219,7 @@ class StreamSample(models.Model):
     entries_added = models.BigIntegerField(
         null=True, blank=True, help_text="Redis's counter at this tick (raw rows only): the next tick's base."
     )
-    samples = models.IntegerField(default=1, db_default=1, help_text=SAMPLES_HELP)
+    samples = models.IntegerField(null=True, blank=True, help_text=SAMPLES_HELP)
     length_sum = models.BigIntegerField(null=True, blank=True, help_text=SUM_HELP)
     rate_sum = models.FloatField(null=True, blank=True, help_text=SUM_HELP)
     rate_samples = models.IntegerField(null=True, blank=True, help_text=COUNT_HELP)
@@ -243,7 +245,7 @@ class GroupSample(models.Model):
     lag = models.BigIntegerField(null=True, blank=True)
     pending = models.BigIntegerField()
     oldest_pending_idle_ms = models.BigIntegerField(null=True, blank=True)
-    samples = models.IntegerField(default=1, db_default=1, help_text=SAMPLES_HELP)
+    samples = models.IntegerField(null=True, blank=True, help_text=SAMPLES_HELP)
     lag_sum = models.BigIntegerField(null=True, blank=True, help_text=SUM_HELP)
     lag_samples = models.IntegerField(null=True, blank=True, help_text=COUNT_HELP)
     pending_sum = models.BigIntegerField(null=True, blank=True, help_text=SUM_HELP)
@@ -262,7 +264,7 @@ class DlqSample(models.Model):
     at = models.DateTimeField()
     resolution = models.CharField(max_length=3, choices=Resolution.choices, default=Resolution.RAW)
     depth = models.BigIntegerField()
-    samples = models.IntegerField(default=1, db_default=1, help_text=SAMPLES_HELP)
+    samples = models.IntegerField(null=True, blank=True, help_text=SAMPLES_HELP)
     depth_sum = models.BigIntegerField(null=True, blank=True, help_text=SUM_HELP)
 
     class Meta:

@@ -89,9 +89,8 @@ def rollups_until() -> datetime | None:
 
 
 #: Per table, the averaged columns' sum and count columns: a rollup row keeps the sum of the raw values its
-#: mean was taken of and their number, so an hour made of minutes averages its raw samples exactly (a minute
-#: with four ticks weighs four, one with six weighs six). ``samples`` counts a row's raw samples (1 on a raw
-#: row); a column that may be None has a count of its own (its values that are not None).
+#: mean was taken of and their number (``samples``, None on a raw row: one; a column that may be None has a
+#: count of its own), so an hour made of minutes averages its raw samples exactly.
 WEIGHTS: dict[SampleModel, dict[str, tuple[str, str]]] = {
     StreamSample: {"length": ("length_sum", "samples"), "rate_per_s": ("rate_sum", "rate_samples")},
     GroupSample: {"lag": ("lag_sum", "lag_samples"), "pending": ("pending_sum", "samples")},
@@ -126,14 +125,15 @@ def _rollup_select(db: Any, model: SampleModel) -> tuple[list[str], str]:
     object ids after which and up to which (inclusive) the step goes.
 
     It reads raw rows and minute rows alike: a raw row's sum is None, standing for its own value
-    (``COALESCE``), its count 1 (``samples``), or 0 where the value is None."""
+    (``COALESCE``), its count 1 (``samples`` is None), or 0 where the value is None."""
     fk, columns = ROLLUPS[model]
     qn = db.ops.quote_name
 
     def col(name: str) -> str:
         return qn(column_of(model, name))
 
-    fk_column, at, resolution, samples = (col(f) for f in (fk, "at", "resolution", "samples"))
+    fk_column, at, resolution = (col(f) for f in (fk, "at", "resolution"))
+    samples = f"COALESCE({col('samples')}, 1)"
     fields = [fk, "at", "resolution", "samples"]
     selects = [f"SUM({samples})"]
     for column, how in columns.items():
