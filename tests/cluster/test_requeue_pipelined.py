@@ -26,6 +26,7 @@ from redis.cluster import ClusterPipeline, RedisCluster
 from eventbus import moves as move_steps
 from streams_app.jobs import runner as jobs
 from streams_app.jobs.models import Job
+from streams_app.redis_ops import actions
 from tests.cluster.test_jobs import field_values
 from tests.console.celery_procs import celery_env
 from tests.console.services.helpers import eventbus_dead_letter
@@ -157,3 +158,41 @@ def test_each_batch_across_slots_costs_one_round_trip(on_cluster, rc, monkeypatc
     assert not rc.exists(move_steps.lease_key(DLQ.encode()))  # nothing killed: every lease released
     reads = 400 // 20 + 1  # the last one reads nothing
     assert calls["move"] <= reads + 3, calls  # and the batches in flight at the end: release, forget
+
+
+def order(entry_id: str) -> tuple[int, ...]:
+    return tuple(map(int, entry_id.split("-")))
+
+
+def newest(want: dict[str, list[str]]) -> str:
+    return max((i for group in want.values() for i in group), key=order)
+
+
+def test_a_drained_run_leaves_no_lease_and_no_early_copy(on_cluster, rc) -> None:
+    """What a job saves after: every entry up to the cursor moved once, every later one still in the DLQ."""
+    want = fill(rc, targets(rc), 200)
+    run = actions.RequeueRun(on_cluster, DLQ.encode(), up_to=newest(want), batch=10, owner="job:drain")
+    moved = sum(run.step().moved for _ in range(5))
+    moved += run.drain().moved
+    assert not rc.exists(move_steps.lease_key(DLQ.encode()))
+    left = {entry_id.decode() for entry_id, _ in rc.xrange(DLQ)}
+    copied = {m.decode() for stream in want for m in field_values(rc, stream, b"_requeued_from")}
+    assert run.cursor is not None and moved == len(copied) == 50  # five batches read, all settled
+    assert copied == {i for group in want.values() for i in group} - left
+    cursor = order(run.cursor)
+    assert all(order(i) <= cursor for i in copied) and all(order(i) > cursor for i in left)
+
+
+def test_servers_that_lost_their_scripts_load_them_again_mid_run(on_cluster, rc) -> None:
+    want = fill(rc, targets(rc), 100)
+    run = actions.RequeueRun(on_cluster, DLQ.encode(), up_to=newest(want), batch=10, owner="job:flushed")
+    moved = run.step().moved + run.step().moved  # a batch added, the next leased
+    for node in rc.get_primaries():
+        rc.get_redis_connection(node).script_flush()
+    while True:
+        step = run.step()
+        moved += step.moved
+        if step.cursor is None:
+            break
+    assert_each_once(rc, want)
+    assert moved == 100
