@@ -161,6 +161,8 @@ class NodeReader:
         self.reason: str | None = None
         self._failing_since: float | None = None
         self._failures = 0
+        # Who last failed to read (this loop, or a slot reader): the node is "live" again only once none is.
+        self._failing: set[object] = set()
         self._wake = asyncio.Event()  # set when the keys change: cuts a multi-slot round's wait short
         self._last_entry_at = 0.0  # when a multi-slot round last brought entries (monotonic)
         self._budget = 0.0  # CPU seconds of hand-out the reader may still spend without waiting ("Pacing")
@@ -229,6 +231,7 @@ class NodeReader:
         polled slot. The connection is counted until it is closed, so the bound holds on the server."""
         if self.slots.get(reader.slot) is reader:
             del self.slots[reader.slot]
+        self._failing.discard(reader)
         tail_reader = self.owner.source.detach_slot(self.name, reader.slot)
         self._closing_slots += 1
         task = asyncio.get_running_loop().create_task(self._close_slot(tail_reader))
@@ -293,6 +296,7 @@ class NodeReader:
         finally:
             # No await between the loop's last check and this: a key added after it starts a new task.
             self.task = None
+            self._failing.discard(self)
             self.owner.node_idle(self)
 
     async def _round(self) -> None:
@@ -338,7 +342,7 @@ class NodeReader:
         return block, read_count()
 
     async def take(self, groups: Sequence[Sequence[bytes]], replies: Sequence[RawRead | OpsError],
-                   keys: Sequence[bytes], *, count: int) -> bool:
+                   keys: Sequence[bytes], *, count: int, by: object = None) -> bool:
         """Hand out what a round read (this loop's or a slot reader's); whether it brought entries.
 
         A group answered MOVED goes to its new node, one whose keys hold another type ends their tails,
@@ -365,9 +369,9 @@ class NodeReader:
             for key in lagging:
                 await owner.skip_to_head(key)
         if problem is not None:
-            await self.failed(problem)
+            await self.failed(problem, by=by)
             return bool(entries)
-        self._recovered()
+        self._recovered(by=by)
         if entries:
             self._last_entry_at = time.monotonic()
             await self._pace(fanout_s)
@@ -395,9 +399,13 @@ class NodeReader:
 
     # -- saying so
 
-    async def failed(self, exc: OpsError) -> None:
-        """Tell the subscribers (once per change of state), then wait before the next attempt."""
+    async def failed(self, exc: OpsError, *, by: object = None) -> None:
+        """Tell the subscribers (once per change of state), then wait before the next attempt.
+
+        ``by`` is the slot reader that failed (None: this loop); the node's state is one for all of them.
+        """
         now = time.monotonic()
+        self._failing.add(self if by is None else by)
         self._failures += 1
         if self._failing_since is None:
             self._failing_since = now
@@ -415,9 +423,14 @@ class NodeReader:
                 await self.owner.refresh(self)  # a replica may serve its slots now: they move to its reader
             finally:
                 self._refreshing = False
-        await asyncio.sleep(min(RETRY_MAX_S, 0.1 * 2**self._failures))
+        await asyncio.sleep(min(RETRY_MAX_S, 0.1 * 2 ** min(self._failures, 10)))
 
-    def _recovered(self) -> None:
+    def _recovered(self, *, by: object = None) -> None:
+        """A read succeeded: "live" again once no reader of the node is failing (one slot's refusal, an
+        ACL's say, keeps the node "stalled" as a refused group of a polled round did)."""
+        self._failing.discard(self if by is None else by)
+        if self._failing:
+            return
         self._failures, self._failing_since = 0, None
         if self.state != "live":
             log.warning("tail reader %s %s: live again", self.owner.conn, self.name)

@@ -63,9 +63,9 @@ class Node(Protocol):
     def read_params(self, reader: TailReader) -> tuple[int, int]: ...
 
     async def take(self, groups: Sequence[Sequence[bytes]], replies: Sequence[RawRead | OpsError],
-                   keys: Sequence[bytes], *, count: int) -> bool: ...
+                   keys: Sequence[bytes], *, count: int, by: object = None) -> bool: ...
 
-    async def failed(self, exc: OpsError) -> None: ...
+    async def failed(self, exc: OpsError, *, by: object = None) -> None: ...
 
     def slot_ended(self, reader: SlotReader) -> None: ...
 
@@ -150,7 +150,7 @@ class SlotReader:
             reader = owner.source.slot_reader(node.name, self.slot)
             await reader.connect_reader(block_ms=int(settings.BUSCONSOLE_TAIL_BLOCK_MS))
         except OpsError as exc:
-            await node.failed(exc)
+            await node.failed(exc, by=self)
             return
         # From here to the XREAD being sent there is no await: keys and cursors agree.
         keys = list(self.keys)
@@ -162,10 +162,10 @@ class SlotReader:
             replies = await reader.read_slots([(keys, [owner.cursors[k] for k in keys])],
                                               count=count, block_ms=block, blocking=0)
         except OpsError as exc:
-            await node.failed(exc)
+            await node.failed(exc, by=self)
             return
         finally:
             self.in_flight = None
         node.rounds += 1
         owner.xread_calls += 1
-        await node.take([keys], replies, keys, count=count)
+        await node.take([keys], replies, keys, count=count, by=self)
