@@ -198,7 +198,7 @@ def make_console_data(r: redis.Redis, admin) -> dict[str, str]:
     RetryRollup.objects.create(**stream, retries=3, count=2)
     PipelineRun.objects.create(started_at=monday, finished_at=monday + timedelta(minutes=1), as_of=monday, state="done")
     return {
-        "conn": "default", "key": quote(STREAM, safe=""), "dlq_key": quote(DLQ, safe=""),
+        "conn": "default", "key": quote(STREAM, safe=""), "family": quote(STREAM, safe=""), "dlq_key": quote(DLQ, safe=""),
         "group": quote(GROUP, safe=""), "consumer": quote(CONSUMER, safe=""), "entry_id": ids[0],
         "dlq_entry_id": dlq_entry_id,
         "job_id": str(job.pk), "rule_id": str(AlertRule.objects.get().pk), "token_id": str(token.pk),
