@@ -363,3 +363,46 @@ class RollupMark(models.Model):
 
     def __str__(self) -> str:
         return f"{self.table} {self.resolution} rolled up to {self.bucket:%Y-%m-%d %H:%M} (ids up to {self.after})"
+
+
+class FamilySample(models.Model):
+    """One stream family's figures on one connection, as of the family pass that finished at ``at``.
+
+    A family is a glob over stream keys (:mod:`eventbus.families`: configured, detected from the key's
+    shape, or a key alone). At a million short-lived keys there is no per-stream sample of every member:
+    the family row is what the overview, the streams page, ``/metrics`` and alerts read, and the few members
+    that matter keep their own per-stream rows (docs/operations.md#stream-families).
+
+    ``complete`` is False when the pass that made the row stopped at its budget before it saw every key
+    (``looked_at`` of ``keys_total``): its figures are then a lower bound. ``busiest`` is
+    ``[{"key": display text, "length": XLEN}, ...]``, the longest first.
+    """
+
+    connection = models.CharField(max_length=100)
+    family = models.TextField(help_text="The family's glob, as display text.")
+    family_hash = models.CharField(max_length=64, help_text="name_hash of the glob's bytes: the lookup key.")
+    kind = models.CharField(max_length=10, help_text="configured, detected or key (eventbus.families.Family.kind).")
+    at = models.DateTimeField(help_text="The snapshot tick at which the pass that made these figures finished.")
+    keys = models.BigIntegerField()
+    entries = models.BigIntegerField(help_text="The sum of XLEN over the family's streams.")
+    entries_added = models.BigIntegerField(null=True, blank=True, help_text="The sum of Redis's entries-added counters.")
+    rate_per_s = models.FloatField(null=True, blank=True, help_text="Entries added per second since the previous row.")
+    groups = models.BigIntegerField(default=0)
+    pending = models.BigIntegerField(default=0)
+    dlq_keys = models.IntegerField(default=0)
+    dlq_depth = models.BigIntegerField(default=0)
+    oldest_id = models.CharField(max_length=41, blank=True, default="")
+    newest_id = models.CharField(max_length=41, blank=True, default="")
+    busiest = models.JSONField(default=list, blank=True)
+    complete = models.BooleanField(default=True)
+    looked_at = models.BigIntegerField(default=0)
+    keys_total = models.BigIntegerField(null=True, blank=True, help_text="DBSIZE when the pass began (None: refused).")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["connection", "family_hash", "at"], name="familysample_conn_fam_at_unique")
+        ]
+        indexes = [models.Index(fields=["connection", "at"], name="familysample_conn_at")]
+
+    def __str__(self) -> str:
+        return f"{self.connection} {self.family} {self.at:%Y-%m-%d %H:%M:%S} ({self.keys} keys)"
