@@ -101,6 +101,9 @@ if not 1000 <= BUSCONSOLE_FAMILY_SCAN_BUDGET <= 10_000_000:
     raise ImproperlyConfigured(
         f"BUSCONSOLE_FAMILY_SCAN_BUDGET must be 1000 to 10000000, not {BUSCONSOLE_FAMILY_SCAN_BUDGET}"
     )
+# Above this many keys a connection is in family mode: the snapshot keeps per-family rows and per-stream rows
+# only for the members that matter, and the streams page lists families (docs/operations.md#stream-families).
+BUSCONSOLE_FAMILY_MODE_KEYS = envint("BUSCONSOLE_FAMILY_MODE_KEYS", 50000)
 # Characters of the payload preview a pending row or a dead letter's row shows (page and API), ellipsis included.
 BUSCONSOLE_PREVIEW_CHARS = envint("BUSCONSOLE_PREVIEW_CHARS", 80)
 if not 8 <= BUSCONSOLE_PREVIEW_CHARS <= 1000:
