@@ -14,7 +14,17 @@ exposition is, per connection:
   the most pending entries and the TOP_N deepest DLQs, never a stream matching a
   BUSCONSOLE_METRICS_EXCLUDE glob, and at most BUSCONSOLE_METRICS_MAX_SERIES per-object series in all
   (objects are taken in that order until the ceiling);
-- how many per-object series the full export would have had, and how many were left out.
+- **per-family series** (keys, entries, entries per second, groups, pending, DLQ depth, the oldest entry's
+  age) for each connection's BUSCONSOLE_METRICS_TOP_N stream families with the most entries, from its newest
+  family rows (:mod:`streams_app.metrics.family_exposition`), taken after the rankings above, within the
+  same ceiling;
+- how many per-object series (families included) the full export would have had, and how many were left
+  out, and the same for the family series alone.
+
+In **family mode** (a connection whose family rows count more streams than the tick's per-stream samples,
+which then exist only for the members that matter) the connection aggregates of streams, entries, rate,
+groups, pending, DLQs and DLQ depth are the family rows' sums (the rule and what it leaves a lower bound:
+:mod:`streams_app.metrics.family_exposition`).
 
 Objects are ranked in the mirror (whose figures each snapshot refreshes; the streams' length has an
 index) and their values read from the snapshot's samples by id, so every query is bounded by the
@@ -33,6 +43,7 @@ from django.db.models import Count, F, Max, Q, QuerySet, Sum
 
 from eventbus.glob import Glob, glob_compile
 from streams_app.metrics.bulk import chunks
+from streams_app.metrics.family_exposition import FamilySeries, FamilyView, family_view
 from streams_app.metrics.mirror import prefix_filter
 from streams_app.metrics.models import (
     ConsumerMirror,
@@ -40,9 +51,11 @@ from streams_app.metrics.models import (
     GroupMirror,
     GroupSample,
     Resolution,
+    SnapshotRun,
     StreamMirror,
     StreamSample,
 )
+from streams_app.redis_ops.client import connections
 
 #: Rows a ranking looks at (in pages) before it gives up finding TOP_N objects outside the excluded ones.
 RANK_SCAN_MAX = 20_000
@@ -115,12 +128,22 @@ class Exposition:
     streams: list[StreamSeries] = field(default_factory=list)
     groups: list[GroupSeries] = field(default_factory=list)
     dlqs: list[DlqSeries] = field(default_factory=list)
-    total_series: int = 0  # per-object series of the full export
+    families: list[FamilySeries] = field(default_factory=list)
+    total_series: int = 0  # per-object series of the full export (families included)
     emitted_series: int = 0
+    family_total_series: int = 0  # the family series alone
+    family_emitted_series: int = 0
+    #: per connection with family rows: the ``at`` of the rows shown, and whether the aggregates came from them
+    family_at: dict[str, datetime] = field(default_factory=dict)
+    family_mode: dict[str, bool] = field(default_factory=dict)
 
     @property
     def omitted_series(self) -> int:
         return max(0, self.total_series - self.emitted_series)
+
+    @property
+    def family_omitted_series(self) -> int:
+        return max(0, self.family_total_series - self.family_emitted_series)
 
 
 def exposition_build(*, tick: datetime) -> Exposition:
@@ -132,8 +155,12 @@ def exposition_build(*, tick: datetime) -> Exposition:
     exclude = [glob_compile(g) for g in settings.BUSCONSOLE_METRICS_EXCLUDE]
     ceiling = settings.BUSCONSOLE_METRICS_MAX_SERIES
     top_n = settings.BUSCONSOLE_METRICS_TOP_N
+    fam = family_view(sorted(set(out.aggregates) | {c.name for c in connections()}), tick=tick, top_n=top_n)
+    run = SnapshotRun.objects.filter(tick=tick).first()
+    _family_aggregates(out, fam, marks=getattr(run, "families", None) or {})
+    _consumer_aggregates(out.aggregates)
 
-    # Candidates in priority order: ("stream" | "group" | "dlq", mirror id).
+    # Candidates in priority order: ("stream" | "group" | "dlq", mirror id) or ("family", family row id).
     wanted: list[tuple[str, int]] = []
     for conn in sorted(out.aggregates):
         pinned = _included(conn, include, exclude, limit=ceiling)
@@ -152,9 +179,11 @@ def exposition_build(*, tick: datetime) -> Exposition:
             groups.order_by("-pending", "id"), "stream__key", exclude, top_n)]
         wanted += [("dlq", pk) for pk in _ranked(
             live.filter(is_dlq=True).order_by("-length", "id"), "key", exclude, top_n)]
+        wanted += [("family", pk) for pk in fam.top.get(conn, [])]
 
     ordered = list(dict.fromkeys(wanted))  # first mention wins
     values = _values(at, ordered)
+    values.update({("family", pk): v for pk, v in fam.values.items()})
     for kind_id in ordered:
         item = values.get(kind_id)
         if item is None:  # not sampled at this tick (vanished since the mirror saw it)
@@ -162,9 +191,34 @@ def exposition_build(*, tick: datetime) -> Exposition:
         if out.emitted_series + item.series > ceiling:
             continue  # a smaller one further down may still fit
         out.emitted_series += item.series
-        by_kind: dict[str, list[Any]] = {"stream": out.streams, "group": out.groups, "dlq": out.dlqs}
+        if kind_id[0] == "family":
+            out.family_emitted_series += item.series
+        by_kind: dict[str, list[Any]] = {
+            "stream": out.streams, "group": out.groups, "dlq": out.dlqs, "family": out.families,
+        }
         by_kind[kind_id[0]].append(item)
     return out
+
+
+def _family_aggregates(out: Exposition, fam: FamilyView, *, marks: dict[str, Any]) -> None:
+    """Count every family's series, and take a connection's totals from its family rows in family mode.
+
+    Family mode is what the tick's snapshot run says of the connection (``SnapshotRun.families[conn]["mode"]``,
+    ``"family"`` or ``"stream"``); a run that says nothing (made before the family snapshot existed) is
+    judged by its rows: family rows counting more keys than the tick's per-stream samples.
+    """
+    for conn, totals in fam.totals.items():
+        out.family_total_series += totals.series
+        out.total_series += totals.series
+        out.family_at[conn] = totals.at
+        agg = out.aggregates.setdefault(conn, Aggregate())
+        mark = marks.get(conn)
+        mode = mark.get("mode") if isinstance(mark, dict) else None
+        out.family_mode[conn] = family_mode = mode == "family" if mode in ("family", "stream") else totals.keys > agg.streams
+        if family_mode:
+            agg.streams, agg.entries, agg.entries_per_second = totals.keys, totals.entries, totals.rate
+            agg.groups, agg.pending = totals.groups, totals.pending
+            agg.dlqs, agg.dlq_depth = totals.dlq_keys, totals.dlq_depth
 
 
 def _aggregates(at: dict[str, Any], into: dict[str, Aggregate]) -> int:
@@ -193,7 +247,6 @@ def _aggregates(at: dict[str, Any], into: dict[str, Aggregate]) -> int:
         agg = into.setdefault(dlq_row["stream__connection"], Aggregate())
         agg.dlqs, agg.dlq_depth = dlq_row["n"], dlq_row["depth_sum"] or 0
         total += dlq_row["n"]
-    _consumer_aggregates(into)
     return total
 
 
@@ -272,9 +325,9 @@ def _rows_in(rows: QuerySet, column: str, ids: Sequence[int], value: str) -> lis
 
 def _values(
     at: dict[str, Any], ordered: Iterable[tuple[str, int]]
-) -> dict[tuple[str, int], StreamSeries | GroupSeries | DlqSeries]:
+) -> dict[tuple[str, int], StreamSeries | GroupSeries | DlqSeries | FamilySeries]:
     """The sampled values of the wanted objects at the tick, by (kind, mirror id)."""
-    ids: dict[str, list[int]] = {"stream": [], "group": [], "dlq": []}
+    ids: dict[str, list[int]] = {"stream": [], "group": [], "dlq": [], "family": []}
     for kind, pk in ordered:
         ids[kind].append(pk)
     out: dict[tuple[str, int], Any] = {}

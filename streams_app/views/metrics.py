@@ -2,8 +2,9 @@
 
 The figures come from the database (the last committed snapshot and the mirror's labels), never from
 Redis, and the exposition is bounded whatever the number of streams (:mod:`streams_app.metrics.exposition`:
-aggregates per connection, the top streams and groups, include/exclude globs, a ceiling of
-BUSCONSOLE_METRICS_MAX_SERIES per-object series, and a count of what was left out). Prometheus scrapers send
+aggregates per connection, the top streams and groups, the stream families with the most entries,
+include/exclude globs, a ceiling of BUSCONSOLE_METRICS_MAX_SERIES per-object series, and a count of what
+was left out). Prometheus scrapers send
 ``Authorization: Bearer <token>`` (``bearer_token_file``); a browser session is not enough, so the
 login-required middleware is told to stay out of the way and the view checks the token itself.
 """
@@ -82,9 +83,10 @@ class SnapshotCollector(Collector):
         for d in families_order(ex.dlqs):
             depth.add_metric([d.conn, d.key, d.convention], d.depth)
         yield depth
+        yield from self._families(ex)
 
         total = GaugeMetricFamily(
-            "busconsole_metrics_series", "Per-object series (stream, group, DLQ) a full export would have."
+            "busconsole_metrics_series", "Per-object series (stream, group, DLQ, family) a full export would have."
         )
         total.add_metric([], ex.total_series)
         omitted = GaugeMetricFamily(
@@ -93,7 +95,55 @@ class SnapshotCollector(Collector):
             "_MAX_SERIES); the busconsole_connection_* aggregates cover every object.",
         )
         omitted.add_metric([], ex.omitted_series)
-        yield from (total, omitted)
+        family_total = GaugeMetricFamily(
+            "busconsole_metrics_family_series", "Per-family series a full export of every stream family would have."
+        )
+        family_total.add_metric([], ex.family_total_series)
+        family_omitted = GaugeMetricFamily(
+            "busconsole_metrics_family_series_omitted",
+            "Per-family series left out of this exposition (the BUSCONSOLE_METRICS_TOP_N families with the most "
+            "entries per connection, within _MAX_SERIES).",
+        )
+        family_omitted.add_metric([], ex.family_omitted_series)
+        yield from (total, omitted, family_total, family_omitted)
+
+    def _families(self, ex: Exposition) -> Iterator[Metric]:
+        """The top stream families' series, and per connection when its family rows were made and whether
+        its aggregates come from them (family mode)."""
+        labels = ["connection", "family"]
+        specs = [
+            ("keys", "Streams in the family (as of the family pass of busconsole_family_pass_timestamp_seconds).",
+             lambda f: f.keys),
+            ("entries", "Entries in the family's streams (the sum of XLEN).", lambda f: f.entries),
+            ("entries_per_second", "Entries added per second to the family since its previous row.", lambda f: f.rate),
+            ("groups", "Consumer groups of the family's streams.", lambda f: f.groups),
+            ("pending", "Pending entries, all the family's groups.", lambda f: f.pending),
+            ("dlq_depth", "Entries in the dead-letter queues that feed back into the family's streams.",
+             lambda f: f.dlq_depth),
+            ("oldest_entry_age_seconds", "Age of the family's oldest entry (its ID's time) at the pass.",
+             lambda f: f.oldest_age_s),
+        ]
+        for name, text, value in specs:
+            family = GaugeMetricFamily(f"busconsole_family_{name}", text, labels=labels)
+            for f in families_order(ex.families):
+                v = value(f)
+                if v is not None:
+                    family.add_metric([f.conn, f.family], v)
+            yield family
+        at = GaugeMetricFamily(
+            "busconsole_family_pass_timestamp_seconds", "When the family pass behind the family series finished "
+            "(Unix time).", labels=["connection"],
+        )
+        mode = GaugeMetricFamily(
+            "busconsole_connection_family_mode",
+            "1 when the connection's busconsole_connection_* totals come from its stream-family rows (per-stream "
+            "samples exist for the members that matter only; lag and consumer figures then cover those members).",
+            labels=["connection"],
+        )
+        for conn in sorted(ex.family_at):
+            at.add_metric([conn], ex.family_at[conn].timestamp())
+            mode.add_metric([conn], 1 if ex.family_mode[conn] else 0)
+        yield from (at, mode)
 
     def _aggregates(self, ex: Exposition) -> Iterator[Metric]:
         specs = [
@@ -220,5 +270,10 @@ def metrics(request: HttpRequest) -> HttpResponse:
             f"# busconsole: {ex.omitted_series} of {ex.total_series} per-object series left out "
             "(BUSCONSOLE_METRICS_TOP_N, _INCLUDE, _EXCLUDE, _MAX_SERIES); the busconsole_connection_* "
             "aggregates cover every object.\n"
+        ).encode()
+    if ex is not None and ex.family_omitted_series:
+        body += (
+            f"# busconsole: {ex.family_omitted_series} of {ex.family_total_series} family series left out "
+            "(BUSCONSOLE_METRICS_TOP_N families per connection, _MAX_SERIES).\n"
         ).encode()
     return HttpResponse(body, content_type=CONTENT_TYPE_LATEST)

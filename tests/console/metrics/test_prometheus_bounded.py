@@ -13,6 +13,7 @@ from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
 
 from streams_app.metrics import snapshots
+from streams_app.metrics.models import FamilySample
 from tests.console.helpers import CONN
 from tests.console.metrics.helpers import T0
 
@@ -42,6 +43,21 @@ def _scrape(client: Client, token: str) -> tuple[str, dict[str, dict[tuple, floa
         for sample in family.samples:
             out.setdefault(sample.name, {})[tuple(sorted(sample.labels.items()))] = sample.value
     return text, out
+
+
+def _family_series() -> int:
+    """The per-family series a full export has (the snapshot's family rows: 5 each, a rate and an oldest
+    entry's age when known), counted like the stream, group and DLQ series."""
+    return sum(5 + (rate is not None) + bool(oldest)
+               for rate, oldest in FamilySample.objects.values_list("rate_per_s", "oldest_id"))
+
+
+_PER_OBJECT = ("busconsole_stream_", "busconsole_group_", "busconsole_dlq_depth", "busconsole_family_")
+
+
+def _per_object(metrics: dict[str, dict[tuple, float]]) -> int:
+    return sum(len(v) for name, v in metrics.items()
+               if name.startswith(_PER_OBJECT) and name != "busconsole_family_pass_timestamp_seconds")
 
 
 def _streams_of(metric: dict[tuple, float]) -> set[str]:
@@ -83,9 +99,8 @@ def test_top_n_include_exclude_and_the_aggregates(
 
     # Every stream has length and entries-added (no rate on a first tick); every group pending, lag and
     # (pending or not) an oldest-pending age; the DLQ its depth.
-    full = 2 * len(keys) + 3 * len(groups) + 1
-    emitted = sum(len(v) for name, v in metrics.items() if name.startswith(("busconsole_stream_", "busconsole_group_",
-                                                                             "busconsole_dlq_depth")))
+    full = 2 * len(keys) + 3 * len(groups) + 1 + _family_series()
+    emitted = _per_object(metrics)
     assert metrics["busconsole_metrics_series"][()] == full
     assert metrics["busconsole_metrics_series_omitted"][()] == full - emitted > 0
     assert f"# busconsole: {full - emitted} of {full} per-object series left out" in text
@@ -97,8 +112,7 @@ def test_the_ceiling_bounds_the_per_object_series(r: redis.Redis, client: Client
     _bus(r)
     snapshots.snapshot_take(tick=T0)
     _, metrics = _scrape(client, api_token(viewer))
-    per_object = sum(len(v) for name, v in metrics.items()
-                     if name.startswith(("busconsole_stream_", "busconsole_group_", "busconsole_dlq_depth")))
+    per_object = _per_object(metrics)
     assert 0 < per_object <= 10
     assert metrics["busconsole_metrics_series"][()] - metrics["busconsole_metrics_series_omitted"][()] == per_object
     # the largest stream comes first
