@@ -72,11 +72,14 @@ class StreamsForm(forms.Form):
 
 
 class FamiliesForm(forms.Form):
-    """The families page: a page of rows (``offset``), or of one family's members (``cursor``)."""
+    """The families page: a page of rows (``offset``; ``now=1`` for a bounded pass now rather than the
+    snapshot's rows), or of one family's members (``cursor``)."""
 
     cursor = forms.IntegerField(required=False, min_value=0, max_value=2**64 - 1)
     offset = forms.IntegerField(required=False, min_value=0, max_value=2**63 - 1)
     count = forms.IntegerField(required=False, min_value=1, max_value=MAX_PAGE)
+    # "now=1": one bounded pass over Redis now instead of the snapshot's stored rows
+    now = forms.BooleanField(required=False)
 
     def clean(self):
         data = super().clean()

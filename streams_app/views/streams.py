@@ -14,6 +14,13 @@ Streams the event bus keeps for itself (its metrics streams) carry an "internal"
 
 Either way a page that could not reach every primary says so: ``missed`` names the nodes whose
 streams are absent (a scan) or shown with the mirror's figures instead of live ones (the mirror).
+
+**Family mode** (docs/operations.md#stream-families): when the newest stored family rows say the
+connection holds more than ``BUSCONSOLE_FAMILY_MODE_KEYS`` keys, the page first lists its families, at
+most :data:`FAMILY_ROWS` of them (most keys first, filtered by the same ``match``), each linking to its
+members page, with a link to every family; the per-stream rows below are the mirror's, which in that
+mode holds only the members that matter. Both are read from the database, so the page's size and time
+stay bounded whatever the number of keys.
 """
 
 from __future__ import annotations
@@ -23,14 +30,19 @@ from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
 from eventbus.conventions import is_internal_stream
+from streams_app.metrics import family_rows as stored
 from streams_app.metrics import mirror
 from streams_app.redis_ops import commands
 from streams_app.redis_ops.errors import OpsError
 from streams_app.redis_ops.reads import streams as stream_reads
 from streams_app.redis_ops.types import StreamSummary
 from streams_app.views.common import connection_context, render_screen
+from streams_app.views.families import stored_row
 from streams_app.views.forms import StreamsForm, validated
 from streams_app.views.presenters import dlq_convention
+
+#: Families the streams page lists in family mode; the families page pages through the rest.
+FAMILY_ROWS = 25
 
 
 @require_GET
@@ -38,6 +50,7 @@ def streams_list(request: HttpRequest, conn: str) -> HttpResponse:
     context = connection_context(request, conn)
     params = validated(StreamsForm, request.GET)
     if not params["live"]:
+        context.update(family_mode_rows(conn, params["match"]))
         page = mirror.stream_mirror_page(
             conn=conn, match=params["match"], sort=params["sort"], offset=params["offset"], count=params["count"]
         )
@@ -65,6 +78,18 @@ def streams_list(request: HttpRequest, conn: str) -> HttpResponse:
         mode="live",
     )
     return render_screen(request, "streams_app/streams.html", context, partial="streams-table")
+
+
+def family_mode_rows(conn: str, match: str) -> dict:
+    """The family section of the page in family mode (empty otherwise): one row per family, bounded."""
+    found = stored.family_rows(conn, count=FAMILY_ROWS, match=match)
+    if found is None or not found.family_mode:
+        return {"family_mode": False}
+    return {
+        "family_mode": True, "families": found,
+        "family_rows": [stored_row(conn, sample) for sample in found.rows],
+        "mode_keys": settings.BUSCONSOLE_FAMILY_MODE_KEYS,
+    }
 
 
 def _row(s: StreamSummary, **more: object) -> dict:

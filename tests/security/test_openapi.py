@@ -174,8 +174,9 @@ def test_every_operation_answers_as_documented(doc, admin_user, api_token, bus, 
     c.call("get", "/api/v1/connections/", status=200)
     c.call("get", S, status=200)
     c.call("get", S, status=200, query="?sort=length&count=1")
-    # stream families: the rows of one pass, a family's members, a bad count
-    families = c.call("get", "/api/v1/c/{conn}/families/", status=200)
+    # stream families: the snapshot's rows (none yet), the rows of one pass, a family's members, a bad count
+    assert c.call("get", "/api/v1/c/{conn}/families/", status=200)["source"] == "none"
+    families = c.call("get", "/api/v1/c/{conn}/families/", status=200, query="?now=1")
     assert any(row["pattern"] == "orders" for row in families["families"])
     c.call("get", "/api/v1/c/{conn}/families/{family}/", status=200, query="?count=5")
     c.call("get", "/api/v1/c/{conn}/families/", status=400, query="?count=0")

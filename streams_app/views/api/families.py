@@ -1,5 +1,6 @@
-"""Stream families in the JSON API (docs/api.md#stream-families): the rows of one bounded pass, and a
-family's members, paged; the same rows as the families page (:mod:`streams_app.views.families`)."""
+"""Stream families in the JSON API (docs/api.md#stream-families): the rows of the newest snapshot (or of
+one bounded pass, asked for), and a family's members, paged; the same rows as the families page
+(:mod:`streams_app.views.families`)."""
 
 from __future__ import annotations
 
@@ -15,23 +16,32 @@ from streams_app.views.api.schemas import FamiliesQuery, query
 from streams_app.views.families import families_context
 
 
-@api_endpoint(method="GET", summary="Streams summed by family, in one bounded pass over SCAN", tag="streams",
+@api_endpoint(method="GET", summary="Streams summed by family, as of the newest snapshot", tag="streams",
               query=FamiliesQuery, replies={200: replies.FamiliesReply})
 def families(request: HttpRequest, conn: str) -> JsonResponse:
     """Each family's keys, entries, groups, pending entries, DLQ depth, oldest and newest entry and busiest
-    members, among the keys one pass of at most ``BUSCONSOLE_FAMILY_SCAN_BUDGET`` looked at."""
+    members, as the newest snapshot stored them (no Redis command); with ``now``, among the keys one pass
+    of at most ``BUSCONSOLE_FAMILY_SCAN_BUDGET`` looks at now."""
     client.connection(conn)
     params = query(FamiliesQuery, request.GET)
-    context = families_context(conn, offset=params.offset, count=params.count)
-    found = context["scan"]
+    context = families_context(conn, offset=params.offset, count=params.count, run_pass=params.now)
     rows = [
         {**row, "api_url": f"/api/v1{row['url']}" if row["url"] else None} for row in context["rows"]
     ]
-    return JsonResponse({
-        "families": rows, "total": context["total"], "next_offset": context["next_offset"],
-        "streams": found.streams, "looked_at": found.looked_at, "keys_total": found.keys_total,
-        "complete": found.complete and not found.missed, "missed": list(found.missed),
-    })
+    body = {"source": context["source"], "families": rows, "total": context["total"],
+            "next_offset": context["next_offset"]}
+    if context["source"] == "snapshot":
+        found = context["stored"]
+        body |= {"as_of": found.at.isoformat(), "streams": found.keys, "looked_at": found.looked_at,
+                 "keys_total": found.keys_total, "complete": found.complete, "missed": []}
+    elif context["source"] == "pass":
+        scan = context["scan"]
+        body |= {"as_of": None, "streams": scan.streams, "looked_at": scan.looked_at,
+                 "keys_total": scan.keys_total, "complete": scan.complete and not scan.missed,
+                 "missed": list(scan.missed)}
+    else:
+        body |= {"as_of": None, "streams": 0, "looked_at": 0, "keys_total": None, "complete": False, "missed": []}
+    return JsonResponse(body)
 
 
 @api_endpoint(method="GET", summary="One page of a family's streams", tag="streams", query=FamiliesQuery,

@@ -101,7 +101,7 @@ class StreamsScanReply(Reply):
 
 class FamilyMember(Reply):
     key: str
-    url: str
+    url: str | None  # null when the stored text cannot give back the key's exact bytes
     length: int
 
 
@@ -124,14 +124,19 @@ class FamilyRowReply(Reply):
     dlq_keys: int
     oldest_id: EntryIdText | None
     newest_id: EntryIdText | None
+    rate_per_s: float | None = None
     busiest: list[FamilyMember]
 
 
 class FamiliesReply(Reply):
-    """The families one bounded pass found: ``looked_at`` of ``keys_total`` keys (DBSIZE); ``complete`` is
-    false when the pass stopped at its budget (``BUSCONSOLE_FAMILY_SCAN_BUDGET``) or primaries did not
-    answer (``missed``). ``total`` families, ``next_offset`` pages through them."""
+    """The families of the newest snapshot (``source`` "snapshot", ``as_of`` its tick), or of one bounded
+    pass made now (``source`` "pass", asked with ``now``), or none before the first snapshot (``source``
+    "none"): ``looked_at`` of ``keys_total`` keys (DBSIZE); ``complete`` is false when the pass stopped at
+    its budget (``BUSCONSOLE_FAMILY_SCAN_BUDGET``) or primaries did not answer (``missed``). ``total``
+    families, ``next_offset`` pages through them."""
 
+    source: Literal["snapshot", "pass", "none"]
+    as_of: str | None
     families: list[FamilyRowReply]
     total: int
     next_offset: int | None

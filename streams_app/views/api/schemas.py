@@ -507,12 +507,14 @@ class StreamsQuery(Query):
 
 
 class FamiliesQuery(Query):
-    """One page of the family rows (``offset``, ``count``) of one bounded pass, or of a family's members
-    (``cursor``: the value a reply gave, opaque, continuing a SCAN over every primary)."""
+    """One page of the family rows (``offset``, ``count``) of the newest snapshot (``now``: of one bounded
+    pass over Redis made now instead), or of a family's members (``cursor``: the value a reply gave,
+    opaque, continuing a SCAN over every primary)."""
 
     offset: query_int(ge=0, le=I64_MAX) = 0  # type: ignore[valid-type]  # pydantic reads the Annotated type this call builds; mypy takes no call as a type
     cursor: query_int(ge=0, le=2**64 - 1) = 0  # type: ignore[valid-type]  # pydantic reads the Annotated type this call builds; mypy takes no call as a type
     count: query_int(ge=1, le=MAX_PAGE) = DEFAULT_PAGE  # type: ignore[valid-type]  # pydantic reads the Annotated type this call builds; mypy takes no call as a type
+    now: bool = False
 
 
 class EntriesQuery(Query):

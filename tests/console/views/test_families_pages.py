@@ -1,5 +1,6 @@
-"""The families page, a family's members page and their API as each role, against figures counted in the
-test (tests/console/families_data.py); and the family settings refused at start-up with the reason."""
+"""The families page's bounded pass (``now=1``), a family's members page and their API as each role, against
+figures counted in the test (tests/console/families_data.py); and the family settings refused at start-up
+with the reason. The stored rows the page shows by default: test_families_stored.py."""
 
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ def keyspace(r: redis.Redis, settings) -> dict[bytes, set[bytes]]:
 @pytest.mark.parametrize("role", ROLES)
 def test_every_role_reads_the_rows_and_the_api_says_the_same(request, role: str, keyspace, r: redis.Redis) -> None:
     client = logged_in(request.getfixturevalue(role))
-    reply = client.get(api(f"/c/{CONN}/families/"), {"count": 1000})
+    reply = client.get(api(f"/c/{CONN}/families/"), {"count": 1000, "now": 1})
     assert reply.status_code == 200, reply.content
     body = reply.json()
     assert body["complete"] and body["keys_total"] == body["looked_at"] == r.dbsize()
@@ -45,7 +46,7 @@ def test_every_role_reads_the_rows_and_the_api_says_the_same(request, role: str,
     assert progress["url"] == f"/c/{CONN}/families/{seg('progress:*')}/"
     assert progress["busiest"][0]["url"] == stream_url(progress["busiest"][0]["key"])
 
-    page = client.get(f"/c/{CONN}/families/", {"count": 1000})
+    page = client.get(f"/c/{CONN}/families/", {"count": 1000, "now": 1})
     assert page.status_code == 200
     text = page.content.decode()
     assert f"Looked at all {r.dbsize()} keys" in text
@@ -56,7 +57,7 @@ def test_every_role_reads_the_rows_and_the_api_says_the_same(request, role: str,
 
 
 def test_the_families_page_pages_its_rows(viewer_client: Client, keyspace) -> None:
-    first = viewer_client.get(f"/c/{CONN}/families/", {"count": 2}).content.decode()
+    first = viewer_client.get(f"/c/{CONN}/families/", {"count": 2, "now": 1}).content.decode()
     assert len(re.findall(r"<tr data-family=", first)) == 2
     [more] = re.findall(r'<a rel="next" href="([^"]+)"', first)
     assert more.startswith("?")
