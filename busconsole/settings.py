@@ -104,6 +104,14 @@ if not 1000 <= BUSCONSOLE_FAMILY_SCAN_BUDGET <= 10_000_000:
 # Above this many keys a connection is in family mode: the snapshot keeps per-family rows and per-stream rows
 # only for the members that matter, and the streams page lists families (docs/operations.md#stream-families).
 BUSCONSOLE_FAMILY_MODE_KEYS = envint("BUSCONSOLE_FAMILY_MODE_KEYS", 50000)
+# In family mode each snapshot tick goes on with a rolling family pass for at most TICK_KEYS stream keys (so a
+# tick's cost does not grow with the key count), and reads the per-stream figures of at most MEMBERS_MAX members.
+BUSCONSOLE_FAMILY_TICK_KEYS = envint("BUSCONSOLE_FAMILY_TICK_KEYS", 50000)
+BUSCONSOLE_FAMILY_MEMBERS_MAX = envint("BUSCONSOLE_FAMILY_MEMBERS_MAX", 1000)
+if BUSCONSOLE_FAMILY_MODE_KEYS < 0 or BUSCONSOLE_FAMILY_TICK_KEYS < 1 or BUSCONSOLE_FAMILY_MEMBERS_MAX < 0:
+    raise ImproperlyConfigured(
+        "BUSCONSOLE_FAMILY_MODE_KEYS and BUSCONSOLE_FAMILY_MEMBERS_MAX must be >= 0, BUSCONSOLE_FAMILY_TICK_KEYS >= 1"
+    )
 # Characters of the payload preview a pending row or a dead letter's row shows (page and API), ellipsis included.
 BUSCONSOLE_PREVIEW_CHARS = envint("BUSCONSOLE_PREVIEW_CHARS", 80)
 if not 8 <= BUSCONSOLE_PREVIEW_CHARS <= 1000:

@@ -196,6 +196,7 @@ class KeyFacts:
     pending: int
     first_id: str | None
     last_id: str | None
+    entries_added: int | None = None  # Redis 7's counter of entries ever added (None: older servers)
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,6 +215,7 @@ class FamilyRow:
     oldest_id: str | None
     newest_id: str | None
     busiest: tuple[tuple[bytes, int], ...]
+    entries_added: int = 0  # the sum of the members' entries-added counters (where the server has them)
 
 
 @dataclass
@@ -227,6 +229,7 @@ class _Sums:
     oldest: tuple[int, int, str] | None = None
     newest: tuple[int, int, str] | None = None
     top: list[tuple[int, _Inverse]] = field(default_factory=list)  # a min-heap: the busiest members so far
+    entries_added: int = 0
 
 
 class FamilyTally:
@@ -255,6 +258,7 @@ class FamilyTally:
             sums.entries += fact.length
             sums.groups += fact.groups
             sums.pending += fact.pending
+            sums.entries_added += fact.entries_added or 0
             if fact.first_id and (sums.oldest is None or id_order(fact.first_id) < sums.oldest[:2]):
                 sums.oldest = (*id_order(fact.first_id), fact.first_id)
             if fact.last_id and (sums.newest is None or id_order(fact.last_id) > sums.newest[:2]):
@@ -281,6 +285,7 @@ class FamilyTally:
                 dlq_depth=s.dlq_depth, dlq_keys=s.dlq_keys,
                 oldest_id=s.oldest[2] if s.oldest else None, newest_id=s.newest[2] if s.newest else None,
                 busiest=tuple((inverse.key, length) for length, inverse in sorted(s.top, reverse=True)),
+                entries_added=s.entries_added,
             )
             for family, s in self._sums.items()
         ]

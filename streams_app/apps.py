@@ -23,7 +23,7 @@ class StreamsAppConfig(AppConfig):
         # Code that enqueues a task names it; importing the tasks registers them, so the name resolves
         # to the task itself (its options, eager mode, routes) in the web process too, not only in workers.
         from streams_app import signals, tasks  # noqa: F401
-        from streams_app.alerts import evaluation
+        from streams_app.alerts import evaluation, family_members
         from streams_app.exports import files as export_files
         from streams_app.jobs import kinds, runner
         from streams_app.lake import run
@@ -43,6 +43,8 @@ class StreamsAppConfig(AppConfig):
         wire.internals_check()
         # Alert rules evaluate after every snapshot.
         evaluation.connect()
+        # A family-mode snapshot keeps per-stream rows of the streams alerts name.
+        family_members.connect()
         # Logouts, deactivations and role changes reach the open websockets of the users concerned.
         signals.revocation_connect()
         # The runner knows kinds by name; their bodies live with their features (see jobs.runner).

@@ -289,6 +289,10 @@ class SnapshotRun(models.Model):
     streams = models.IntegerField(default=0)
     groups = models.IntegerField(default=0)
     errors = models.JSONField(default=list, blank=True, help_text='[{"conn": name, "error": text}]')
+    families = models.JSONField(  # nullable: added in place, without rebuilding the table on SQLite
+        null=True, blank=True,
+        help_text='Per connection snapshotted by family: {"conn": {"mode", "pass_keys", "keys_total", "members", ...}}.',
+    )
 
     class Meta:
         ordering = ["-tick"]
@@ -406,3 +410,31 @@ class FamilySample(models.Model):
 
     def __str__(self) -> str:
         return f"{self.connection} {self.family} {self.at:%Y-%m-%d %H:%M:%S} ({self.keys} keys)"
+
+
+class FamilyPassState(models.Model):
+    """The rolling family pass of one connection in family mode (docs/operations.md#stream-families).
+
+    Each snapshot tick goes on with the pass's ``SCAN`` from ``cursor`` for a bounded number of keys and
+    adds what it read to ``tally`` (the partial family figures, JSON: pattern hex -> sums); keys SCAN
+    returned beyond the tick's allowance wait in ``carry`` (hex) for the next tick. ``cursor`` is None
+    when no pass is under way. ``members`` is the set of members that keep per-stream rows (hex keys),
+    from the last completed pass and the current one so far.
+    """
+
+    connection = models.CharField(max_length=100, unique=True)
+    cursor = models.BigIntegerField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True, help_text="The tick the pass under way began at.")
+    keys_total = models.BigIntegerField(null=True, blank=True, help_text="DBSIZE when the pass began.")
+    looked_at = models.BigIntegerField(default=0)
+    streams = models.BigIntegerField(default=0, help_text="Stream keys the pass under way has read.")
+    tally = models.JSONField(default=dict, blank=True)
+    carry = models.JSONField(default=list, blank=True)
+    candidates = models.JSONField(default=list, blank=True, help_text="Members found by the pass under way.")
+    members = models.JSONField(default=list, blank=True, help_text="Members of the last completed pass.")
+    missed = models.TextField(blank=True, default="")
+    completed_at = models.DateTimeField(null=True, blank=True, help_text="The tick the last pass completed at.")
+    passes = models.IntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"family pass of {self.connection} ({self.streams} streams so far)"

@@ -14,3 +14,8 @@ import django.dispatch
 
 snapshot_taken = django.dispatch.Signal()
 """Sent with ``tick`` (datetime) and ``run`` (SnapshotRun) after each snapshot is committed."""
+
+family_members_named = django.dispatch.Signal()
+"""Sent with ``conn`` by a family-mode snapshot tick and mirror sync (:mod:`.family_ticks`): each receiver
+returns the stream keys (bytes) that must keep their per-stream rows on that connection (the alert rules
+name theirs, :mod:`streams_app.alerts.family_members`)."""

@@ -1,4 +1,6 @@
-"""Taking metric snapshots: one sample per stream, group and DLQ of every connection for one *tick*.
+"""Taking metric snapshots: one sample per stream, group and DLQ of every connection for one *tick*, and
+one per stream family; a connection above ``BUSCONSOLE_FAMILY_MODE_KEYS`` keys is snapshotted by family,
+with per-stream samples of the members that matter only (:mod:`.family_ticks`).
 
 A tick is the interval-aligned time (:func:`snapshot_tick_for`). The tick's :class:`SnapshotRun` row is
 unique, so two overlapping runs for the same tick write one snapshot; the samples are bulk-inserted with
@@ -31,6 +33,7 @@ from django.utils import timezone
 
 from busconsole.locks import renewed_lock
 from streams_app.live import broadcast
+from streams_app.metrics import family_ticks
 from streams_app.metrics.models import SnapshotRun, SnapshotSkip
 from streams_app.metrics.signals import snapshot_taken
 from streams_app.metrics.snapshot_write import tick_write
@@ -38,6 +41,7 @@ from streams_app.perf.heap import gc_paused
 from streams_app.redis_ops import client as redis_client
 from streams_app.redis_ops import snapshot_reads
 from streams_app.redis_ops.errors import OpsError
+from streams_app.redis_ops.reads.families import keys_total
 
 log = logging.getLogger(__name__)
 
@@ -69,17 +73,23 @@ def _snapshot_take(tick: datetime) -> SnapshotRun:
         return done
     started_at = timezone.now()
     t0 = time.perf_counter()
-    read: dict[str, snapshot_reads.ServerFacts] = {}
+    read: dict[str, tuple[snapshot_reads.ServerFacts, int | None]] = {}
+    by_family: dict[str, family_ticks.FamilyTick] = {}  # connections above the family-mode threshold
     errors: list[dict[str, str]] = []
     for conn in redis_client.connections():
         try:
-            facts = snapshot_reads.server_read(conn.name)
+            total = keys_total(conn.name)
+            if family_ticks.family_mode(total):
+                by_family[conn.name] = family_tick = family_ticks.family_tick_read(conn.name, tick=tick, keys_total=total)
+                missed = family_tick.missed
+            else:
+                facts = snapshot_reads.server_read(conn.name)
+                read[conn.name] = (facts, total)
+                missed = getattr(facts, "missed", ())
         except OpsError as exc:
             errors.append({"conn": conn.name, "error": exc.message})
             log.warning("snapshot %s: %s", tick.isoformat(), exc.message)
             continue
-        read[conn.name] = facts
-        missed = getattr(facts, "missed", ())
         if missed:  # a cluster primary did not answer: its streams have no sample this tick
             errors.append({"conn": conn.name, "error": f"partial: not read from {', '.join(missed)}"})
     redis_ms = int((time.perf_counter() - t0) * 1000)
@@ -93,17 +103,25 @@ def _snapshot_take(tick: datetime) -> SnapshotRun:
         _record_gap(tick, found_at=started_at)
         previous_tick = _previous_tick(tick)
         streams = groups = 0
-        for name, facts in read.items():
+        run.families = {}
+        for name, (facts, total) in read.items():
             written = tick_write(
                 conn=name, streams=facts.streams, tick=tick, previous_tick=previous_tick, now=started_at
             )
             streams += written.streams
             groups += written.groups
+            run.families[name] = {"mode": "stream", "families": family_ticks.family_samples_from_streams(
+                name, facts.streams, tick=tick, keys_total=total, complete=not getattr(facts, "missed", ()))}
+        for name, family_tick in by_family.items():
+            written = family_ticks.family_tick_write(family_tick, tick=tick, previous_tick=previous_tick, now=started_at)
+            streams += written.streams
+            groups += written.groups
+            run.families[name] = family_tick.notes
         run.finished_at = timezone.now()
         run.duration_ms = int((time.perf_counter() - t0) * 1000)
         run.streams = streams
         run.groups = groups
-        run.save(update_fields=["finished_at", "duration_ms", "streams", "groups"])
+        run.save(update_fields=["finished_at", "duration_ms", "streams", "groups", "families"])
         transaction.on_commit(lambda: _announce(tick, run))
     return run
 

@@ -1,0 +1,260 @@
+"""The snapshot tick by family (docs/operations.md#stream-families): one :class:`FamilySample` per family,
+and per-stream rows only for the members that matter, so that a tick's cost grows with the number of
+families and interesting members, not with the number of keys.
+
+A connection whose DBSIZE is at most ``BUSCONSOLE_FAMILY_MODE_KEYS`` is snapshotted stream by stream as
+before (:mod:`.snapshots`), and its family rows are summed in memory from the streams that tick read
+(:func:`family_samples_from_streams`: no extra Redis command, ``complete`` unless a primary was missed).
+
+Above it the connection is in *family mode*, and each tick (:func:`family_tick_read`, then
+:func:`family_tick_write` in the snapshot's transaction):
+
+1. reads the per-stream facts of the *members* (:func:`members_wanted`, at most
+   ``BUSCONSOLE_FAMILY_MEMBERS_MAX``; pipelined XINFO as a snapshot reads any stream) and writes their
+   samples and mirror figures through the same set-based :func:`~.snapshot_write.tick_write`. Members are,
+   in this order of precedence: streams an alert names (:data:`~.signals.family_members_named`), families
+   of a single key (``orders``), dead-letter queues and the streams they feed back into, streams with
+   pending entries (the most first), then the busiest members of each family (the longest first);
+2. goes on with the rolling family pass for at most ``BUSCONSOLE_FAMILY_TICK_KEYS`` keys
+   (:func:`~streams_app.redis_ops.family_pass.family_pass_step`), adding what it read to the partial
+   figures saved on :class:`~.models.FamilyPassState` with the SCAN cursor, so a pass goes on across
+   ticks and processes. When the SCAN completes, the pass's figures are written as the family rows of the
+   current tick, and its members become the set the next ticks read.
+
+A family's ``rate_per_s`` is the growth of the sum of its members' entries-added counters since the
+family's previous row, over the seconds between the two rows; when the sum fell (members that expired
+took more with them than was added) the rate is unknown (None) rather than negative. A pass spread over
+ticks sees each key at one moment of it, so its figures are as of the pass, not of its last tick.
+
+The partial figures are kept as JSON rather than as rows: a family's sums are a handful of numbers and
+five busiest members, written once a tick, and the pass's state stays one row per connection.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+
+from eventbus.families import FamilyRow, FamilyTally, KeyFacts
+from eventbus.text import display_text, id_order
+from streams_app.metrics.models import FamilyPassState, FamilySample, name_hash
+from streams_app.metrics.signals import family_members_named
+from streams_app.metrics.snapshot_write import TickWritten, tick_write
+from streams_app.redis_ops import snapshot_reads
+from streams_app.redis_ops.conventions import detect_dlq
+from streams_app.redis_ops.family_pass import family_pass_step
+from streams_app.redis_ops.reads.families import grouping
+from streams_app.redis_ops.types import StreamInfo
+
+#: Busiest members each family keeps.
+TOP = 5
+#: Precedence of the kinds of member (lower first).
+NAMED, SINGLE, DLQ, PENDING, BUSIEST = range(5)
+
+
+def family_mode(keys_total: int | None) -> bool:
+    """Whether a connection holding ``keys_total`` keys (DBSIZE; None: refused) is snapshotted by family."""
+    return keys_total is not None and keys_total > settings.BUSCONSOLE_FAMILY_MODE_KEYS
+
+
+def _dlq_origin(key: bytes) -> bytes | None:
+    kind = detect_dlq(key)
+    return kind.source_hint if kind is not None else None
+
+
+def _tally(streams: Iterable[StreamInfo]) -> FamilyTally:
+    tally = FamilyTally(grouping(), dlq_origin=_dlq_origin, top=TOP)
+    tally.add(
+        KeyFacts(key=s.key, length=s.length, groups=len(s.groups), pending=s.pending, first_id=s.first_id,
+                 last_id=s.last_id, entries_added=s.entries_added)
+        for s in streams
+    )
+    return tally
+
+
+def _sums_of(row: FamilyRow) -> dict[str, Any]:
+    """A family row as the JSON the pass keeps between ticks."""
+    return {
+        "name": row.family.name, "kind": row.family.kind, "keys": row.keys, "entries": row.entries,
+        "added": row.entries_added, "groups": row.groups, "pending": row.pending, "dlq_keys": row.dlq_keys,
+        "dlq_depth": row.dlq_depth, "oldest": row.oldest_id, "newest": row.newest_id,
+        "busiest": [[key.hex(), length] for key, length in row.busiest],
+    }
+
+
+def _merge(into: dict[str, dict[str, Any]], rows: Iterable[FamilyRow]) -> None:
+    """Add ``rows`` to the partial figures ``into`` (pattern hex -> sums)."""
+    for row in rows:
+        new = _sums_of(row)
+        had = into.setdefault(row.family.pattern.hex(), new)
+        if had is new:
+            continue
+        for name in ("keys", "entries", "added", "groups", "pending", "dlq_keys", "dlq_depth"):
+            had[name] += new[name]
+        if new["oldest"] and (not had["oldest"] or id_order(new["oldest"]) < id_order(had["oldest"])):
+            had["oldest"] = new["oldest"]
+        if new["newest"] and (not had["newest"] or id_order(new["newest"]) > id_order(had["newest"])):
+            had["newest"] = new["newest"]
+        both = dict([*had["busiest"], *new["busiest"]])
+        had["busiest"] = sorted(([k, n] for k, n in both.items()), key=lambda kn: (-kn[1], bytes.fromhex(kn[0])))[:TOP]
+
+
+# ------------------------------------------------------------------------------------ the members
+
+
+def _ranked(found: dict[str, tuple[int, int]], cap: int) -> list[list[Any]]:
+    """``[hex, kind, weight]`` of the ``cap`` members that come first: by kind, then the heaviest, then key."""
+    order = sorted(found.items(), key=lambda item: (item[1][0], -item[1][1], bytes.fromhex(item[0])))
+    return [[h, kind, weight] for h, (kind, weight) in order[:cap]]
+
+
+def _note(found: dict[str, tuple[int, int]], key: bytes, kind: int, weight: int = 0) -> None:
+    h = key.hex()
+    had = found.get(h)
+    if had is None or (kind, -weight) < (had[0], -had[1]):
+        found[h] = (kind, weight)
+
+
+def _candidates(streams: Iterable[StreamInfo], found: dict[str, tuple[int, int]]) -> None:
+    """Note the members of ``streams`` that matter whatever the rest of the pass finds."""
+    rule = grouping()
+    for s in streams:
+        if rule.family_of(s.key).kind == "key":
+            _note(found, s.key, SINGLE)
+        origin = detect_dlq(s.key)
+        if origin is not None:
+            _note(found, s.key, DLQ, s.length)
+            if origin.source_hint:
+                _note(found, origin.source_hint, DLQ, s.length)
+        if s.pending:
+            _note(found, s.key, PENDING, s.pending)
+
+
+def members_wanted(conn: str, state: FamilyPassState | None) -> list[bytes]:
+    """The members whose per-stream rows a family-mode tick (and the mirror) keeps, the first
+    ``BUSCONSOLE_FAMILY_MEMBERS_MAX`` by precedence: those an alert names, the last completed pass's
+    members, and those the pass under way has found so far."""
+    found: dict[str, tuple[int, int]] = {}
+    for _receiver, keys in family_members_named.send_robust(sender=FamilyPassState, conn=conn):
+        if isinstance(keys, Exception):
+            continue
+        for key in keys or ():
+            _note(found, bytes(key), NAMED)
+    if state is not None:
+        for h, kind, weight in [*state.members, *state.candidates]:
+            _note(found, bytes.fromhex(h), kind, weight)
+    return [bytes.fromhex(h) for h, _, _ in _ranked(found, settings.BUSCONSOLE_FAMILY_MEMBERS_MAX)]
+
+
+# --------------------------------------------------------------------------------- the family tick
+
+
+@dataclass(slots=True)
+class FamilyTick:
+    """What a family-mode tick read of one connection, to be written in the snapshot's transaction."""
+
+    conn: str
+    state: FamilyPassState
+    members: tuple[StreamInfo, ...]
+    read: int  # keys the pass read this tick
+    completed: dict[str, dict[str, Any]] | None = None  # the pass's figures, when it completed this tick
+    missed: tuple[str, ...] = ()
+    notes: dict[str, Any] = field(default_factory=dict)
+
+
+def family_tick_read(conn: str, *, tick: datetime, keys_total: int | None) -> FamilyTick:
+    """Read the members and the pass's next step of ``conn`` (raises OpsError if Redis fails us)."""
+    state = FamilyPassState.objects.filter(connection=conn).first() or FamilyPassState(connection=conn)
+    members, _, unread = snapshot_reads.streams_read_covered(conn, members_wanted(conn, state))
+    if state.cursor is None:  # a new pass
+        state.cursor, state.started_at, state.keys_total = 0, tick, keys_total
+        state.looked_at = state.streams = 0
+        state.tally, state.carry, state.candidates, state.missed = {}, [], [], ""
+    step = family_pass_step(
+        conn, cursor=state.cursor, carry=[bytes.fromhex(h) for h in state.carry],
+        max_keys=settings.BUSCONSOLE_FAMILY_TICK_KEYS,
+    )
+    tally = _tally(step.streams)
+    _merge(state.tally, tally.rows())
+    found = {h: (kind, weight) for h, kind, weight in state.candidates}
+    _candidates(step.streams, found)
+    state.candidates = _ranked(found, settings.BUSCONSOLE_FAMILY_MEMBERS_MAX)
+    missed = dict.fromkeys(filter(None, state.missed.split(", ")))
+    missed.update(dict.fromkeys(step.missed))
+    state.cursor, state.carry = step.cursor, [k.hex() for k in step.carry]
+    state.looked_at += step.scanned
+    state.streams += len(step.streams)
+    state.missed = ", ".join(missed)
+    out = FamilyTick(conn=conn, state=state, members=tuple(members), read=step.read,
+                     missed=tuple(dict.fromkeys((*unread, *step.missed))))
+    if step.done:
+        out.completed = state.tally
+        for sums in state.tally.values():
+            for h, length in sums["busiest"]:
+                _note(found, bytes.fromhex(h), BUSIEST, length)
+        state.members = _ranked(found, settings.BUSCONSOLE_FAMILY_MEMBERS_MAX)
+        state.cursor, state.completed_at, state.passes = None, tick, state.passes + 1
+    out.notes = {
+        "mode": "family", "pass_keys": state.streams, "tick_keys": step.read, "keys_total": state.keys_total,
+        "members": len(members), "pass_complete": step.done, "passes": state.passes,
+    }
+    return out
+
+
+def family_tick_write(read: FamilyTick, *, tick: datetime, previous_tick: datetime | None, now: datetime) -> TickWritten:
+    """Write what :func:`family_tick_read` read (inside the snapshot's transaction): the members' samples
+    and mirror figures, the family rows when the pass completed, and the pass's state."""
+    written = tick_write(conn=read.conn, streams=read.members, tick=tick, previous_tick=previous_tick, now=now)
+    state = read.state
+    if read.completed is not None:
+        looked_at = state.looked_at if state.keys_total is None else min(state.looked_at, state.keys_total)
+        read.notes["families"] = _samples_write(
+            read.conn, read.completed, at=tick, complete=not state.missed, looked_at=looked_at,
+            keys_total=state.keys_total,
+        )
+        state.tally, state.candidates, state.carry = {}, [], []
+    state.save()
+    return written
+
+
+def family_samples_from_streams(
+    conn: str, streams: Sequence[StreamInfo], *, tick: datetime, keys_total: int | None, complete: bool
+) -> int:
+    """A stream-by-stream tick's family rows, summed from the streams it read; returns how many."""
+    sums: dict[str, dict[str, Any]] = {}
+    _merge(sums, _tally(streams).rows())
+    looked_at = keys_total if keys_total is not None else len(streams)
+    return _samples_write(conn, sums, at=tick, complete=complete, looked_at=looked_at, keys_total=keys_total)
+
+
+def _samples_write(
+    conn: str, sums: dict[str, dict[str, Any]], *, at: datetime, complete: bool, looked_at: int,
+    keys_total: int | None,
+) -> int:
+    """One :class:`FamilySample` per family at ``at``, with its rate against the family's previous row."""
+    before = FamilySample.objects.filter(connection=conn, at__lt=at).order_by("-at").values_list("at", flat=True).first()
+    previous: dict[str, int | None] = {}
+    if before is not None:
+        previous = dict(FamilySample.objects.filter(connection=conn, at=before).values_list("family_hash", "entries_added"))
+    seconds = (at - before).total_seconds() if before is not None else 0.0
+    rows = []
+    for pattern_hex, s in sums.items():
+        pattern = bytes.fromhex(pattern_hex)
+        family_hash = name_hash(pattern)
+        was = previous.get(family_hash)
+        grown = s["added"] - was if was is not None else None
+        rows.append(FamilySample(
+            connection=conn, family=display_text(pattern), family_hash=family_hash, kind=s["kind"], at=at,
+            keys=s["keys"], entries=s["entries"], entries_added=s["added"],
+            rate_per_s=grown / seconds if grown is not None and grown >= 0 and seconds > 0 else None,
+            groups=s["groups"], pending=s["pending"], dlq_keys=s["dlq_keys"], dlq_depth=s["dlq_depth"],
+            oldest_id=s["oldest"] or "", newest_id=s["newest"] or "",
+            busiest=[{"key": display_text(bytes.fromhex(h)), "length": n} for h, n in s["busiest"]],
+            complete=complete, looked_at=looked_at, keys_total=keys_total,
+        ))
+    FamilySample.objects.bulk_create(rows, batch_size=500, ignore_conflicts=True)
+    return len(rows)
