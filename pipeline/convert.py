@@ -33,10 +33,14 @@ class _Pairs:
         self.ids = text(pa.array([item[0] for item in reply], pa.binary()))
         flat = pa.array([item[1] for item in reply], pa.list_(pa.binary()))
         self.lists = flat
-        self.names = pc.list_slice(flat, 0, None, 2)
-        self.values = pc.list_slice(flat, 1, None, 2)
-        self.names_flat = self.names.flatten()
-        self.values_flat = self.values.flatten()
+        # Redis sends every entry's fields as name, value, name, value...: the names are the even
+        # items of the flattened lists and the values the odd ones, each entry's pairs starting at half
+        # its list's offset. Two takes by a cached index cost a third of what list_slice did.
+        items = flat.flatten()
+        even = _arange_even(len(items) // 2)
+        self.names_flat = items.take(even)
+        self.values_flat = items.take(pc.add(even, 1))
+        self.names = pa.ListArray.from_arrays(pc.divide(flat.offsets, 2), self.names_flat)
         parts = pc.split_pattern(self.ids, "-", max_splits=1)
         self.ms = pc.cast(pc.list_element(parts, 0), pa.int64())
         self.seq = pc.cast(pc.list_element(parts, 1), pa.int64())
@@ -82,6 +86,17 @@ def _arange(n: int) -> pa.Array:
     if len(_ARANGE) < n:
         _ARANGE = pa.array(range(max(n, 2 * len(_ARANGE))), pa.int64())
     return _ARANGE.slice(0, n)
+
+
+_EVEN = pa.array([], pa.int64())
+
+
+def _arange_even(n: int) -> pa.Array:
+    """0, 2, .., 2(n-1) as int64, sliced from a cached array that grows on demand."""
+    global _EVEN
+    if len(_EVEN) < n:
+        _EVEN = pa.array(range(0, 2 * max(n, 2 * len(_EVEN)), 2), pa.int64())
+    return _EVEN.slice(0, n)
 
 
 def text(values: pa.Array) -> pa.Array:

@@ -278,6 +278,31 @@ def test_worker_processes_export_every_entry_once(r, lake_dir: Path) -> None:
     assert_exactly_once(r, lake_dir, keys)
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_parallel_export_spawns_one_worker_fewer_and_exports_in_the_calling_process(r, lake_dir: Path) -> None:
+    """Spawning a worker costs a fresh interpreter setting Django up, so the calling process exports streams
+    too: two processes exporting are one spawned worker and this one. Seen from the progress callback
+    (called in this process): at most one child at any time, and counts part-way through a stream, which
+    only a chunk exported here reports (a worker reports its stream when done, 30 entries each)."""
+    import multiprocessing
+
+    keys = [f"p{i}".encode() for i in range(6)]
+    for key in keys:
+        add(r, key, 30, start_ms=BASE_MS)
+    children: list[int] = []
+    seen: list[int] = []
+
+    def progress(stats) -> None:
+        children.append(len(multiprocessing.active_children()))
+        seen.append(stats.entries)
+
+    stats = export.export_run(workers=2, parallel_min=0, chunk_rows=9, tables=False, on_progress=progress)
+    assert (stats.streams, stats.entries, stats.failed) == (6, 180, [])
+    assert max(children) == 1
+    assert any(n % 30 for n in seen)
+    assert_exactly_once(r, lake_dir, keys)
+
+
 def test_a_stream_s_own_metrics_stream_is_typed_and_a_look_alike_is_not(r, lake_dir: Path) -> None:
     fields = {"event": "processed", "stream": "orders", "group": "billing", "type": "order.created",
               "count": "3", "duration_ms": "6.000", "max_ms": "2.500", "consumer": "w1", "ts": str(BASE_MS)}
