@@ -2,25 +2,38 @@
 
 The seed's progress-stream pattern (one stream per task, ``progress:<task>``, a few ``start``/``delta``/
 ``done`` events, MAXLEN and a TTL once done) reaches a great many keys quickly. This fills a private
-redis-server, server-side in bounded Lua batches, with ``--streams`` of them (100,000 by default; the
-1M-stream goal is ``--streams 1000000``), each with a TTL of an hour so none expires while it runs, and
-beside them one ``task:<n>:events`` stream per 50 progress streams, a group with pending entries on every
-tenth of those and the bus's DLQ ``{task:<n>:events}:dlq`` on every twentieth. Then, medians of
-``--reps`` interleaved rounds:
+redis-server, server-side in bounded Lua batches (:mod:`bench._families_bus`), with ``--streams`` of them
+(100,000 by default; the 1M-stream goal is ``--streams 1000000``) beside one ``task:<n>:events`` stream
+per 50 progress streams, a group with pending entries on every tenth of those and the bus's DLQ
+``{task:<n>:events}:dlq`` on every twentieth; and, in another logical database, ``--small`` streams of
+the same shape (10,000), the size the pages are compared with. Then:
 
-- the floor: the Redis side of the same facts with nothing else, raw redis-py: ``SCAN ... TYPE stream``
-  to the end and, per 1,000 keys, one pipeline of ``XINFO STREAM`` and ``XINFO GROUPS`` (no parsing, no
-  grouping);
-- the family pass the families page and API run (:func:`streams_app.redis_ops.reads.families.
-  families_read`), with its budget set above the key count so it is complete; goal: within 2x of the
-  floor (parsing the replies and summing them by family adds at most as much again);
-- the families page (``GET /c/default/families/`` as a signed-in viewer, the pass included): its time
-  and its size, under 300 KB;
-- Redis's own CPU per pass (``INFO cpu``, user + system, before and after), printed.
+1. **The pass against its floor**, on the keyspace holding still (medians of ``--reps`` interleaved
+   rounds): the floor is the Redis side of the same facts with nothing else, raw redis-py (``SCAN ...
+   TYPE stream`` to the end and, per 1,000 keys, one pipeline of ``XINFO STREAM`` and ``XINFO GROUPS``);
+   the family pass (:func:`streams_app.redis_ops.reads.families.families_read`, the families page's
+   ``now=1``) with its budget above the key count, so it is complete: within 2x of the floor. Redis's
+   own CPU per pass is printed.
+2. **The pages at the small size**: ``--small`` streams snapshotted by three ticks in process, then the
+   overview, the streams page and the families page as a signed-in viewer (median of ``--reps`` after a
+   warm-up), with that connection alone configured.
+3. **The live bus at the large size**: nine progress streams in ten get a TTL spread over the window, a
+   feeder creates ``--feed`` new ones a second (each expiring in turn), and a real Celery worker
+   (concurrency 2) and beat, as ``make run`` starts them (the whole schedule: in family mode the mirror
+   sync writes the members only), run ``--ticks`` ticks of the default interval. Every tick must have its ``SnapshotRun`` and none a
+   ``SnapshotSkip``; each run's duration, streams sampled and Redis's own CPU during the run (``INFO
+   cpu`` sampled four times a second, the feeder's and expiry's share included: the CPU per second
+   outside the runs is printed beside it) are printed.
+4. **The pages at the large size**, the same three with that connection alone, against the small size's:
+   the overview and the streams page within 2x of their small-size time and under 300 KB; the families
+   page under 300 KB; ``/metrics`` (an API token) under 2,100 series.
 
-Run from the repository root: ``.venv/bin/python bench/families.py [--streams 20000]``. It starts its own
-redis-server on a free port and a throwaway SQLite database; nothing else is touched. The load average
-is printed: on a shared machine the figures mean little without it.
+Family mode (above ``BUSCONSOLE_FAMILY_MODE_KEYS``, 50,000 by default; ``--mode-keys`` sets it for the
+worker and the pages) is what keeps a tick's cost with the families and the members that matter. Run
+from the repository root: ``.venv/bin/python bench/families.py [--streams 20000 --small 2000
+--mode-keys 5000 --ticks 3]`` for a quick run. It starts its own redis-server on a free port and a
+throwaway SQLite database; nothing else is touched. The load average is printed: on a shared machine the
+figures mean little without it.
 """
 
 from __future__ import annotations
@@ -30,6 +43,7 @@ import os
 import statistics
 import sys
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -37,52 +51,22 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from bench._common import django_bench  # noqa: E402
+from bench._families_bus import CpuSampler, Feeder, expire_spread, fill  # noqa: E402
 from bench._summary import check, within  # noqa: E402
 from tests.servers import RedisServer  # noqa: E402
 
-BATCH = 1000  # streams per Lua call: a few ms of Redis each
 RATIO = 2.0
+PAGE_RATIO = 2.0
 PAGE_LIMIT = 300 * 1024
-
-# progress:<i> for i in first..first+n-1: start, 1-3 deltas, done, MAXLEN ~ 100, an hour's TTL (the seed's
-# shape, the TTL longer than the run); task:<i/50>:events beside every 50th, with a group and a pending
-# entry on every tenth of those and a dead letter on every twentieth.
-FILL_LUA = """
-local first, n = tonumber(ARGV[1]), tonumber(ARGV[2])
-for i = first, first + n - 1 do
-  local key = 'progress:' .. i
-  redis.call('XADD', key, 'MAXLEN', '~', 100, '*', 'event', 'start', 'data', '{}', 'ts', i)
-  for d = 1, 1 + i % 3 do
-    redis.call('XADD', key, 'MAXLEN', '~', 100, '*', 'event', 'delta', 'data', '{"done":' .. d .. '}', 'ts', i)
-  end
-  redis.call('XADD', key, 'MAXLEN', '~', 100, '*', 'event', 'done', 'data', '{}', 'ts', i)
-  redis.call('EXPIRE', key, 3600)
-  if i % 50 == 0 then
-    local t = i / 50
-    local events = 'task:' .. t .. ':events'
-    redis.call('XADD', events, '*', 'type', 'task.done', 'data', '{}')
-    if t % 10 == 0 then
-      redis.call('XGROUP', 'CREATE', events, 'workers', '0')
-      redis.call('XREADGROUP', 'GROUP', 'workers', 'w1', 'COUNT', 1, 'STREAMS', events, '>')
-    end
-    if t % 20 == 0 then
-      redis.call('XADD', '{' .. events .. '}:dlq', '*', 'type', 'task.done', 'dlq_error', 'boom')
-    end
-  end
-end
-return n
-"""
+MAX_SERIES = 2100
+SMALL_DB = 2  # the small size's logical database (db 1 is the console's own Redis)
+T0 = datetime(2026, 1, 1, tzinfo=UTC)  # the small size's ticks: months before the window's real ones
+PAGES = {"overview": "/", "streams page": "/c/{conn}/streams/", "families page": "/c/{conn}/families/"}
 
 
 def load() -> str:
     one, five, fifteen = os.getloadavg()
     return f"load average {one:.2f} {five:.2f} {fifteen:.2f} on {os.cpu_count()} cores"
-
-
-def fill(raw, streams: int) -> None:
-    script = raw.register_script(FILL_LUA)
-    for first in range(0, streams, BATCH):
-        script(args=[first, min(BATCH, streams - first)])
 
 
 def floor_read(raw) -> int:
@@ -115,29 +99,14 @@ def redis_cpu_s(raw) -> float:
     return float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"])
 
 
-def run(server: RedisServer, streams: int, reps: int) -> None:
-    import redis
-    from django.contrib.auth.models import Group, User
-    from django.test import Client, override_settings
+def pass_against_floor(raw, reps: int) -> None:
+    from django.test import override_settings
 
-    from streams_app.redis_ops import client as redis_client
     from streams_app.redis_ops.reads import families as family_reads
 
-    raw = redis.Redis.from_url(server.url(0))
-    started = time.perf_counter()
-    fill(raw, streams)
     keys = raw.dbsize()
-    print(f"busconsole families benchmark: {streams:,} progress streams, {keys:,} keys, filled in"
-          f" {time.perf_counter() - started:.1f} s; {load()}", flush=True)
-    user = User.objects.create_user("bench")
-    user.groups.add(Group.objects.get(name="viewer"))
-    web = Client(HTTP_HOST="localhost")
-    web.force_login(user)
-    redis_client.reset()
-
-    times: dict[str, list[float]] = {"floor": [], "pass": [], "page": []}
+    times: dict[str, list[float]] = {"floor": [], "pass": []}
     cpu: list[float] = []
-    size = 0
     with override_settings(BUSCONSOLE_FAMILY_SCAN_BUDGET=keys * 2 + 10_000):
         for _ in range(reps):
             t = time.perf_counter()
@@ -149,30 +118,202 @@ def run(server: RedisServer, streams: int, reps: int) -> None:
             times["pass"].append(time.perf_counter() - t)
             cpu.append(redis_cpu_s(raw) - before)
             assert found.complete and found.streams == read, (found.complete, found.streams, read)
-            t = time.perf_counter()
-            reply = web.get("/c/default/families/")
-            times["page"].append(time.perf_counter() - t)
-            assert reply.status_code == 200, reply.status_code
-            size = len(reply.content)
     m = {name: statistics.median(values) for name, values in times.items()}
-    rows = {row.family.pattern: row for row in found.families}
-    progress = rows[b"progress:*"]
+    progress = next(row for row in found.families if row.family.pattern == b"progress:*")
     print(f"  {found.streams:,} streams in {len(found.families)} families; progress:* {progress.keys:,} keys,"
           f" {progress.entries:,} entries; {found.round_trips} round trips a pass", flush=True)
     print(f"  floor (SCAN + XINFO pipelines, unparsed) {m['floor']:.2f} s; family pass {m['pass']:.2f} s;"
-          f" families page {m['page']:.2f} s, {size / 1024:,.0f} KB; Redis CPU per pass"
-          f" {statistics.median(cpu):.2f} s; {load()}", flush=True)
+          f" Redis CPU per pass {statistics.median(cpu):.2f} s; {load()}", flush=True)
     within(f"family pass, {found.streams:,} streams", m["pass"], m["floor"], RATIO, unit="s")
-    check(f"families page size, {found.streams:,} streams", f"{size / 1024:,.0f} KB", "< 300 KB", size < PAGE_LIMIT)
+
+
+def only(conn: str, url: str) -> None:
+    """The pages and the snapshot see ``conn`` alone (the overview lists every configured connection)."""
+    from django.conf import settings
+
+    from streams_app.redis_ops import client as redis_client
+
+    settings.BUS_REDIS_URLS = {conn: url}
+    redis_client.reset()
+
+
+def pages(web, conn: str, reps: int, label: str) -> dict[str, tuple[float, int]]:
+    """Median seconds and bytes of each page, after one warm-up request."""
+    out = {}
+    for name, path in PAGES.items():
+        url = path.format(conn=conn)
+        assert web.get(url).status_code == 200, url
+        times = []
+        for _ in range(reps):
+            t = time.perf_counter()
+            reply = web.get(url)
+            times.append(time.perf_counter() - t)
+        out[name] = (statistics.median(times), len(reply.content))
+        family_mode = b"data-family-mode" in reply.content
+        print(f"  {label}: {name} {out[name][0] * 1000:,.0f} ms, {out[name][1] / 1024:,.0f} KB"
+              f"{' (family mode)' if family_mode else ''}", flush=True)
+    return out
+
+
+def small_size(server: RedisServer, streams: int, reps: int, web) -> dict[str, tuple[float, int]]:
+    import redis
+
+    from streams_app.metrics import snapshots
+
+    url = server.url(SMALL_DB)
+    raw = redis.Redis.from_url(url)
+    fill(raw, 0, streams)
+    only("small", url)
+    for n in range(3):
+        run = snapshots.snapshot_take(tick=T0 + timedelta(seconds=10 * n))
+        print(f"  small size: {raw.dbsize():,} keys, snapshot {run.duration_ms / 1000:.2f} s, {run.streams:,}"
+              f" streams sampled", flush=True)
+    return pages(web, "small", reps, f"{streams:,} streams")
+
+
+def live_window(server: RedisServer, args, var_dir: str) -> None:
+    """Part 3 of the module docstring: the TTLs, the feeder, the real worker and beat, each tick printed."""
+    import redis
+    from django.conf import settings
+    from django.db import connection
+    from django.utils import timezone
+
+    from bench.snapshot import STARTUP_S, Service, services_stop, ticks_skipped, worker_tasks
+    from busconsole.locks import console_redis
+    from streams_app import tasks
+    from streams_app.metrics.models import SnapshotRun, SnapshotSkip
+    from streams_app.metrics.snapshots import snapshot_tick_for
+
+    interval = settings.BUSCONSOLE_SNAPSHOT_INTERVAL_S
+    step = timedelta(seconds=interval)
+    url = server.url(0)
+    raw = redis.Redis.from_url(url)
+    window_s = (args.ticks + 2) * interval
+    expiring = expire_spread(raw, args.streams, base_s=interval, spread_s=max(2 * window_s, 30))
+    feeder = Feeder(url, first=args.streams, per_s=args.feed, ttl_s=max(window_s, 30))
+    cpu = CpuSampler(url)
+    cpu.sample()
+    only("default", url)
+    console_redis().flushdb()  # the broker as a fresh install finds it
+    connection.close()
+    env = dict(os.environ, BUS_REDIS_URLS=f"default={url}", BUSCONSOLE_FAMILY_MODE_KEYS=str(args.mode_keys))
+    print(f"  large size: {raw.dbsize():,} keys, {expiring:,} progress streams expiring within"
+          f" {interval}-{interval + max(2 * window_s, 30)} s, a feeder adding {args.feed:,}/s; {load()}", flush=True)
+    start = snapshot_tick_for(now=timezone.now())
+    services: list[Service] = []
+    feeder.start()
+    cpu.start()
+    try:
+        services.append(Service("worker", [sys.executable, "-m", "celery", "-A", "busconsole", "worker", "-l",
+                                           "info", "--concurrency", "2"], env, Path(var_dir, "worker.log")))
+        services.append(Service("beat", [sys.executable, "-m", "celery", "-A", "busconsole", "beat",
+                                         "-l", "info", "-s", str(Path(var_dir, "celerybeat-schedule"))],
+                                env, Path(var_dir, "beat.log")))
+
+        def wait_run(after: datetime, timeout_s: float) -> datetime | None:
+            deadline = time.monotonic() + timeout_s
+            while True:
+                found = SnapshotRun.objects.filter(tick__gt=after, finished_at__isnull=False).order_by("tick")
+                tick = found.values_list("tick", flat=True).first()
+                if tick is not None or time.monotonic() > deadline:
+                    return tick
+                for service in services:
+                    if service.process.poll() is not None:
+                        raise RuntimeError(f"{service.name} exited with code {service.process.returncode}")
+                time.sleep(0.5)
+
+        first = wait_run(start - step, STARTUP_S + 2 * interval)
+        if first is None:
+            raise RuntimeError(f"no snapshot recorded within {STARTUP_S + 2 * interval:g} s of the start")
+        last = first + (args.ticks - 1) * step
+        wait_run(last, (last + 2 * step - timezone.now()).total_seconds() + tasks.snapshot_tick.time_limit)
+    except RuntimeError as exc:
+        print(f"  {exc}", flush=True)
+        for service in services:
+            print(service.tail(), flush=True)
+        check(f"every tick recorded, {args.streams:,} streams", f"no window: {exc}", "all", False)
+        return
+    finally:
+        services_stop(services)
+        feeder.stop()
+        cpu.stop()
+    name = f"{args.streams:,} streams"
+    runs = list(SnapshotRun.objects.filter(tick__gte=first, tick__lte=last).order_by("tick"))
+    skipped = ticks_skipped(SnapshotSkip.objects.values_list("tick", "ticks", "interval_s"), first=first, last=last)
+    in_runs = 0.0
+    for run in runs:
+        took = cpu.between(run.started_at.timestamp(), run.finished_at.timestamp()) if run.finished_at else 0.0
+        in_runs += took
+        print(f"  tick {run.tick:%H:%M:%S}: took {run.duration_ms / 1000:.2f} s (Redis reads {run.redis_ms / 1000:.2f}"
+              f" s), {run.streams:,} streams sampled{', errors' if run.errors else ''}; Redis CPU during the run"
+              f" {took:.2f} s", flush=True)
+    span = cpu.times[-1] - cpu.times[0]
+    busy = sum(r.duration_ms / 1000 for r in runs)
+    outside = (cpu.cpu[-1] - cpu.cpu[0] - in_runs) / max(span - busy, 1e-9)
+    print(f"  Redis CPU outside the runs (feeder, expiry, the worker's other reads) {outside:.3f} s per s;"
+          f" {feeder.created:,} streams fed, {raw.dbsize():,} keys now; {load()}", flush=True)
+    print(f"  tasks the worker ran: {worker_tasks(Path(var_dir, 'worker.log'))}", flush=True)
+    recorded = [r for r in runs if r.finished_at and not r.errors]
+    mean = statistics.mean(r.duration_ms / 1000 for r in runs) if runs else float("inf")
+    check(f"every tick recorded, {name}",
+          f"{len(recorded)} of {args.ticks} ticks recorded" + (f", {skipped} skipped" if skipped else "")
+          + f"; runs' mean {mean:.2f} s", f"all; mean < {interval} s",
+          len(recorded) == args.ticks and skipped == 0 and mean < interval)
+
+
+def run(server: RedisServer, args, var_dir: str) -> None:
+    import redis
+    from django.contrib.auth.models import Group, User
+    from django.test import Client
+
+    from streams_app.accounts.tokens import token_create
+
+    raw = redis.Redis.from_url(server.url(0))
+    started = time.perf_counter()
+    fill(raw, 0, args.streams)
+    keys = raw.dbsize()
+    print(f"busconsole families benchmark: {args.streams:,} progress streams, {keys:,} keys, filled in"
+          f" {time.perf_counter() - started:.1f} s; family mode above {args.mode_keys:,} keys; {load()}", flush=True)
+    user = User.objects.create_user("bench")
+    user.groups.add(Group.objects.get(name="viewer"))
+    web = Client(HTTP_HOST="localhost")
+    web.force_login(user)
+    token = token_create(user=user, name="bench")[1]
+    only("default", server.url(0))
+    pass_against_floor(raw, args.reps)
+    small = small_size(server, args.small, args.reps, web)
+    live_window(server, args, var_dir)
+    only("default", server.url(0))
+    large = pages(web, "default", args.reps, f"{args.streams:,} streams")
+    for name in ("overview", "streams page"):
+        within(f"{name} time, {args.streams:,} against {args.small:,} streams", large[name][0] * 1000,
+               small[name][0] * 1000, PAGE_RATIO, unit="ms")
+    for name in PAGES:
+        size = large[name][1]
+        check(f"{name} size, {args.streams:,} streams", f"{size / 1024:,.0f} KB", "< 300 KB", size < PAGE_LIMIT)
+    metrics = Client(HTTP_HOST="localhost").get("/metrics", HTTP_AUTHORIZATION=f"Bearer {token}")
+    assert metrics.status_code == 200, metrics.status_code
+    series = sum(1 for line in metrics.content.splitlines() if line and not line.startswith(b"#"))
+    check(f"/metrics series, {args.streams:,} streams", f"{series:,}", f"< {MAX_SERIES:,}", series < MAX_SERIES)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--streams", type=int, default=100_000)
+    parser.add_argument("--small", type=int, default=10_000, help="the size the pages are compared with")
     parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--ticks", type=int, default=6, help="ticks of the real worker and beat")
+    parser.add_argument("--feed", type=int, help="new progress streams a second (default: streams / 1000)")
+    parser.add_argument("--mode-keys", type=int, help="BUSCONSOLE_FAMILY_MODE_KEYS (default: the setting's)")
     args = parser.parse_args()
+    args.feed = args.feed if args.feed is not None else max(10, args.streams // 1000)
+    if args.mode_keys is not None:
+        os.environ["BUSCONSOLE_FAMILY_MODE_KEYS"] = str(args.mode_keys)
     with django_bench(read_only=True) as server:
-        run(server, args.streams, args.reps)
+        from django.conf import settings
+
+        args.mode_keys = settings.BUSCONSOLE_FAMILY_MODE_KEYS
+        run(server, args, os.environ["BUSCONSOLE_VAR_DIR"])
 
 
 if __name__ == "__main__":
