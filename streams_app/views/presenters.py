@@ -14,7 +14,7 @@ from django.conf import settings
 
 from eventbus.decoding import DecodedField, decode_fields
 from eventbus.text import display_text, escape_bidi, id_ms, id_time
-from streams_app.alerts.models import Alert, AlertRule
+from streams_app.alerts.models import FAMILY_KINDS, Alert, AlertRule
 from streams_app.redis_ops import conventions
 from streams_app.redis_ops.reads.groups import GROUP_SORTS, ranked
 from streams_app.redis_ops.types import (
@@ -275,8 +275,13 @@ def pending_json(
 
 
 def alert_url(alert: Alert) -> str:
-    """The page of what the alert is about: the group's page, else the stream's (or the DLQ's)."""
+    """The page of what the alert is about: the group's page, else the stream's (or the DLQ's); a family's
+    members (the families page when the glob's text is not its exact bytes, or too long for a path)."""
     key = bytes(alert.target_key)
+    if alert.rule.kind in FAMILY_KINDS:
+        seg = links.segment(key)
+        exact = "\\x" not in alert.target_text and len(seg) <= links.LONG_SEGMENT
+        return f"/c/{alert.connection}/families/{seg}/" if exact else f"/c/{alert.connection}/families/"
     if alert.target_group_name is not None:
         return links.group_url(alert.connection, key, bytes(alert.target_group_name))
     if alert.rule.kind == AlertRule.Kind.DLQ_GROWTH:
