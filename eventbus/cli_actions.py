@@ -28,7 +28,7 @@ from typing import Any
 
 from redis.crc import key_slot
 
-from . import moves
+from . import moves, requeue_run
 from .cli_reads import CommandError, name, pairs
 from .connection import SyncClient, is_cluster_client
 from .conventions import DlqPattern, NotRequeueable, detect_dlq, requeue_plan
@@ -149,13 +149,17 @@ def requeue_up_to(
     """Requeue every DLQ entry not newer than ``up_to``, oldest first, one script call per ``batch``.
 
     Entries that arrive meanwhile are newer than ``up_to`` and stay; failed ones stay and are passed.
+    On a cluster the batches' steps are pipelined (:mod:`eventbus.requeue_run`).
     """
     require_dlq(dlq, patterns)
-    total = RequeueOutcome()
     owner = mover_name()
+    if is_cluster_client(client):  # the steps of consecutive batches pipelined, every node at work at once
+        run = requeue_run.requeue_up_to(client, dlq, up_to, patterns, batch=batch, owner=owner)
+        return RequeueOutcome(requeued=run.requeued, missing=run.missing, failed=run.failed)
+    total = RequeueOutcome()
     cursor = "-"
     while True:
-        raw = client.execute_command("XRANGE", dlq, cursor, up_to, "COUNT", batch)  # type: ignore[no-untyped-call]  # redis-py leaves execute_command unannotated; mypy applies untyped_calls_exclude to no union client
+        raw = client.execute_command("XRANGE", dlq, cursor, up_to, "COUNT", batch)
         if not raw:
             return total
         _merge(total, _move(client, dlq, raw, patterns, owner=owner))

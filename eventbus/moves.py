@@ -71,6 +71,7 @@ from typing import Any
 from redis.crc import key_slot
 from redis.exceptions import NoScriptError
 
+from .connection import is_cluster_client
 from .keys import hash_tag
 from .scripts import source
 from .text import display_text
@@ -192,6 +193,15 @@ class Packed:
     packed: bytes  # a MessagePack array of [DLQ ID, field, value, ...], read by lua/move_add.lua only
 
 
+@dataclass(frozen=True, slots=True)
+class Flat:
+    """The entries of one batch leased for one target, planned by the client (:func:`move_across`'s form)."""
+
+    target: bytes
+    ids: tuple[str, ...]  # DLQ IDs, in the order of ``fields``
+    fields: tuple[Sequence[bytes], ...]  # per entry, the flat field/value list to XADD
+
+
 def add_packed_and_release(
     client: Any, dlq_key: bytes, batch: Sequence[Packed], *, order: Sequence[str], at_head: bool
 ) -> list[Moved]:
@@ -227,7 +237,7 @@ class Release:
 
 
 def release_plan(
-    dlq_key: bytes, batch: Sequence[Packed], results: Sequence[Moved], *, order: Sequence[str], at_head: bool
+    dlq_key: bytes, batch: Sequence[Packed | Flat], results: Sequence[Moved], *, order: Sequence[str], at_head: bool
 ) -> Release:
     """What releasing ``batch`` (added to its targets with ``results``) does.
 
@@ -319,16 +329,28 @@ def sha_of(text: str) -> str:
 
 
 _MOVE_ADD_SHA = sha_of(source("move_add"))
+_MOVE_LEASE_SHA = sha_of(source("move_lease"))
 
 
-def queue_add(dlq_key: bytes, item: Packed) -> Command:
-    """Step 2 of a packed batch for one target (``lua/move_add.lua``), to send in a pipeline; its reply
-    goes to :func:`add_outcome`."""
-    return ("EVALSHA", _MOVE_ADD_SHA, 2, item.target, record_key(dlq_key, item.target), RECORD_TTL_MS, b"packed",
-            item.packed)  # fmt: skip
+def queue_lease(dlq_key: bytes, ids: Sequence[str], *, owner: str) -> Command:
+    """Step 1 for entries planned by the client (``lua/move_lease.lua``), to send in a pipeline; its reply
+    is one state per ID: 1 leased to ``owner``, 0 gone from the DLQ, 2 leased to another owner."""
+    return ("EVALSHA", _MOVE_LEASE_SHA, 2, dlq_key, lease_key(dlq_key), owner, LEASE_MS, *ids)
 
 
-def add_outcome(item: Packed, reply: Sequence[bytes]) -> Moved:
+def queue_add(dlq_key: bytes, item: Packed | Flat) -> Command:
+    """Step 2 of a batch for one target (``lua/move_add.lua``), to send in a pipeline; its reply goes to
+    :func:`add_outcome`."""
+    head = ("EVALSHA", _MOVE_ADD_SHA, 2, item.target, record_key(dlq_key, item.target), RECORD_TTL_MS)
+    if isinstance(item, Packed):
+        return (*head, b"packed", item.packed)
+    flat: list[object] = [b"flat"]
+    for entry_id, fields in zip(item.ids, item.fields, strict=True):
+        flat += (entry_id, len(fields), *fields)
+    return (*head, *flat)
+
+
+def add_outcome(item: Packed | Flat, reply: Sequence[bytes]) -> Moved:
     """The reply of a :func:`queue_add` sorted into added and failed."""
     return _outcome(item.ids, reply)
 
@@ -356,13 +378,21 @@ def execute(client: Any, commands: Sequence[Command], *, scripts: Mapping[str, s
     and return their replies; an error is raised once all have run.
 
     A script a server does not know (NOSCRIPT: restarted, failed over) is loaded and that command alone
-    sent again, after the others: ``scripts`` maps a SHA1 to its source (``lua/move_add.lua`` is known).
+    sent again, after the others: ``scripts`` maps a SHA1 to its source (``lua/move_add.lua`` and
+    ``lua/move_lease.lua`` are known).
     """
     pipe = client.pipeline(transaction=False)
+    routed = is_cluster_client(client)
     for command in commands:
-        pipe.execute_command(*command)
+        if routed and command[0] == "EVALSHA":
+            # redis-py's cluster pipeline finds a script's node by a COMMAND GETKEYS round trip per
+            # EVALSHA before it sends anything (it knows no routing policy for the command); its first
+            # key names the node, so the pipeline is told, and a MOVED reply is still followed.
+            pipe.execute_command(*command, target_nodes=client.get_node_from_key(command[3]))
+        else:
+            pipe.execute_command(*command)
     replies = list(pipe.execute(raise_on_error=False))
-    known = {_MOVE_ADD_SHA: source("move_add"), **scripts}
+    known = {_MOVE_ADD_SHA: source("move_add"), _MOVE_LEASE_SHA: source("move_lease"), **scripts}
     for n, reply in enumerate(replies):
         if isinstance(reply, NoScriptError) and commands[n][0] == "EVALSHA":
             client.script_load(known[str(commands[n][1])])

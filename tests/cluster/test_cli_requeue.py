@@ -33,12 +33,14 @@ def run(capsys: pytest.CaptureFixture[str], url: str, *argv: str) -> tuple[int, 
 
 def cli(url: str, *argv: str, kill_at_release: bool = False) -> subprocess.CompletedProcess[str]:
     """``python -m eventbus requeue`` in its own process; ``kill_at_release`` makes it SIGKILL itself
-    right after adding its copies, before deleting the dead letters (the moment a crash costs most)."""
+    right after adding its copies, before deleting the dead letters (the moment a crash costs most):
+    when it builds the release of its first batch (``--all``, pipelined) or makes it (``--ids``)."""
     prelude = "import os, signal, sys\n"
     if kill_at_release:
         prelude += (
             "import eventbus.moves\n"
             "eventbus.moves.release = lambda *a, **k: os.kill(os.getpid(), signal.SIGKILL)\n"
+            "eventbus.moves.queue_release = eventbus.moves.release\n"
         )
     code = prelude + "from eventbus.__main__ import main\nsys.exit(main(sys.argv[1:]))\n"
     return subprocess.run(
@@ -156,23 +158,27 @@ def test_a_run_killed_between_adding_and_deleting_is_finished_by_the_next_with_n
     bound = {t: [i for i, (target, _) in written.items() if target == t] for t in (first, second)}
     killed = cli(cluster.url(), dlq, "--all", "--up-to", up_to, kill_at_release=True)
     assert killed.returncode == -signal.SIGKILL, killed.stderr
-    # what the kill left: the first target's copies made, every dead letter still in the DLQ, leased
-    assert (rc.xlen(first), rc.xlen(second), rc.xlen(dlq)) == (20, 0, 40)
+    # what the kill left: both targets' copies made (one pipeline added to both), every dead letter
+    # still in the DLQ, leased
+    assert (rc.xlen(first), rc.xlen(second), rc.xlen(dlq)) == (20, 20, 40)
     [lease] = [k for k in console_keys(rc) if b"requeue-lease" in k]
-    assert sorted(i.decode() for i in rc.hkeys(lease)) == sorted(bound[first])
+    assert sorted(i.decode() for i in rc.hkeys(lease)) == sorted(written)
     # while the dead run's leases hold, another run leaves those entries alone and adds nothing for them
+    busy = cli(cluster.url(), dlq, "--ids", *bound[first], *bound[second][:5])
+    doc = json.loads(busy.stdout)
+    held = sorted(bound[first] + bound[second][:5])
+    assert busy.returncode == 1 and sorted(f["dlq_id"] for f in doc["failed"]) == held
+    assert all(f["reason"].startswith(BUSY) for f in doc["failed"]) and doc["requeued"] == []
     busy = cli(cluster.url(), dlq, "--all", "--up-to", up_to)
     doc = json.loads(busy.stdout)
-    assert busy.returncode == 1 and [f["dlq_id"] for f in doc["failed"]] == bound[first]
-    assert all(f["reason"].startswith(BUSY) for f in doc["failed"])
-    assert [r["dlq_id"] for r in doc["requeued"]] == bound[second]
+    assert busy.returncode == 1 and [f["dlq_id"] for f in doc["failed"]] == list(written)
     assert (rc.xlen(first), rc.xlen(second)) == (20, 20)
     # the leases expire (Redis drops the hash two lease lengths after its last write): the next run
     # finishes the dead one's work and finds its copies already made
     rc.delete(lease)
     resumed = cli(cluster.url(), dlq, "--all", "--up-to", up_to)
     doc = json.loads(resumed.stdout)
-    assert resumed.returncode == 0 and [r["dlq_id"] for r in doc["requeued"]] == bound[first]
+    assert resumed.returncode == 0 and [r["dlq_id"] for r in doc["requeued"]] == list(written)
     assert_moved_once(rc, written)
     assert rc.xlen(dlq) == 0 and console_keys(rc) == []
 
