@@ -32,6 +32,9 @@ How each kind reads (N = ``threshold``, T = ``for_seconds``; "now" is the snapsh
     silent window. Once open it stays open until entries arrive again, however long the silence.
     Streams whose IDs are not time-based (explicit IDs) cannot be judged this way; DLQs are skipped
     (a silent DLQ is good news).
+``family_*``
+    a stream family's figure from its connection's newest family rows: see
+    :mod:`streams_app.alerts.family_evaluation`.
 
 Evaluation is bulk per rule (one query over the tick's samples or the mirror, one aggregate over the
 samples where needed, per-target queries only for targets that newly breach), and a rule that fails is
@@ -42,7 +45,6 @@ in :mod:`streams_app.alerts.rules`.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -55,7 +57,9 @@ from django.db.models import Min, Q, QuerySet, Sum
 from busconsole.locks import lock_held
 from eventbus.glob import glob_match
 from eventbus.text import display_text, id_ms
+from streams_app.alerts.family_evaluation import FAMILY_EVALUATORS
 from streams_app.alerts.models import Alert, AlertRule
+from streams_app.alerts.targets import MAX_NEW_PER_TICK, Breach, Target
 from streams_app.alerts.webhooks import alerts_notify_on_commit
 from streams_app.metrics.bulk import chunks
 from streams_app.metrics.charts import format_value
@@ -77,9 +81,6 @@ T_ = TypeVar("T_")
 
 Kind = AlertRule.Kind
 RAW = "raw"
-#: A rule opens at most this many alerts per tick: a glob matching ten thousand dead consumers should
-#: not write ten thousand rows and POST ten thousand webhooks in one go (the rest follow next ticks).
-MAX_NEW_PER_TICK = 500
 #: SQLite allows a limited number of parameters per statement; ``__in`` lists are sent in chunks.
 _CHUNK = 500
 SILENT_BASELINE_MIN_S = 3600
@@ -87,30 +88,6 @@ SILENT_BASELINE_MIN_S = 3600
 
 
 # ----------------------------------------------------------------------------------------- targets
-
-
-@dataclass(frozen=True, slots=True)
-class Target:
-    """What an alert is about: a stream, a group of it, or a consumer of that group (raw bytes)."""
-
-    connection: str
-    key: bytes
-    group: bytes = b""
-    consumer: bytes = b""
-
-    @property
-    def hash(self) -> str:
-        """A digest of the exact, length-prefixed parts: the identity of "the same target"."""
-        parts = [self.connection.encode(), self.key, self.group, self.consumer]
-        return hashlib.sha256(b"".join(b"%d:%s" % (len(p), p) for p in parts)).hexdigest()
-
-
-@dataclass(frozen=True, slots=True)
-class Breach:
-    target: Target
-    value: float
-    message: str
-    since: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -358,6 +335,7 @@ EVALUATORS: dict[str, Callable[[AlertRule, datetime, dict[str, Alert]], dict[str
     Kind.DLQ_GROWTH: evaluate_dlq_growth,
     Kind.CONSUMER_INACTIVE: evaluate_consumer_inactive,
     Kind.STREAM_SILENT: evaluate_stream_silent,
+    **FAMILY_EVALUATORS,
 }
 
 

@@ -2,8 +2,9 @@
 
 A rule names a condition over the metadata mirror and the metric snapshots (see
 :mod:`streams_app.alerts.evaluation` for how each kind is evaluated), which connections, streams and groups it
-watches (globs), and optionally a webhook to tell. An alert is one rule firing for one target (a
-stream, a group or a consumer): it is ``open`` while the condition holds and ``resolved`` after, and
+watches (globs), or for a ``family_*`` kind which stream family (its glob, as the families page shows it),
+and optionally a webhook to tell. An alert is one rule firing for one target (a stream, a group, a
+consumer or a family): it is ``open`` while the condition holds and ``resolved`` after, and
 is never reopened; the next breach opens a new row, so the table is the history of incidents.
 
 Targets are kept by value (connection, key bytes, group and consumer names) rather than by foreign
@@ -16,7 +17,7 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-__all__ = ["Alert", "AlertRule"]
+__all__ = ["FAMILY_KINDS", "Alert", "AlertRule"]
 
 
 class AlertRule(models.Model):
@@ -29,6 +30,13 @@ class AlertRule(models.Model):
         DLQ_GROWTH = "dlq_growth", "DLQ depth grew by N within T"
         CONSUMER_INACTIVE = "consumer_inactive", "consumer inactive for T"
         STREAM_SILENT = "stream_silent", "stream that usually receives entries silent for T"
+        # Stream families (docs/operations.md#stream-families), read from their newest family rows.
+        FAMILY_KEYS_ABOVE = "family_keys_above", "family: keys above N for T"
+        FAMILY_ENTRIES_ABOVE = "family_entries_above", "family: entries above N for T"
+        FAMILY_PENDING_ABOVE = "family_pending_above", "family: pending entries above N for T"
+        FAMILY_DLQ_DEPTH_ABOVE = "family_dlq_depth_above", "family: DLQ depth above N for T"
+        FAMILY_DLQ_GROWTH = "family_dlq_growth", "family: DLQ depth grew by N within T"
+        FAMILY_RATE_ABOVE = "family_rate_above", "family: entries per second above N for T"
 
     name = models.CharField(max_length=100)
     kind = models.CharField(max_length=32, choices=Kind.choices)
@@ -36,6 +44,10 @@ class AlertRule(models.Model):
     stream_glob = models.CharField(max_length=255, default="*", help_text="Stream keys to watch (glob).")
     group_glob = models.CharField(
         max_length=255, default="*", blank=True, help_text="Groups to watch (glob; group and consumer rules)."
+    )
+    family = models.CharField(
+        max_length=255, default="", blank=True,
+        help_text="Family rules: the family's glob as the families page shows it (blank or *: every family).",
     )
     threshold = models.FloatField(default=0, help_text="N: entries of lag, or entries of DLQ growth.")
     for_seconds = models.PositiveIntegerField(default=300, help_text="T, in seconds.")
@@ -52,6 +64,14 @@ class AlertRule(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.kind})"
+
+    @property
+    def watches_family(self) -> bool:
+        return self.kind in FAMILY_KINDS
+
+
+#: The kinds whose target is a stream family rather than a stream, group or consumer.
+FAMILY_KINDS = frozenset(k for k in AlertRule.Kind if k.startswith("family_"))
 
 
 class Alert(models.Model):

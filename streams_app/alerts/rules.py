@@ -13,7 +13,7 @@ from django import forms
 from django.conf import settings
 
 from streams_app.alerts import egress
-from streams_app.alerts.models import AlertRule
+from streams_app.alerts.models import FAMILY_KINDS, AlertRule
 from streams_app.metrics.charts import format_value
 from streams_app.redis_ops import client
 
@@ -35,6 +35,12 @@ KIND_HELP: dict[str, tuple[str, str]] = {
         "entries it usually receives in the hour (or T) before going silent (at least 1)",
         "how long without a new entry",
     ),
+    AlertRule.Kind.FAMILY_KEYS_ABOVE: ("keys in the family", "how long the family's rows must stay above N"),
+    AlertRule.Kind.FAMILY_ENTRIES_ABOVE: ("entries in the family", "how long the family's rows must stay above N"),
+    AlertRule.Kind.FAMILY_PENDING_ABOVE: ("pending entries, all its groups", "how long the rows must stay above N"),
+    AlertRule.Kind.FAMILY_DLQ_DEPTH_ABOVE: ("dead letters feeding back into the family", "how long above N"),
+    AlertRule.Kind.FAMILY_DLQ_GROWTH: ("new dead letters (at least 1)", "the window the growth is measured over"),
+    AlertRule.Kind.FAMILY_RATE_ABOVE: ("entries added per second", "how long the rows must stay above N"),
 }
 
 
@@ -61,6 +67,11 @@ class AlertRuleForm(forms.Form):
     connection = forms.ChoiceField(required=False)
     stream_glob = forms.CharField(max_length=255, initial="*", help_text="e.g. orders:* (glob, case-sensitive)")
     group_glob = forms.CharField(max_length=255, required=False, initial="*")
+    family = forms.CharField(
+        max_length=255, required=False, strip=False,
+        help_text="Family conditions only: the family's glob as the families page shows it, e.g. progress:* "
+        "(blank: every family)",
+    )
     threshold = forms.FloatField(min_value=0, initial=0, required=False, label="N (threshold)")
     for_duration = forms.CharField(max_length=32, initial="5m", label="T (duration)", help_text="e.g. 90s, 5m, 1h 30m")
     enabled = forms.BooleanField(required=False, initial=True)
@@ -72,7 +83,8 @@ class AlertRuleForm(forms.Form):
         if rule is not None and "initial" not in kwargs:
             kwargs["initial"] = {
                 "name": rule.name, "kind": rule.kind, "connection": rule.connection,
-                "stream_glob": rule.stream_glob, "group_glob": rule.group_glob, "threshold": rule.threshold,
+                "stream_glob": rule.stream_glob, "group_glob": rule.group_glob, "family": rule.family,
+                "threshold": rule.threshold,
                 "for_duration": duration_text(rule.for_seconds), "enabled": rule.enabled,
             }
         super().__init__(*args, **kwargs)
@@ -111,8 +123,13 @@ class AlertRuleForm(forms.Form):
         if data.get("for_duration") is not None:
             data["for_seconds"] = data["for_duration"]
         kind = data.get("kind")
-        if kind in (AlertRule.Kind.DLQ_GROWTH, AlertRule.Kind.STREAM_SILENT) and data["threshold"] < 1:
+        data["family"] = data.get("family") or ""
+        if kind in (AlertRule.Kind.DLQ_GROWTH, AlertRule.Kind.STREAM_SILENT, AlertRule.Kind.FAMILY_DLQ_GROWTH) and (
+            data["threshold"] < 1
+        ):
             data["threshold"] = 1.0
+        if kind is not None and kind not in FAMILY_KINDS and data["family"]:
+            self.add_error("family", "Only the family conditions watch a family: clear this, or pick a family condition.")
         if self.rule is None:
             pass  # a new rule: webhook_url as given (blank: none)
         elif data.get("remove_webhook"):
@@ -123,4 +140,6 @@ class AlertRuleForm(forms.Form):
 
 
 #: The fields a rule form edits (the webhook apart: it is never sent back to the browser).
-RULE_FIELDS = ("name", "kind", "connection", "stream_glob", "group_glob", "threshold", "for_seconds", "enabled")
+RULE_FIELDS = (
+    "name", "kind", "connection", "stream_glob", "group_glob", "family", "threshold", "for_seconds", "enabled",
+)

@@ -65,15 +65,17 @@ def notify_backoff(retries: int) -> int:
 
 
 def alert_payload(alert: Alert) -> dict[str, Any]:
-    """The JSON a webhook receives: the alert, its rule and its target, as text."""
+    """The JSON a webhook receives: the alert, its rule and its target (a stream, group, consumer or family), as text."""
     rule = alert.rule
+    family = rule.watches_family  # a family rule's target is the family's glob, not a stream
     return {
         "event": f"alert.{alert.state}",
         "alert": {
             "id": alert.pk,
             "state": alert.state,
             "connection": alert.connection,
-            "stream": alert.target_text,
+            "stream": None if family else alert.target_text,
+            "family": alert.target_text if family else None,
             "group": alert.target_group or None,
             "consumer": alert.target_consumer or None,
             "value": alert.last_value,

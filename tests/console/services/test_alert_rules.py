@@ -19,13 +19,13 @@ from streams_app.audit.models import AuditEvent
 
 DATA: dict[str, Any] = {
     "name": "billing lag", "kind": "group_lag_above", "connection": "default", "stream_glob": "orders*",
-    "group_glob": "billing", "threshold": 100.0, "for_seconds": 300, "enabled": True,
+    "group_glob": "billing", "family": "", "threshold": 100.0, "for_seconds": 300, "enabled": True,
     "webhook_url": "https://hooks.example.com/services/T00/very-secret",
 }
 #: DATA as an audit row records it: the webhook by scheme and host only.
 DATA_PARAMS: dict[str, Any] = {
     "name": "billing lag", "kind": "group_lag_above", "connection": "default", "stream_glob": "orders*",
-    "group_glob": "billing", "threshold": 100.0, "for_seconds": 300, "enabled": True,
+    "group_glob": "billing", "family": "", "threshold": 100.0, "for_seconds": 300, "enabled": True,
     "webhook": "https://hooks.example.com/…",
 }
 
