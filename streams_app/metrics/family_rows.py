@@ -20,7 +20,7 @@ from django.db.models import Count, Q, Sum
 
 from eventbus.glob import glob_compile
 
-from .models import FamilySample
+from .models import FamilyPassState, FamilySample
 
 #: The orders a page may ask for: the column first, the glob's text as the tie-break (stable paging).
 FAMILY_SORTS = {
@@ -57,6 +57,34 @@ class FamilyRows:
 def mode_keys(keys_total: int | None, looked_at: int) -> int:
     """The key count family mode is decided by: DBSIZE, else the keys the pass looked at."""
     return keys_total if keys_total is not None else looked_at
+
+
+@dataclass(frozen=True, slots=True)
+class PassUnderWay:
+    """The rolling family pass of a connection in family mode, while it has not completed yet."""
+
+    started_at: datetime | None
+    looked_at: int
+    keys_total: int | None
+    streams: int
+
+    @property
+    def family_mode(self) -> bool:
+        return mode_keys(self.keys_total, self.looked_at) > settings.BUSCONSOLE_FAMILY_MODE_KEYS
+
+
+def pass_under_way(conn: str) -> PassUnderWay | None:
+    """The connection's rolling family pass under way (one indexed row), None when there is none: what a
+    page says before the first family rows of a connection in family mode exist."""
+    state = (
+        FamilyPassState.objects.filter(connection=conn, cursor__isnull=False)
+        .values_list("started_at", "looked_at", "keys_total", "streams")
+        .first()
+    )
+    if state is None:
+        return None
+    return PassUnderWay(started_at=state[0], looked_at=int(state[1] or 0), keys_total=state[2],
+                        streams=int(state[3] or 0))
 
 
 def newest_at(conn: str) -> datetime | None:

@@ -105,7 +105,7 @@ def families_context(conn: str, *, offset: int, count: int, run_pass: bool = Fal
         found = stored.family_rows(conn, offset=offset, count=count)
         if found is None:
             return {"source": "none", "rows": [], "scan_budget": settings.BUSCONSOLE_FAMILY_SCAN_BUDGET,
-                    **paging(offset, count, 0, 0)}
+                    "under_way": stored.pass_under_way(conn), **paging(offset, count, 0, 0)}
         return {
             "source": "snapshot", "stored": found, "as_of": found.at,
             "stored_budget": settings.BUSCONSOLE_FAMILY_SCAN_BUDGET,

@@ -83,7 +83,13 @@ def streams_list(request: HttpRequest, conn: str) -> HttpResponse:
 def family_mode_rows(conn: str, match: str) -> dict:
     """The family section of the page in family mode (empty otherwise): one row per family, bounded."""
     found = stored.family_rows(conn, count=FAMILY_ROWS, match=match)
-    if found is None or not found.family_mode:
+    if found is None:
+        under_way = stored.pass_under_way(conn)
+        if under_way is None or not under_way.family_mode:
+            return {"family_mode": False}
+        return {"family_mode": True, "families": None, "family_rows": [], "under_way": under_way,
+                "mode_keys": settings.BUSCONSOLE_FAMILY_MODE_KEYS}
+    if not found.family_mode:
         return {"family_mode": False}
     return {
         "family_mode": True, "families": found,

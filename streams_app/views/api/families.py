@@ -39,8 +39,11 @@ def families(request: HttpRequest, conn: str) -> JsonResponse:
         body |= {"as_of": None, "streams": scan.streams, "looked_at": scan.looked_at,
                  "keys_total": scan.keys_total, "complete": scan.complete and not scan.missed,
                  "missed": list(scan.missed)}
-    else:
-        body |= {"as_of": None, "streams": 0, "looked_at": 0, "keys_total": None, "complete": False, "missed": []}
+    else:  # no rows yet: what the first pass under way has looked at, if one is
+        under_way = context["under_way"]
+        body |= {"as_of": None, "streams": under_way.streams if under_way else 0,
+                 "looked_at": under_way.looked_at if under_way else 0,
+                 "keys_total": under_way.keys_total if under_way else None, "complete": False, "missed": []}
     return JsonResponse(body)
 
 

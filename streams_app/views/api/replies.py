@@ -131,7 +131,8 @@ class FamilyRowReply(Reply):
 class FamiliesReply(Reply):
     """The families of the newest snapshot (``source`` "snapshot", ``as_of`` its tick), or of one bounded
     pass made now (``source`` "pass", asked with ``now``), or none before the first snapshot (``source``
-    "none"): ``looked_at`` of ``keys_total`` keys (DBSIZE); ``complete`` is false when the pass stopped at
+    "none"; ``looked_at`` then counts the first pass under way, if any): ``looked_at`` of ``keys_total``
+    keys (DBSIZE); ``complete`` is false when the pass stopped at
     its budget (``BUSCONSOLE_FAMILY_SCAN_BUDGET``) or primaries did not answer (``missed``). ``total``
     families, ``next_offset`` pages through them."""
 

@@ -1,7 +1,8 @@
 """The families page and API read the snapshot's stored rows (the newest FamilySample rows of the
 connection), not a pass over Redis per request: Redis's own INFO commandstats shows no SCAN, XINFO or
 DBSIZE issued by them; the figures are the stored rows' (the newest tick's, not an older one's); a partial
-pass says "looked at N of M"; before any row the page says so, and ``now=1`` runs the bounded pass."""
+pass says "looked at N of M"; before any row the page says so (and how far the first pass under way has
+got), and ``now=1`` runs the bounded pass."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import redis
 from django.test import Client
 from django.utils import timezone
 
-from streams_app.metrics.models import FamilySample, name_hash
+from streams_app.metrics.models import FamilyPassState, FamilySample, name_hash
 from tests.console.helpers import CONN, api, seg, stream_url
 
 #: Commands a pass over Redis sends (SCAN, XINFO, DBSIZE) and the per-stream reads of a list.
@@ -110,3 +111,16 @@ def test_before_any_snapshot_the_page_says_so_and_now_counts(viewer_client: Clie
     assert counted["source"] == "pass" and counted["complete"]
     assert {row["pattern"]: row["keys"] for row in counted["families"]} == {"progress:*": 2}
     assert f"Looked at all {r.dbsize()} keys" in viewer_client.get(f"/c/{CONN}/families/?now=1").content.decode()
+
+
+def test_before_the_first_rows_a_pass_under_way_is_said(viewer_client: Client, db, r, settings) -> None:
+    settings.BUSCONSOLE_FAMILY_MODE_KEYS = 50_000
+    FamilyPassState.objects.create(connection=CONN, cursor=4242, started_at=timezone.now(), keys_total=1_000_000,
+                                   looked_at=50_000, streams=49_000)
+    text = viewer_client.get(f"/c/{CONN}/families/").content.decode()
+    assert "first family pass of this connection is under way" in text
+    assert "looked at 50000 of 1000000 keys</span> so far (49000 streams read" in text
+    body = viewer_client.get(api(f"/c/{CONN}/families/")).json()
+    assert (body["source"], body["looked_at"], body["keys_total"], body["streams"]) == ("none", 50_000, 1_000_000, 49_000)
+    streams = viewer_client.get(f"/c/{CONN}/streams/").content.decode()
+    assert "data-family-mode" in streams and "Its first family pass is under way" in streams
