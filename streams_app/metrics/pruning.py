@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.db import connections, models, router, transaction
 
-from streams_app.metrics.models import Resolution, SnapshotRun, SnapshotSkip, StreamMirror
+from streams_app.metrics.models import FamilySample, Resolution, SnapshotRun, SnapshotSkip, StreamMirror
 from streams_app.metrics.rollups import ROLLUPS, TABLE_NAMES, rolled_until
 
 #: Rows deleted per transaction by :func:`samples_prune`, and the pause between two transactions, which
@@ -27,7 +27,7 @@ def samples_prune(*, now: datetime, budget_s: float | None = None) -> dict[str, 
 
     Raw rows go after BUSCONSOLE_RETENTION_RAW_H hours, but never before both rollups cover them, and
     1-minute rows after _1M_D days, but never before the hours made of them exist (a downsampler that
-    fell behind loses nothing); 1-hour rows after _1H_D days. Snapshot runs follow the raw retention,
+    fell behind loses nothing); 1-hour rows after _1H_D days. Snapshot runs and family rows follow the raw retention,
     skip records the 1-hour one, and mirror rows of things deleted longer ago than the 1-hour retention
     are forgotten with the last of their history.
 
@@ -59,6 +59,8 @@ def samples_prune(*, now: datetime, budget_s: float | None = None) -> dict[str, 
                 _prune(model.objects.filter(resolution=res, at__lt=before), deadline) if before else 0
             )
     deleted["runs"] = _prune(SnapshotRun.objects.filter(tick__lt=raw_cut), deadline, by="tick")
+    # Family rows have no rollups: they follow the raw retention (a tick's worth per family and connection).
+    deleted["families"] = _prune(FamilySample.objects.filter(at__lt=raw_cut), deadline)
     deleted["skips"] = _prune(
         SnapshotSkip.objects.filter(tick__lt=cuts[Resolution.HOUR]), deadline, by="tick"
     )

@@ -19,7 +19,7 @@ import redis
 from django.test import override_settings
 
 from streams_app.alerts.models import AlertRule
-from streams_app.metrics import mirror_schedule, snapshots
+from streams_app.metrics import mirror_schedule, pruning, snapshots
 from streams_app.metrics.models import FamilySample, StreamMirror, StreamSample, name_hash
 from tests.console.helpers import CONN
 from tests.console.metrics.helpers import T0
@@ -178,3 +178,15 @@ def test_keys_that_vanish_mid_pass_are_left_out_and_nothing_else_is_lost(r: redi
     extra = row.keys - len(kept)  # deleted keys the pass read before they went: at most one tick's worth
     assert extra <= 9
     assert sum(kept.values()) <= row.entries <= sum(kept.values()) + sum(made[k] for k in gone)
+
+
+def test_family_rows_follow_the_raw_retention(r: redis.Redis, db, settings) -> None:
+    _fill(r, 4)
+    old, new = T0, T0 + timedelta(hours=settings.BUSCONSOLE_RETENTION_RAW_H, seconds=10)
+    snapshots.snapshot_take(tick=old)
+    snapshots.snapshot_take(tick=new)
+    families = FamilySample.objects.filter(at=new).count()
+    assert families == FamilySample.objects.filter(at=old).count() > 0
+    deleted = pruning.samples_prune(now=new + timedelta(seconds=1))
+    assert deleted["families"] == families
+    assert set(FamilySample.objects.values_list("at", flat=True)) == {new}
