@@ -17,7 +17,7 @@ from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
 
 from streams_app.metrics import snapshots
-from streams_app.metrics.models import FamilySample, SnapshotRun, name_hash
+from streams_app.metrics.models import FamilySample, SnapshotRun, StreamSample, name_hash
 from tests.console.helpers import CONN
 from tests.console.metrics.helpers import T0
 
@@ -145,3 +145,36 @@ def test_the_totals_stay_the_samples_when_every_stream_was_sampled(
     assert metrics["busconsole_connection_family_mode"][C] == 0
     assert metrics["busconsole_connection_entries"][C] == sum(r.xlen(f"job:{i}") for i in range(4))
     assert _shown(metrics)["job:*"]["entries"] == 999
+
+
+def test_in_family_mode_the_totals_are_redis_own_though_few_streams_are_sampled(
+    r: redis.Redis, client: Client, viewer, api_token, settings
+) -> None:
+    settings.BUSCONSOLE_FAMILY_MODE_KEYS = 10  # 64 keys: family mode
+    settings.BUSCONSOLE_FAMILY_MEMBERS_MAX = 5
+    for i in range(60):
+        for j in range(i % 3 + 1):
+            r.xadd(f"progress:{i}", {"j": str(j)})
+    for key in ("progress:1", "progress:2"):
+        r.xgroup_create(key, "g", id="0")
+        r.xreadgroup("g", "worker", {key: ">"})
+    for j in range(4):
+        r.xadd("orders", {"j": str(j)})
+        r.xadd("orders:dlq", {"j": str(j), "dlq_error": "boom"})
+    r.set("not-a-stream", "1")
+    for n in range(2):
+        snapshots.snapshot_take(tick=T0 + timedelta(seconds=10 * n))
+    tick = T0 + timedelta(seconds=10)
+    _, metrics, _ = _scrape(client, api_token(viewer))
+
+    keys = [k.decode() for k in r.scan_iter(_type="stream")]
+    sampled = StreamSample.objects.filter(at=tick, stream__connection=CONN).count()
+    assert 0 < sampled < len(keys) == 62  # per-stream samples of the members that matter only
+    assert metrics["busconsole_connection_family_mode"][C] == 1
+    assert metrics["busconsole_connection_streams"][C] == len(keys)
+    assert metrics["busconsole_connection_entries"][C] == sum(r.xlen(k) for k in keys)
+    assert metrics["busconsole_connection_groups"][C] == sum(len(r.xinfo_groups(k)) for k in keys)
+    assert metrics["busconsole_connection_pending"][C] == sum(
+        g["pending"] for k in keys for g in r.xinfo_groups(k)) == 2 + 3
+    assert metrics["busconsole_connection_dlq_depth"][C] == r.xlen("orders:dlq")
+    assert _shown(metrics)["progress:*"]["keys"] == 60
