@@ -20,7 +20,9 @@ the same shape (10,000), the size the pages are compared with. Then:
 3. **The live bus at the large size**: nine progress streams in ten get a TTL spread over the window, a
    feeder creates ``--feed`` new ones a second (each expiring in turn), and a real Celery worker
    (concurrency 2) and beat, as ``make run`` starts them (the whole schedule: in family mode the mirror
-   sync writes the members only), run ``--ticks`` ticks of the default interval. Every tick must have its ``SnapshotRun`` and none a
+   sync writes the members only), run ``--ticks`` ticks of the default interval, and on until the first
+   family rows are written (in family mode when the rolling pass completes, about keys /
+   ``BUSCONSOLE_FAMILY_TICK_KEYS`` ticks in; bounded). Every tick must have its ``SnapshotRun`` and none a
    ``SnapshotSkip``; each run's duration, streams sampled and Redis's own CPU during the run (``INFO
    cpu`` sampled four times a second, the feeder's and expiry's share included: the CPU per second
    outside the runs is printed beside it) are printed.
@@ -227,6 +229,8 @@ def live_window(server: RedisServer, args, var_dir: str) -> None:
             raise RuntimeError(f"no snapshot recorded within {STARTUP_S + 2 * interval:g} s of the start")
         last = first + (args.ticks - 1) * step
         wait_run(last, (last + 2 * step - timezone.now()).total_seconds() + tasks.snapshot_tick.time_limit)
+        last = first_family_rows(services, last, interval=interval, keys=raw.dbsize(),
+                                 limit_s=tasks.snapshot_tick.time_limit)
     except RuntimeError as exc:
         print(f"  {exc}", flush=True)
         for service in services:
@@ -255,10 +259,35 @@ def live_window(server: RedisServer, args, var_dir: str) -> None:
     print(f"  tasks the worker ran: {worker_tasks(Path(var_dir, 'worker.log'))}", flush=True)
     recorded = [r for r in runs if r.finished_at and not r.errors]
     mean = statistics.mean(r.duration_ms / 1000 for r in runs) if runs else float("inf")
+    ticks = round((last - first) / step) + 1
     check(f"every tick recorded, {name}",
-          f"{len(recorded)} of {args.ticks} ticks recorded" + (f", {skipped} skipped" if skipped else "")
+          f"{len(recorded)} of {ticks} ticks recorded" + (f", {skipped} skipped" if skipped else "")
           + f"; runs' mean {mean:.2f} s", f"all; mean < {interval} s",
-          len(recorded) == args.ticks and skipped == 0 and mean < interval)
+          len(recorded) == ticks and skipped == 0 and mean < interval)
+
+
+def first_family_rows(services, last: datetime, *, interval: int, keys: int, limit_s: float) -> datetime:
+    """In family mode the first family rows are written when the rolling pass completes, about keys /
+    ``BUSCONSOLE_FAMILY_TICK_KEYS`` ticks in: the window goes on until then (bounded), so the pages are
+    measured as they are in use; returns the window's last tick (every tick up to it is checked)."""
+    from django.conf import settings
+
+    from streams_app.metrics.models import FamilySample, SnapshotRun
+
+    if FamilySample.objects.filter(connection="default").exists():
+        return last
+    per_tick = getattr(settings, "BUSCONSOLE_FAMILY_TICK_KEYS", 50_000)
+    deadline = time.monotonic() + (keys // per_tick + 3) * interval + limit_s
+    while not FamilySample.objects.filter(connection="default").exists() and time.monotonic() < deadline:
+        for service in services:
+            if service.process.poll() is not None:
+                raise RuntimeError(f"{service.name} exited with code {service.process.returncode}")
+        time.sleep(1)
+    at = FamilySample.objects.filter(connection="default").order_by("at").values_list("at", flat=True).first()
+    print(f"  first family rows: {'at tick ' + format(at, '%H:%M:%S') if at else 'none within the bound'}"
+          f" (a pass of about {keys:,} keys at {per_tick:,} a tick)", flush=True)
+    newest = SnapshotRun.objects.filter(finished_at__isnull=False).order_by("-tick").values_list("tick", flat=True)
+    return max(last, newest.first() or last)
 
 
 def run(server: RedisServer, args, var_dir: str) -> None:
