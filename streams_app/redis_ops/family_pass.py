@@ -25,6 +25,9 @@ from .types import StreamInfo
 CHUNK = 1000
 #: The cursor of a pass whose SCAN is complete, with keys left in its carry (0 would start the SCAN again).
 SCAN_DONE = -1
+#: A step's SCAN looks at most this many times ``max_keys`` keys of every type: a keyspace of few streams
+#: among many other keys is gone through over several ticks too, not in one.
+LOOK_FACTOR = 4
 #: The smallest SCAN COUNT a step asks for (a step with few keys left still moves on).
 _COUNT_MIN = 10
 
@@ -64,7 +67,7 @@ def family_pass_step(
             if step.cursor == 0:
                 scan_done = True
                 break
-            if len(keys) >= max_keys:
+            if len(keys) >= max_keys or scanned >= LOOK_FACTOR * max_keys:
                 break
         else:
             scan_done = True

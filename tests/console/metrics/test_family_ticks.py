@@ -190,3 +190,20 @@ def test_family_rows_follow_the_raw_retention(r: redis.Redis, db, settings) -> N
     deleted = pruning.samples_prune(now=new + timedelta(seconds=1))
     assert deleted["families"] == families
     assert set(FamilySample.objects.values_list("at", flat=True)) == {new}
+
+
+@override_settings(BUSCONSOLE_FAMILY_MODE_KEYS=20, BUSCONSOLE_FAMILY_TICK_KEYS=10)
+def test_a_keyspace_of_few_streams_among_many_keys_is_gone_through_over_several_ticks(r: redis.Redis, db) -> None:
+    """SCAN's COUNTs of one tick stay within a few times TICK_KEYS even when few keys are streams."""
+    r.mset({f"plain:{i}": "x" for i in range(400)})
+    for i in range(5):
+        r.xadd(f"job:{i}", {"i": i})
+    tick, scans = T0, []
+    while not FamilySample.objects.exists():
+        before = r.info("commandstats").get("cmdstat_scan", {}).get("calls", 0)
+        snapshots.snapshot_take(tick=tick)
+        scans.append(r.info("commandstats")["cmdstat_scan"]["calls"] - before)
+        tick += timedelta(seconds=10)
+        assert len(scans) < 40
+    assert len(scans) > 1 and max(scans) <= 4  # at most 4 x 10 keys looked at a tick, COUNT 10 a call
+    assert FamilySample.objects.get(family_hash=name_hash(b"job:*")).keys == 5
