@@ -16,7 +16,8 @@ family rows' sums; otherwise (every stream sampled) they stay the per-stream sam
 tick. A run that says nothing of the mode (made before the family snapshot) is judged by its rows: family
 rows counting more keys than the tick's per-stream samples of the connection mean family mode. Lag is not
 in a family row: in family mode the lag figures cover the kept members only (a lower bound), and so do
-the consumer figures read from the mirror.
+the consumer figures read from the mirror. Until a connection's first family pass completes it has no
+family rows, and its totals are its per-stream samples' (in family mode, the kept members' only).
 """
 
 from __future__ import annotations
