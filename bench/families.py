@@ -17,9 +17,9 @@ the same shape (10,000), the size the pages are compared with. Then:
 2. **The pages at the small size**: ``--small`` streams snapshotted by three ticks in process, then the
    overview, the streams page and the families page as a signed-in viewer (median of ``--reps`` after a
    warm-up), with that connection alone configured.
-3. **The live bus at the large size**: nine progress streams in ten get a TTL spread over the window, a
-   feeder creates ``--feed`` new ones a second (each expiring in turn), and a real Celery worker
-   (concurrency 2) and beat, as ``make run`` starts them (the whole schedule: in family mode the mirror
+3. **The live bus at the large size**: nine progress streams in ten get a TTL spread over four times the
+   window, a feeder creates new ones as fast as they expire (``--feed`` a second; each expiring in turn),
+   and a real Celery worker (concurrency 2) and beat, as ``make run`` starts them (the whole schedule: in family mode the mirror
    sync writes the members only), run ``--ticks`` ticks of the default interval, and on until the first
    family rows are written (in family mode when the rolling pass completes, about keys /
    ``BUSCONSOLE_FAMILY_TICK_KEYS`` ticks in; bounded). Every tick must have its ``SnapshotRun`` and none a
@@ -190,9 +190,15 @@ def live_window(server: RedisServer, args, var_dir: str) -> None:
     step = timedelta(seconds=interval)
     url = server.url(0)
     raw = redis.Redis.from_url(url)
-    window_s = (args.ticks + 2) * interval
-    expiring = expire_spread(raw, args.streams, base_s=interval, spread_s=max(2 * window_s, 30))
-    feeder = Feeder(url, first=args.streams, per_s=args.feed, ttl_s=max(window_s, 30))
+    # The window's length, the first family pass included; the TTLs spread over four times that, so about a
+    # fifth of the keys expire during the window, and the feeder replaces them at the rate they expire (each
+    # new stream expiring in turn), so the keyspace stays near --streams as a steady progress bus does.
+    per_tick = getattr(settings, "BUSCONSOLE_FAMILY_TICK_KEYS", 50_000)
+    window_s = (args.ticks + args.streams // per_tick + 3) * interval
+    spread_s = 4 * window_s
+    feed = args.feed if args.feed is not None else max(10, round(0.9 * args.streams / spread_s))
+    expiring = expire_spread(raw, args.streams, base_s=interval, spread_s=spread_s)
+    feeder = Feeder(url, first=args.streams, per_s=feed, ttl_s=spread_s // 2)
     cpu = CpuSampler(url)
     cpu.sample()
     only("default", url)
@@ -200,7 +206,7 @@ def live_window(server: RedisServer, args, var_dir: str) -> None:
     connection.close()
     env = dict(os.environ, BUS_REDIS_URLS=f"default={url}", BUSCONSOLE_FAMILY_MODE_KEYS=str(args.mode_keys))
     print(f"  large size: {raw.dbsize():,} keys, {expiring:,} progress streams expiring within"
-          f" {interval}-{interval + max(2 * window_s, 30)} s, a feeder adding {args.feed:,}/s; {load()}", flush=True)
+          f" {interval}-{interval + spread_s} s, a feeder adding {feed:,}/s; {load()}", flush=True)
     start = snapshot_tick_for(now=timezone.now())
     services: list[Service] = []
     feeder.start()
@@ -332,10 +338,9 @@ def main() -> None:
     parser.add_argument("--small", type=int, default=10_000, help="the size the pages are compared with")
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--ticks", type=int, default=6, help="ticks of the real worker and beat")
-    parser.add_argument("--feed", type=int, help="new progress streams a second (default: streams / 1000)")
+    parser.add_argument("--feed", type=int, help="new progress streams a second (default: the expiry rate)")
     parser.add_argument("--mode-keys", type=int, help="BUSCONSOLE_FAMILY_MODE_KEYS (default: the setting's)")
     args = parser.parse_args()
-    args.feed = args.feed if args.feed is not None else max(10, args.streams // 1000)
     if args.mode_keys is not None:
         os.environ["BUSCONSOLE_FAMILY_MODE_KEYS"] = str(args.mode_keys)
     with django_bench(read_only=True) as server:
