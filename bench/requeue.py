@@ -27,7 +27,9 @@ steps by :mod:`eventbus.moves`, the steps of consecutive batches pipelined by
 alternated ``--repeat`` times; the goal is on the ratio of the medians.
 
 Beside each rate, the Redis side of it (``INFO commandstats`` since the way began: the calls' own
-time, scripts including the commands they run) tells how much of the time Redis spent.
+time, scripts including the commands they run) tells how much of the time Redis spent, and the CPU of
+this process and of each busy server (``INFO cpu``) which of them bounds the rate: across slots a
+batch's round trip lasts the DLQ's node's script plus the client's work on the replies.
 
 After every run the end state is checked (the DLQ empty, one new entry per dead letter, each
 ``_requeued_from`` once, no DLQ field left), so a fast wrong answer cannot pass. Each goal is one row of
@@ -132,18 +134,27 @@ def _timed(label: str, run: Callable[[str], None], r, n: int, dlq: bytes) -> flo
     r.delete(TARGET)
     up_to = _fill(r, n, dlq)
     _reset_stats(r)
-    started = time.perf_counter()
+    node_cpu = _nodes_cpu(r)
+    started, client_cpu = time.perf_counter(), time.process_time()
     run(up_to)
-    elapsed = time.perf_counter() - started
+    elapsed, client_cpu = time.perf_counter() - started, time.process_time() - client_cpu
+    node_cpu = [after - before for before, after in zip(node_cpu, _nodes_cpu(r), strict=True)]
     busy = _redis_ms(r)
     _verify(r, n, dlq)
     rate = n / elapsed
+    # CPU of this process and of each server (only the busy ones): which of them bounds the rate.
+    servers = "/".join(f"{ms:,.0f}" for ms in node_cpu if ms >= 5) or "0"
     print(
         f"  {label:<52} {n:>7} entries in {elapsed:6.2f} s = {rate:>9,.0f} entries/s"
-        f"  (Redis busy {busy:,.0f} ms)",
+        f"  (Redis busy {busy:,.0f} ms; CPU ms: client {client_cpu * 1000:,.0f}, servers {servers})",
         flush=True,
     )
     return rate
+
+
+def _nodes_cpu(r) -> list[float]:
+    """Each primary's CPU so far (``INFO cpu``, user + system), in ms."""
+    return [1000 * (info["used_cpu_user"] + info["used_cpu_sys"]) for info in (n.info("cpu") for n in _nodes(r))]
 
 
 _TOP_LEVEL = ("evalsha", "eval", "xadd", "xdel", "xrange", "hdel", "xinfo|stream", "type")
