@@ -24,7 +24,8 @@ exposition is, per connection:
 In **family mode** (a connection whose family rows count more streams than the tick's per-stream samples,
 which then exist only for the members that matter) the connection aggregates of streams, entries, rate,
 groups, pending, DLQs and DLQ depth are the family rows' sums (the rule and what it leaves a lower bound:
-:mod:`streams_app.metrics.family_exposition`).
+:mod:`streams_app.metrics.family_exposition`), and its top streams and groups are ranked among those the
+tick sampled (the mirror keeps its rows from before family mode, which may no longer exist).
 
 Objects are ranked in the mirror (whose figures each snapshot refreshes; the streams' length has an
 index) and their values read from the snapshot's samples by id, so every query is bounded by the
@@ -169,10 +170,15 @@ def exposition_build(*, tick: datetime) -> Exposition:
                                                      "stream_id", pinned, "id")]
         wanted += [("dlq", pk) for pk in _dlq_ids(pinned)]
         live = StreamMirror.objects.filter(connection=conn, deleted_at__isnull=True)
-        wanted += [("stream", pk) for pk in _ranked(live.order_by("-length", "id"), "key", exclude, top_n)]
         groups = GroupMirror.objects.filter(
             stream__connection=conn, deleted_at__isnull=True, stream__deleted_at__isnull=True
         )
+        if out.family_mode.get(conn):
+            # The mirror keeps the rows it had before family mode (it marks nothing deleted then): rank
+            # among the streams this tick sampled, the members that matter (a few thousand at most).
+            live = live.filter(id__in=StreamSample.objects.filter(**at).values("stream_id"))
+            groups = groups.filter(id__in=GroupSample.objects.filter(**at).values("group_id"))
+        wanted += [("stream", pk) for pk in _ranked(live.order_by("-length", "id"), "key", exclude, top_n)]
         wanted += [("group", pk) for pk in _ranked(
             groups.order_by(F("lag").desc(nulls_last=True), "id"), "stream__key", exclude, top_n)]
         wanted += [("group", pk) for pk in _ranked(

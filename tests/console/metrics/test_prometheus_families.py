@@ -178,3 +178,28 @@ def test_in_family_mode_the_totals_are_redis_own_though_few_streams_are_sampled(
         g["pending"] for k in keys for g in r.xinfo_groups(k)) == 2 + 3
     assert metrics["busconsole_connection_dlq_depth"][C] == r.xlen("orders:dlq")
     assert _shown(metrics)["progress:*"]["keys"] == 60
+
+
+def test_in_family_mode_the_top_streams_are_ranked_among_the_streams_sampled(
+    r: redis.Redis, client: Client, viewer, api_token, settings
+) -> None:
+    """A stream the mirror kept from before family mode (which marks nothing deleted) takes no top slot."""
+    settings.BUSCONSOLE_METRICS_TOP_N = 1
+    for j in range(50):
+        r.xadd("big", {"j": str(j)})
+    for i in range(20):
+        r.xadd(f"progress:{i}", {"i": str(i)})
+    r.xadd("orders", {"j": "1"})
+    r.xadd("orders", {"j": "2"})
+    snapshots.snapshot_take(tick=T0)  # stream by stream: "big" gets its mirror row
+    r.delete("big")
+    settings.BUSCONSOLE_FAMILY_MODE_KEYS = 10
+    for n in range(1, 3):
+        snapshots.snapshot_take(tick=T0 + timedelta(seconds=10 * n))
+    _, metrics, _ = _scrape(client, api_token(viewer))
+    tick = T0 + timedelta(seconds=20)
+    sampled = {bytes(k).decode(): n for k, n in StreamSample.objects.filter(at=tick).values_list("stream__key", "length")}
+    assert "big" not in sampled and metrics["busconsole_connection_family_mode"][C] == 1
+    longest = max(sampled.values())
+    assert {dict(labels)["stream"] for labels in metrics["busconsole_stream_length"]} == {
+        k for k, n in sampled.items() if n == longest} == {"orders"}
