@@ -277,7 +277,13 @@ def family_tick_write(read: FamilyTick, *, tick: datetime, previous_tick: dateti
 def family_samples_from_streams(
     conn: str, streams: Sequence[StreamInfo], *, tick: datetime, keys_total: int | None, complete: bool
 ) -> int:
-    """A stream-by-stream tick's family rows, summed from the streams it read; returns how many."""
+    """A stream-by-stream tick's family rows, summed from the streams it read; returns how many.
+
+    A family pass left under way when the connection fell below the threshold is dropped: its sums are
+    older than these rows, and a pass resumed when the connection grows again starts afresh."""
+    FamilyPassState.objects.filter(connection=conn, cursor__isnull=False).update(
+        cursor=None, tally={}, carry=[], candidates=[], looked_at=0, streams=0
+    )
     sums: dict[str, dict[str, Any]] = {}
     _merge(sums, _tally(streams).rows())
     looked_at = keys_total if keys_total is not None else len(streams)

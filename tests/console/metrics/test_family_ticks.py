@@ -207,3 +207,18 @@ def test_a_keyspace_of_few_streams_among_many_keys_is_gone_through_over_several_
         assert len(scans) < 40
     assert len(scans) > 1 and max(scans) <= 4  # at most 4 x 10 keys looked at a tick, COUNT 10 a call
     assert FamilySample.objects.get(family_hash=name_hash(b"job:*")).keys == 5
+
+
+def test_a_pass_left_under_way_below_the_threshold_starts_afresh_above_it(r: redis.Redis, db, settings) -> None:
+    _fill(r, 30)
+    settings.BUSCONSOLE_FAMILY_MODE_KEYS, settings.BUSCONSOLE_FAMILY_TICK_KEYS = 20, 9
+    snapshots.snapshot_take(tick=T0)  # a pass begins
+    settings.BUSCONSOLE_FAMILY_MODE_KEYS = 1000
+    snapshots.snapshot_take(tick=T0 + timedelta(seconds=10))  # stream by stream
+    r.delete(*[f"progress:{i}" for i in range(10)])
+    settings.BUSCONSOLE_FAMILY_MODE_KEYS = 20
+    tick = T0 + timedelta(seconds=20)
+    while not snapshots.snapshot_take(tick=tick).families[CONN]["pass_complete"]:
+        tick += timedelta(seconds=10)
+        assert tick < T0 + timedelta(seconds=200)
+    assert _rows_at(tick) == _expected_rows(r)
