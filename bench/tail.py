@@ -39,7 +39,10 @@ side's TCP receive and wake-up, which a server writing to remote browsers does n
 Then the same at 100 x 200/s against a server and clients that negotiate permessage-deflate (as
 browsers offer it), to show what per-client compression costs (``--deflate off`` skips it), and
 1,000 x 200/s and 500 x 1000/s over TWO uvicorn processes behind the same Redis channel layer, half the
-clients on each (``--procs 1`` skips them), to show the tail scales by adding processes.
+clients on each (``--procs 1`` skips them), to show the tail scales by adding processes; and the 500- and
+1,000-client cases once more on a process whose tail hand-outs may take more of it
+(``--pace-alt PERCENT:MS``, 80:4 by default: ``BUSCONSOLE_TAIL_FANOUT_PERCENT`` and
+``BUSCONSOLE_TAIL_PACE_MAX_MS``; ``off`` skips them), printed beside the defaults, not a goal.
 Reported per case: p50/p99/max latency (websocket and bare XREAD), the share of the expected
 deliveries (entries x clients) that arrived by the end of the drain time, skip notes received
 (``skipped`` frames: a slow client skipped ahead, or the reader jumping to the newest entry when the
@@ -837,6 +840,10 @@ def main() -> int:
     parser.add_argument("--procs", choices=("1", "both"), default="both",
                         help="both: also 1,000 x 200/s and 500 x 1000/s over TWO web processes sharing one "
                              "channel layer")
+    parser.add_argument("--pace-alt", default="80:4", metavar="PERCENT:MS",
+                        help="also the 500- and 1,000-client cases at the lowest rate on a web process with "
+                             "BUSCONSOLE_TAIL_FANOUT_PERCENT and BUSCONSOLE_TAIL_PACE_MAX_MS set so, printed beside "
+                             "the defaults (not a goal); off: not run")
     parser.add_argument("--cluster", choices=("yes", "no", "only"), default="yes",
                         help="also (yes), never (no) or only (only) run the Redis Cluster case")
     parser.add_argument("--cluster-clients", type=int, default=100)
@@ -896,6 +903,16 @@ def main() -> int:
         for clients, rate in cases:
             rows.append(run_case(server, webs[:1], headers, clients, rate, args.seconds, False, args.filter))
             print_row(rows[-1])
+        if args.pace_alt != "off" and cases:
+            share, cap = (int(v) for v in args.pace_alt.split(":"))
+            alt = start_web({**env, "BUSCONSOLE_TAIL_FANOUT_PERCENT": str(share),
+                             "BUSCONSOLE_TAIL_PACE_MAX_MS": str(cap)}, deflate=False)
+            webs.append(alt)
+            print(f"the same, BUSCONSOLE_TAIL_FANOUT_PERCENT={share} and BUSCONSOLE_TAIL_PACE_MAX_MS={cap} "
+                  "(not a goal: what a higher share of the process buys):")
+            for clients, rate in [c for c in cases if c[0] >= 500 and c[1] == min(args.rates)]:
+                rows.append({**run_case(server, [alt], headers, clients, rate, args.seconds, False), "pace": (share, cap)})
+                print_row(rows[-1])
         if args.deflate == "both" and cases:
             webs.append(start_web(env, deflate=True))
             rows.append(run_case(server, webs[-1:], headers, 100, 200, args.seconds, True))
@@ -946,9 +963,16 @@ GOALS = ((1, 100, 200, 1.5), (1, 500, 200, 3.0), (1, 100, 1000, 3.0), (1, 1000, 
 
 def summarize(rows: list[dict[str, Any]]) -> None:
     """What deflate and a second process change, then the goals of docs/performance.md#goals-and-floors as ``make bench`` rows."""
-    plain = {(r["webs"], r["clients"], r["rate"]): r for r in rows if not r["deflate"]}
+    plain = {(r["webs"], r["clients"], r["rate"]): r for r in rows if not r["deflate"] and not r.get("pace")}
     for r in rows:
         base = plain.get((1, r["clients"], r["rate"]))
+        if r.get("pace") and base:
+            print(f"hand-outs at {r['pace'][0]} % of the process, waits up to {r['pace'][1]} ms, at {r['clients']} x "
+                  f"{r['rate']}/s: p99 {fmt(r['ws_p99'])} vs bare {fmt(r['base_p99'], '.2f')} ms "
+                  f"({fmt(p99_ratio(r), '.2f')}x) against {fmt(base['ws_p99'])} vs {fmt(base['base_p99'], '.2f')} ms "
+                  f"({fmt(p99_ratio(base), '.2f')}x) with the defaults; server CPU {r['cpu_pct']:.0f} % vs "
+                  f"{base['cpu_pct']:.0f} %, frames/entry {r['frames_per_entry']:.3f} vs {base['frames_per_entry']:.3f}")
+            continue
         if r["deflate"] and base:
             print(f"permessage-deflate at {r['clients']} x {r['rate']}/s: server CPU "
                   f"{r['cpu_us_per_entry']:.1f} us/entry vs {base['cpu_us_per_entry']:.1f} without "
@@ -998,6 +1022,10 @@ def summarize_cluster(rows: list[dict[str, Any]]) -> None:
               r["delivered"] >= r["expected"] and r["skip_notes"] == 0)
         check(f"cluster tail connections per node, {where}", f"at most {r['tail_conns_max_node']}",
               f"<= {bound + 2}", r["tail_conns_max_node"] <= bound + 2)
+
+
+def p99_ratio(row: dict[str, Any]) -> float | None:
+    return row["ws_p99"] / row["base_p99"] if row["ws_p99"] and row["base_p99"] else None
 
 
 def fmt(value: float | None, spec: str = ".1f") -> str:

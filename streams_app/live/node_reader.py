@@ -31,19 +31,22 @@ blocked connection per key.
 Pacing. Handing a batch out costs per client (a socket write each, :mod:`streams_app.live.wire`), not
 per entry, so a reader that read again the moment it had handed out would, at high rates, write one
 frame per entry to every client and spend the process on system calls. Hand-outs therefore get a budget:
-FANOUT_SHARE of the wall time that passes (saved up to :data:`PACE_BURST_S`), and each spends its CPU
-time T. While the budget lasts the reader reads again at once, so an entry waits for no pacing when the
-process is not busy handing out. Once it is spent, the
-reader waits until it is back to zero (at most :data:`PACE_MAX_S`): at a steady high rate that is
-``T x (1 / FANOUT_SHARE - 1)`` after each hand-out, the entries that arrive meanwhile go out together,
-and handing out takes at most FANOUT_SHARE of the process's time whatever the rate. A quiet stream's
+a share of the wall time that passes (``BUSCONSOLE_TAIL_FANOUT_PERCENT``, 30 %; saved up to
+:data:`PACE_BURST_S`), and each spends its CPU time T. While the budget lasts the reader reads again at
+once, so an entry waits for no pacing when the process is not busy handing out. Once it is spent, the
+reader waits until it is back to zero (at most ``BUSCONSOLE_TAIL_PACE_MAX_MS``, 12 ms): at a steady high
+rate that is ``T x (1 / share - 1)`` after each hand-out, the entries that arrive meanwhile go out together,
+and handing out takes at most that share of the process's time whatever the rate. A quiet stream's
 entry always goes out at once (the wait follows a hand-out, it never precedes one). A wait after every
 hand-out, budget or not, was measured first: its p99 was worse than the budget's. T is the event loop thread's CPU time, not the wall
 clock: on a busy machine a hand-out that was merely descheduled took longer without costing more, and a
 wall-clock T turned each such stall into a second, longer one of the reader's own (docs/performance.md#figures-behind-the-design). The gathering wait grows with a process's clients;
-:data:`PACE_MAX_S` bounds it, and so the latency it adds, however many clients one process holds. A share
+the cap bounds it, and so the latency it adds, however many clients one process holds. A share
 of one half (a wait of T) was measured too: the same p99, for more CPU per delivered entry on the server
-and the clients.
+and the clients. With hundreds of clients a hand-out takes milliseconds (a socket write each), and an
+entry's latency is about one wait plus one hand-out: a deployment that wants it lower gives hand-outs
+more of the process (a higher share, a lower cap), or its clients more processes
+(docs/performance.md#the-tail-at-1000-clients).
 
 Saying so. A reader that cannot read tells the subscribers of its keys, with ``status`` frames:
 ``reconnecting`` at the first failure to reach the node (a restart or a failover is often over
@@ -89,16 +92,22 @@ STALL_AFTER_S = 2.0
 #: promotion on the tail's side (``bench/failover.py``; waits doubling to 5 s made it slower after a
 #: cluster promotion), for one connection attempt (and on a cluster one ``CLUSTER SLOTS``) a second.
 RETRY_MAX_S = 1.0
-#: The share of its CPU time a reader may spend handing out what it read ("Pacing" in the module docstring).
-FANOUT_SHARE = 0.3
-#: ... and the longest it waits for that (a bound on the latency it adds, however many clients).
-PACE_MAX_S = 0.012
 #: The most hand-out time a reader may save up while it has little to hand out (see "Pacing").
 PACE_BURST_S = 0.010
 
 
 def queue_capacity() -> int:
     return int(settings.BUSCONSOLE_TAIL_QUEUE)
+
+
+def fanout_share() -> float:
+    """The share of its time a reader may spend handing out what it read ("Pacing" in the module docstring)."""
+    return int(settings.BUSCONSOLE_TAIL_FANOUT_PERCENT) / 100
+
+
+def pace_max_s() -> float:
+    """The longest a reader waits after a hand-out (a bound on the latency pacing adds, however many clients)."""
+    return int(settings.BUSCONSOLE_TAIL_PACE_MAX_MS) / 1000
 
 
 def block_ms() -> int:
@@ -378,24 +387,28 @@ class NodeReader:
         return bool(entries)
 
     async def _pace(self, fanout_s: float) -> None:
-        """After a hand-out that took ``fanout_s`` of CPU, let entries gather if hand-outs overspent.
-
-        The budget grows by FANOUT_SHARE of the wall time that passes (up to :data:`PACE_BURST_S`) and
-        each hand-out spends its CPU time: while it lasts the reader reads again at once; once spent, it
-        waits until the budget is back to zero, ``T x (1 / FANOUT_SHARE - 1)`` after a hand-out of T at
-        a steady high rate.
-        """
-        now = time.monotonic()
-        earned = (now - self._paced_at) * FANOUT_SHARE if self._paced_at else PACE_BURST_S
-        self._paced_at = now
-        self._budget = min(PACE_BURST_S, self._budget + earned) - fanout_s
-        if self._budget >= 0:
-            return
-        wait = min(PACE_MAX_S, -self._budget / FANOUT_SHARE)
+        """After a hand-out that took ``fanout_s`` of CPU, let entries gather if hand-outs overspent."""
+        wait = self.pace_wait(fanout_s, now=time.monotonic())
         if wait > 0.0005 and not self._wake.is_set():
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(wait):
                     await self._wake.wait()
+
+    def pace_wait(self, fanout_s: float, *, now: float) -> float:
+        """Spend a hand-out of ``fanout_s`` CPU seconds at ``now`` (monotonic); the seconds to wait after it.
+
+        The budget grows by the share (:func:`fanout_share`) of the wall time that passes (up to
+        :data:`PACE_BURST_S`) and each hand-out spends its CPU time: while it lasts the reader reads again
+        at once; once spent, it waits until the budget is back to zero, at most :func:`pace_max_s`:
+        ``T x (1 / share - 1)`` after a hand-out of T at a steady high rate.
+        """
+        share = fanout_share()
+        earned = (now - self._paced_at) * share if self._paced_at else PACE_BURST_S
+        self._paced_at = now
+        self._budget = min(PACE_BURST_S, self._budget + earned) - fanout_s
+        if self._budget >= 0:
+            return 0.0
+        return min(pace_max_s(), -self._budget / share)
 
     # -- saying so
 
