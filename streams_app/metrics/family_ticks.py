@@ -44,7 +44,7 @@ from eventbus.families import Family, FamilyRow, FamilyTally, Grouping, KeyFacts
 from eventbus.text import display_text, id_order
 from streams_app.metrics.models import FamilyPassState, FamilySample, name_hash
 from streams_app.metrics.signals import family_members_named
-from streams_app.metrics.snapshot_write import TickWritten, tick_write
+from streams_app.metrics.snapshot_write import KEY_MEMO_KEY_MAX, TickWritten, tick_write
 from streams_app.redis_ops import snapshot_reads
 from streams_app.redis_ops.conventions import detect_dlq, dlq_patterns
 from streams_app.redis_ops.family_pass import family_pass_step
@@ -88,18 +88,20 @@ def _key_facts(rule: Grouping, key: bytes) -> tuple[Family, bytes | None]:
     """A key's family and the stream it is the DLQ of, remembered by the process.
 
     Both are pure functions of the key and the settings (the memo starts over when they change), and
-    working them out (the shape's regexes, the DLQ conventions) costs some ten microseconds a key: a
-    stream-by-stream tick of 50,000 streams would spend half a second on it every tick. A memo that
-    reached :data:`FAMILY_MEMO_MAX` keys starts over, so a family-mode pass over a million keys, which
-    sees each key once a pass, does not hold them all.
+    working them out (the shape's regexes, the DLQ conventions) costs more than all the sums of a key
+    together, every tick for every stream of a stream-by-stream tick. A memo that reached
+    :data:`FAMILY_MEMO_MAX` keys starts over, so a family-mode pass over a million keys, which sees each
+    key once a pass, does not hold them all; long keys are not remembered (as the tick's key memo,
+    :mod:`.snapshot_write`).
     """
     known = _MEMO.facts.get(key)
     if known is None:
         kind = detect_dlq(key)
         known = (Grouping.family_of(rule, key), kind.source_hint if kind is not None else None)
-        if len(_MEMO.facts) >= FAMILY_MEMO_MAX:
-            _MEMO.facts.clear()
-        _MEMO.facts[key] = known
+        if len(key) <= KEY_MEMO_KEY_MAX:
+            if len(_MEMO.facts) >= FAMILY_MEMO_MAX:
+                _MEMO.facts.clear()
+            _MEMO.facts[key] = known
     return known
 
 
