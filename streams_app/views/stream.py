@@ -17,13 +17,12 @@ from streams_app.redis_ops.errors import InvalidArgument
 from streams_app.redis_ops.reads import entries as entry_reads
 from streams_app.redis_ops.reads import groups as group_reads
 from streams_app.redis_ops.reads import pending as pending_reads
-from streams_app.redis_ops.reads import streams as stream_reads
 from streams_app.views import links
 from streams_app.views.common import connection_context, is_htmx, render_screen
 from streams_app.views.forms import EntriesForm, validated
 from streams_app.views.masking import masking_context, request_masker
 from streams_app.views.paging import ranked_window, ranking
-from streams_app.views.presenters import dlq_convention, entry_view
+from streams_app.views.presenters import dlq_convention, entry_view, entry_views
 
 
 @require_GET
@@ -33,11 +32,15 @@ def stream_detail(request: HttpRequest, conn: str, key: bytes) -> HttpResponse:
     masker = request_masker(request, conn, key)
     # The live refresh re-renders the entries section only: the stream's facts, its groups (a thousand
     # of them are parsed and ranked) and its DLQs are read for the whole page, not for every new entry.
-    if not is_htmx(request):
+    # The whole page reads them with its entries in one round trip.
+    where = {k: params[k] for k in ("order", "after", "before", "at", "count")}
+    if is_htmx(request):
+        page = entry_reads.entries_page(conn, key, **where, mask=masker.entry)
+    else:
         # The groups' own parameters are prefixed: the entries already take ``order``.
         groups_rank = ranking(request.GET, sorts=group_reads.GROUP_SORTS, prefix="groups")
         # The DLQ may live on another node of a cluster: one that does not answer is named, not fatal.
-        info, dlq_keys, dlq_missed = stream_reads.stream_info_with_dlqs(conn, key)
+        page, (info, dlq_keys, dlq_missed) = entry_reads.entries_page_with_facts(conn, key, **where, mask=masker.entry)
         context.update(
             info=info,
             groups=ranked_window(info.groups, groups_rank, sorts=group_reads.GROUP_SORTS),
@@ -49,20 +52,18 @@ def stream_detail(request: HttpRequest, conn: str, key: bytes) -> HttpResponse:
             ],
             api_url=links.api_stream_url(conn, key),
         )
-    page = entry_reads.entries_page(
-        conn, key, order=params["order"], after=params["after"], before=params["before"],
-        at=params["at"], count=params["count"], mask=masker.entry,
-    )
+    stream_page = links.stream_url(conn, key)  # the page's own address: its links and forms start with it
     context.update(
         key=key,
         key_text=display_text(key),
         params=params,
         page=page,
-        entries=[entry_view(conn, key, e) for e in page.entries],
+        entries=entry_views(conn, key, page.entries),
         # Ticking entries for the delete form; decided once here, not once per row in the template.
         entries_selectable=role_of(request.user) >= Role.ADMIN and not settings.BUSCONSOLE_READ_ONLY,
-        here=links.with_query(links.stream_url(conn, key), request),
-        **masking_context(request, masker, links.stream_url(conn, key)),
+        stream_page=stream_page,
+        here=links.with_query(stream_page, request),
+        **masking_context(request, masker, stream_page),
     )
     masker.reveal_record()
     return render_screen(request, "streams_app/stream.html", context, partial="entries")

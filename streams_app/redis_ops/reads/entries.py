@@ -8,14 +8,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ..client import get_client
-from ..commands import lookup, pipelined, stream_read
+from ..commands import lookup, pipelined, require_stream, stream_read
 from ..errors import InvalidArgument, NotFound, translated
 from ..ids import parse_id, parse_position
 from ..parsers import parse_entry
-from ..types import Entry, EntryMask, masked
+from ..types import Entry, EntryMask, StreamInfo, masked
 from .limits import DEFAULT_PAGE, MAX_PAGE, check_count, validate_key
+from .streams import stream_facts_and
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,13 +47,58 @@ def entries_page(
     - ``order`` is "desc" (newest first, the default) or "asc".
     With no cursor the page starts at the newest (desc) or oldest (asc) entry.
     """
+    plan = _plan(key, order=order, after=after, before=before, at=at, count=count)
+    raw = stream_read(conn, get_client(conn), key, *plan.command)
+    return _page_of(plan, raw, mask)
+
+
+def entries_page_with_facts(
+    conn: str,
+    key: bytes,
+    *,
+    order: str = "desc",
+    after: str | None = None,
+    before: str | None = None,
+    at: str | None = None,
+    count: int = DEFAULT_PAGE,
+    mask: EntryMask | None,
+) -> tuple[EntryPage, tuple[StreamInfo, list[bytes], tuple[str, ...]]]:
+    """:func:`entries_page` and :func:`.streams.stream_info_with_dlqs` (the stream page's facts, groups
+    and dead-letter queues) in one round trip where the two take two; the same replies, the same
+    errors, the facts' first (a missing stream fails on its XINFO as the facts alone do)."""
+    plan = _plan(key, order=order, after=after, before=before, at=at, count=count)
+    info, dlqs, missed, replies = stream_facts_and(conn, key, [("TYPE", key), plan.command])
+    if replies is None:  # the stream's node did not answer with the others (see stream_facts_and)
+        raw = stream_read(conn, get_client(conn), key, *plan.command)
+    else:
+        key_type, raw = replies
+        require_stream(conn, key_type)
+        if isinstance(raw, Exception):
+            with translated(conn):
+                raise raw
+    return _page_of(plan, raw, mask), (info, dlqs, missed)
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """Which way Redis reads one page, and the command that reads it (``count`` + 1: is there more)."""
+
+    command: tuple[object, ...]
+    forward: bool  # XRANGE (True) or XREVRANGE
+    order: str
+    count: int
+    came_from_cursor: bool
+
+
+def _plan(
+    key: bytes, *, order: str, after: str | None, before: str | None, at: str | None, count: int
+) -> _Plan:
     validate_key(key)
     if order not in ("asc", "desc"):
         raise InvalidArgument("order must be 'asc' or 'desc'.")
     if sum(x is not None and x != "" for x in (after, before, at)) > 1:
         raise InvalidArgument("Give at most one of after, before and at.")
     count = check_count(count)
-    client = get_client(conn)
 
     # Decide which way Redis reads (forward = XRANGE) and where it starts.
     if after:
@@ -64,12 +111,15 @@ def entries_page(
         start = str(pos.lowest if forward else pos.highest)
     else:
         forward, start = order == "asc", "-" if order == "asc" else "+"
-
     if forward:
-        raw = stream_read(conn, client, key, "XRANGE", key, start, "+", "COUNT", count + 1)
+        command: tuple[object, ...] = ("XRANGE", key, start, "+", "COUNT", count + 1)
     else:
-        raw = stream_read(conn, client, key, "XREVRANGE", key, start, "-", "COUNT", count + 1)
+        command = ("XREVRANGE", key, start, "-", "COUNT", count + 1)
+    return _Plan(command, forward, order, count, bool(after or before or at))
 
+
+def _page_of(plan: _Plan, raw: Sequence[Any], mask: EntryMask | None) -> EntryPage:
+    order, count, forward = plan.order, plan.count, plan.forward
     entries = masked(mask, [parse_entry(e) for e in raw[:count]])
     more_in_read_direction = len(raw) > count
     if not entries:
@@ -77,7 +127,7 @@ def entries_page(
 
     # ``read_first``/``read_last`` follow Redis's read direction; the page shows ``order``.
     read_last, read_first = entries[-1].id, entries[0].id
-    came_from_cursor = bool(after or before or at)
+    came_from_cursor = plan.came_from_cursor
     if forward == (order == "asc"):
         nxt = read_last if more_in_read_direction else None
         prev = read_first if came_from_cursor else None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from django.conf import settings
 
@@ -206,25 +207,35 @@ def stream_info_with_dlqs(conn: str, key: bytes) -> tuple[StreamInfo, list[bytes
     :func:`existing_streams`, a DLQ on a node that does not answer is named in the third item rather
     than failing the page; the stream's own node not answering fails it, as :func:`stream_info` does.
     """
+    info, found, missed, _ = stream_facts_and(conn, key, ())
+    return info, found, missed
+
+
+def stream_facts_and(
+    conn: str, key: bytes, then: Sequence[Sequence[object]]
+) -> tuple[StreamInfo, list[bytes], tuple[str, ...], list[Any] | None]:
+    """:func:`stream_info_with_dlqs`, and the replies to ``then`` (commands on ``key`` alone, error replies
+    included) sent in the same round trip: the stream page's entries ride with its facts. The replies are
+    None when the stream's node did not answer that trip (a cluster's node by node fallback): the
+    caller then sends ``then`` on its own."""
     validate_key(key)
     candidates = dlq_candidates(key)
-    read = keyed_pipeline(
-        conn,
-        [key, *candidates],
-        lambda k: (("XINFO", "STREAM", k), ("XINFO", "GROUPS", k)) if k == key else (("TYPE", k),),
-    )
+    own_commands: tuple[Sequence[object], ...] = (("XINFO", "STREAM", key), ("XINFO", "GROUPS", key), *then)
+    read = keyed_pipeline(conn, [key, *candidates], lambda k: own_commands if k == key else (("TYPE", k),))
     own, *theirs = read.replies
+    replies: list[Any] | None = None
     if own is None:  # the cluster fell back node by node and the stream's node was silent: ask it alone
         info = stream_info(conn, key)
     else:
+        facts, replies = own[:2], own[2:]
         with translated(conn):
-            for reply in own:
+            for reply in facts:
                 if isinstance(reply, Exception):
                     raise reply
-        info = parse_stream(key, *own)
+        info = parse_stream(key, *facts)
     found = [
-        candidate for candidate, replies in zip(candidates, theirs, strict=True)
-        if replies is not None and replies[0] in (b"stream", "stream")
+        candidate for candidate, answers in zip(candidates, theirs, strict=True)
+        if answers is not None and answers[0] in (b"stream", "stream")
     ]
     missed = read.missed
     by_group = dlq_candidates(key, [group.name for group in info.groups])[len(candidates) :]
@@ -232,4 +243,4 @@ def stream_info_with_dlqs(conn: str, key: bytes) -> tuple[StreamInfo, list[bytes
         found_by_group, missed_by_group = existing_streams(conn, by_group)
         found += found_by_group
         missed = _union(missed, missed_by_group)
-    return info, found, missed
+    return info, found, missed, replies
