@@ -12,6 +12,7 @@ around the values is trusted.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from html import escape
 
 from django import template
@@ -32,11 +33,20 @@ def entry_rows(entries: list[EntryView], selectable: bool = False, revealing: bo
     (after a checkbox for the delete form when ``selectable``), the time in the ID, the link to the event's
     journey (a cell of its own, so the ID's cell holds one link), and the one-line summary that opens
     onto :func:`entry_fields` (last: the column that takes the rest of the width). One tag for the whole page of rows: a tag per row
-    costs as much in the template's loop as the row itself."""
-    return mark_safe("".join(_row(e, selectable, revealing) for e in entries))  # noqa: S308 - escaped in _row
+    costs as much in the template's loop as the row itself. The stream's part of the journey links is
+    encoded once per stream, not once per row."""
+    journeys: dict[tuple[str, bytes], Callable[[str], str]] = {}
+    sizes: dict[int, str] = {}  # one request's sizes as shown: the same size in many fields is formatted once
+    rows = []
+    for e in entries:
+        journey_of = journeys.get((e.conn, e.key))
+        if journey_of is None:
+            journey_of = journeys[e.conn, e.key] = links.journey_urls(e.conn, e.key)
+        rows.append(_row(e, journey_of(e.id), selectable, revealing, sizes))
+    return mark_safe("".join(rows))  # noqa: S308 - escaped in _row
 
 
-def _row(e: EntryView, selectable: bool, revealing: bool) -> str:
+def _row(e: EntryView, journey: str, selectable: bool, revealing: bool, sizes: dict[int, str]) -> str:
     entry_id = escape(e.id)
     tick = (
         f'<input type="checkbox" name="ids" value="{entry_id}" form="entries-delete" aria-label="Select {entry_id}"> '
@@ -46,10 +56,10 @@ def _row(e: EntryView, selectable: bool, revealing: bool) -> str:
     return (
         f'\n      <tr>\n        <td class="mono nowrap">{tick}<a href="{escape(e.url)}">{entry_id}</a></td>'
         f'\n        <td class="nowrap small">{escape(e.time_text)}</td>'
-        f'\n        <td class="small"><a class="journey-link" href="{escape(links.journey_url(e.conn, e.key, e.id))}"'
+        f'\n        <td class="small"><a class="journey-link" href="{escape(journey)}"'
         f' data-journey title="The journey of this entry\'s event">journey</a></td>'
         f'\n        <td>\n          <details>\n            <summary class="mono small">{escape(e.summary)}</summary>'
-        f"\n            {entry_fields(e, revealing)}\n          </details>\n        </td>\n      </tr>"
+        f"\n            {_fields(e, entry_id, revealing, sizes)}\n          </details>\n        </td>\n      </tr>"
     )
 
 
@@ -59,17 +69,21 @@ def entry_fields(e: EntryView, revealing: bool = False) -> SafeString:
     holds, a copy button, the decoded value in a ``<pre>`` and, when the value was cut, a link to the
     whole of it. ``revealing``: the page shows masked values (``?unmasked=1``), so the link asks for
     them too, or it would download the masked value (the download checks the role and audits again)."""
-    entry_id = escape(e.id)
+    return mark_safe(_fields(e, escape(e.id), revealing, {}))  # noqa: S308 - every value is escaped in _field
+
+
+def _fields(e: EntryView, entry_id: str, revealing: bool, sizes: dict[int, str]) -> str:
+    """:func:`entry_fields`'s markup, ``entry_id`` already escaped; ``sizes`` remembers the sizes shown."""
     reveal = "&unmasked=1" if revealing else ""
-    return mark_safe(  # noqa: S308 - every value is escaped in _field
-        '<dl class="fields">' + "".join(_field(e, entry_id, f, reveal) for f in e.fields) + "\n</dl>"
-    )
+    return '<dl class="fields">' + "".join(_field(e, entry_id, f, reveal, sizes) for f in e.fields) + "\n</dl>"
 
 
-def _field(e: EntryView, entry_id: str, f: DecodedField, reveal: str = "") -> str:
+def _field(e: EntryView, entry_id: str, f: DecodedField, reveal: str, sizes: dict[int, str]) -> str:
     decoded = f.decoded
     fmt = escape(decoded.format)
-    size = escape(filesizeformat(decoded.size))
+    size = sizes.get(decoded.size)
+    if size is None:
+        size = sizes[decoded.size] = escape(filesizeformat(decoded.size))
     dom_id = f"field-{entry_id}-{f.index}"
     moment = fieldtime(f)
     when = (

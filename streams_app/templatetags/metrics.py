@@ -13,11 +13,13 @@ metrics stream costs a bounded but real Redis read that should not delay the pag
 from __future__ import annotations
 
 import functools
+from html import escape
 from typing import Any
 
 from django import template
 from django.db import router
 from django.db.models import BooleanField, Value
+from django.utils.safestring import SafeString, mark_safe
 
 from eventbus import keys as bus_keys
 from eventbus.text import display_text
@@ -96,6 +98,22 @@ def _stream_mirror_and_alerts(conn: str, key: bytes) -> tuple[StreamMirror | Non
 def _group_name(group: Any) -> bytes:
     """The group page's context holds a GroupInfo (``.name``); accept raw bytes too."""
     return group if isinstance(group, bytes) else group.name
+
+
+@register.simple_tag
+def window_links(panel: panels.Panel) -> SafeString:
+    """The panel's window switch: a link per window (a real ``?window=`` link, and the panel's endpoint
+    for htmx), the shown one marked. Built here, not by a loop in ``_chart_panel.html``: some thirty
+    template nodes on every stream, group and DLQ page for three links. Every value is escaped."""
+    url, shown = escape(panel.url), panel.window.name
+    links_ = []
+    for w in panel.windows:
+        name, active = escape(w.name), ' class="active" aria-current="true"' if w.name == shown else ""
+        links_.append(
+            f'<a href="?window={name}" hx-get="{url}?window={name}" hx-target="closest .chart-panel"'
+            f' hx-swap="outerHTML"{active} title="The last {escape(w.label)}">{name}</a>'
+        )
+    return mark_safe("".join(links_))  # noqa: S308 - every value is escaped
 
 
 @register.inclusion_tag("streams_app/_chart_panel.html", takes_context=True)

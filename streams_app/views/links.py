@@ -19,7 +19,7 @@ import logging
 import re
 import time
 from collections.abc import Callable
-from urllib.parse import quote, unquote_to_bytes, urlencode
+from urllib.parse import quote, quote_plus, unquote_to_bytes, urlencode
 
 from django.core.cache import cache
 from django.http import HttpRequest, HttpResponse
@@ -41,6 +41,7 @@ _remembered: dict[str, float] = {}
 _REMEMBERED_MAX = 4096
 
 _DIGEST_SEGMENT = re.compile(rb"~sha256:([0-9a-f]{64})")
+_PLAIN_ID = re.compile(r"[0-9]+-[0-9]+").fullmatch
 _DIGEST_PATH = re.compile(
     r"(?P<head>(?:/api/v1)?/c/(?P<conn>[A-Za-z0-9_.-]+)/(?:streams|dlq)/)~sha256:(?P<digest>[0-9a-f]{64})"
     r"(?P<tail>/.*)?"
@@ -181,7 +182,13 @@ def group_url(conn: str, key: bytes, group: bytes) -> str:
 
 
 def entry_url(conn: str, key: bytes, entry_id: str) -> str:
-    return f"{stream_url(conn, key)}entries/{entry_id}/"
+    return entry_urls(conn, key)(entry_id)
+
+
+def entry_urls(conn: str, key: bytes) -> Callable[[str], str]:
+    """:func:`entry_url` for the entries of one stream: a page of 50 rows encodes the key once, not 50 times."""
+    head = f"{stream_url(conn, key)}entries/"
+    return lambda entry_id: f"{head}{entry_id}/"
 
 
 def raw_field_url(conn: str, key: bytes, entry_id: str, index: int) -> str:
@@ -207,7 +214,15 @@ def dlq_entry_url(conn: str, key: bytes, entry_id: str) -> str:
 
 def journey_url(conn: str, key: bytes, entry_id: str) -> str:
     """The journey of the event an entry belongs to (``/c/<conn>/journey/?q=<id>&stream=<key>``)."""
-    return f"/c/{conn}/journey/?" + urlencode({"q": entry_id, "stream": key.decode("utf-8", "replace")})
+    return journey_urls(conn, key)(entry_id)
+
+
+def journey_urls(conn: str, key: bytes) -> Callable[[str], str]:
+    """:func:`journey_url` for the entries of one stream, the key encoded once: what
+    ``urlencode({"q": entry_id, "stream": key})`` gives, its two pairs built apart."""
+    head, tail = f"/c/{conn}/journey/?q=", "&" + urlencode({"stream": key.decode("utf-8", "replace")})
+    # An entry ID as Redis gives it (digits and a dash) is its own encoding.
+    return lambda entry_id: f"{head}{entry_id if _PLAIN_ID(entry_id) else quote_plus(entry_id)}{tail}"
 
 
 def job_url(job_id: int) -> str:

@@ -86,7 +86,10 @@ class Ranking(NamedTuple):
 
 def ranking(data: QueryDict, *, sorts: Mapping[str, str], prefix: str | None = None) -> Ranking:
     """The validated ``sort``/``order``/``page`` of a list: a bad value is a 400 naming the parameter as
-    sent (``groups_page: ...``), which is why this does not go through ``forms.validated``."""
+    sent (``groups_page: ...``), which is why this does not go through ``forms.validated``. None of them
+    given (most pages) is the defaults, without building the form."""
+    if not any((f"{prefix}_{name}" if prefix else name) in data for name in RankForm.base_fields):
+        return Ranking(next(iter(sorts)), None, 1)
     form = RankForm(data, sorts=sorts, prefix=prefix)
     if not form.is_valid():
         raise InvalidArgument("; ".join(f"{form.add_prefix(name)}: {' '.join(map(str, errors))}"

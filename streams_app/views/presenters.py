@@ -64,13 +64,23 @@ class EntryView:
 
 
 def entry_view(conn: str, key: bytes, entry: Entry) -> EntryView:
+    return _entry_view(conn, key, entry, links.entry_url(conn, key, entry.id))
+
+
+def entry_views(conn: str, key: bytes, entries: Sequence[Entry]) -> list[EntryView]:
+    """:func:`entry_view` of each of a page's entries, the stream's part of their links built once."""
+    url_of = links.entry_urls(conn, key)
+    return [_entry_view(conn, key, entry, url_of(entry.id)) for entry in entries]
+
+
+def _entry_view(conn: str, key: bytes, entry: Entry, url: str) -> EntryView:
     fields = decode_fields(list(entry.fields))
     summary = "  ".join(f"{f.name}={_oneline(f)}" for f in fields[:6])
     if len(summary) > SUMMARY_CHARS:
         summary = summary[: SUMMARY_CHARS - 1] + "…"
     return EntryView(
         id=entry.id, entry=entry, fields=fields, summary=summary,
-        url=links.entry_url(conn, key, entry.id), conn=conn, key=key, time_text=_id_time_text(entry.id),
+        url=url, conn=conn, key=key, time_text=_id_time_text(entry.id),
     )
 
 

@@ -122,3 +122,17 @@ def test_the_page_reads_facts_dead_letters_and_entries_in_one_round_trip(
     # What was sent: the stream's facts and groups, the TYPE of each DLQ candidate and of the stream, and
     # one range of entries.
     assert stats == {"xinfo|stream": 1, "xinfo|groups": 1, "type": 3, "xrevrange": 1}
+
+
+@pytest.mark.parametrize("entry_id", ["1767225600000-0", "0-1", "1-2 x&y=<z>", "é/?#"])
+def test_the_links_built_once_per_stream_are_the_links_of_each_entry(entry_id: str) -> None:
+    """The rows build the stream's part of their links once; each link is still what plain ``quote`` and
+    ``urlencode`` make of the key and the ID (an ID that is not digits and a dash is encoded)."""
+    from urllib.parse import quote, urlencode
+
+    from streams_app.views import links
+
+    for key in (KEY, b"orders", b"a b/c?d"):
+        expected = f"/c/default/journey/?{urlencode({'q': entry_id, 'stream': key.decode('utf-8', 'replace')})}"
+        assert links.journey_urls("default", key)(entry_id) == expected
+        assert links.entry_urls("default", key)(entry_id) == f"/c/default/streams/{quote(key, safe='')}/entries/{entry_id}/"
