@@ -7,7 +7,7 @@ clients each, the one-process figure printed beside it), all delivered; beyond t
 batching frames and skipping slow clients ahead, never by unbounded memory. Reported through
 ``bench/_summary.py``.
 
-Run from the repository root: ``.venv/bin/python bench/tail.py`` (about 4 minutes; ``--seconds`` sets
+Run from the repository root: ``.venv/bin/python bench/tail.py`` (about 6 minutes; ``--seconds`` sets
 the measured time per case, 10 by default). It starts its own redis-server, a throwaway SQLite
 database with one viewer and a session, and uvicorn processes serving ``busconsole.asgi`` exactly as
 ``make run`` does (``--ws websockets --ws-per-message-deflate false``). Then, for 1, 100 and 500
