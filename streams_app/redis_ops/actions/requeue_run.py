@@ -3,11 +3,25 @@
 :func:`.dlq.requeue_range` moves one batch to the end: on Redis Cluster, a batch bound for another
 slot is leased (the rule script), added on the target's node, released and forgotten, four round
 trips, the two nodes each waiting for the other. :class:`RequeueRun` is the requeue-all job's loop
-over those batches instead: each :meth:`RequeueRun.step` is ONE pipeline, written to every node before
-any is read, carrying the release of batch N and the rule script of batch N+2 (leasing it) to the
-DLQ's node, and the forget of N-1 and the add of N+1 to the targets' nodes, so both nodes work at once.
-Why this is as safe as the four steps one after another: :mod:`eventbus.moves` (each step of a batch
-starts only once the step before it, for that batch, has answered).
+over those batches instead. Each :meth:`RequeueRun.step`:
+
+1. reads the reply of batch N+1's rule script (reading and leasing it), written to the DLQ's node the
+   step before on a connection of its own, and at once writes batch N+2's the same way, so the DLQ's
+   node works on the next batch while this client handles the replies (the client's work per batch
+   would otherwise add to the node's: docs/performance.md#figures-behind-the-design);
+2. sends ONE pipeline, written to every node before any is read: the release of batch N to the DLQ's
+   node (it runs there after batch N+2's script), the forget of N-1 and the add of N+1 to the targets'
+   nodes.
+
+Why this is as safe as the four steps one after another: :mod:`eventbus.moves`. Each step of a batch
+starts only once the step before it, for that batch, has answered: N+1 is added only after its
+script's reply was read, released a step after its add answered, forgotten a step after its release
+did. The steps of different batches touch different entries (a batch's script reads after the last ID
+of the one before), and the releases come in the batches' order, so a batch's XTRIM drops only its own
+entries, as before. A kill leaves the protocol's states for at most four batches. A script the node
+does not answer (it lost the script or the slot, or the connection broke) is sent again through the
+cluster's pipeline, as redis-py's own retry would: the same owner reading a batch again leases it again
+and finds its records.
 
 What a caller may rely on:
 
@@ -30,12 +44,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from redis.exceptions import RedisError
+
 from eventbus import moves
 
 from ..client import get_client, is_cluster, slot_of
 from ..commands import require_stream
 from ..errors import translated
 from ..ids import parse_id, parse_position
+from ..parsers import reply_text
 from ._common import MAX_BATCH, ZERO_ID, _positive, _source
 from .dlq import (
     RequeueBatch,
@@ -95,6 +112,15 @@ class _Added:
     at_head: bool
 
 
+@dataclass(slots=True)
+class _Ahead:
+    """A rule script written to the DLQ's node on a connection of its own, its reply not read yet."""
+
+    pool: Any
+    connection: Any
+    command: moves.Command
+
+
 class RequeueRun:
     """The batches of one bulk requeue of ``dlq_key`` up to ``up_to`` after ``after`` (see the module docstring)."""
 
@@ -117,6 +143,8 @@ class RequeueRun:
         self._batch = _positive(batch, "batch", cap=MAX_BATCH)
         self._owner = owner or _request_owner()
         self._reading = True
+        self._hold = False  # draining: send no more rule scripts
+        self._ahead: _Ahead | None = None  # the rule script sent, its reply not read yet
         self._leased: _Leased | None = None
         self._added: _Added | None = None
         self._released: list[moves.Release] = []  # released, their records not yet forgotten
@@ -132,9 +160,18 @@ class RequeueRun:
             self._rule_args = [*rule[:5], b"cluster", self._owner.encode(), moves.LEASE_MS,
                                b"all" if itemize else b"count", *rule[5:]]  # fmt: skip
 
+    def __del__(self) -> None:
+        # A run left with a rule script in flight (its caller stopped on an error without draining):
+        # the reply is never read, so the connection goes, rather than back to the pool half read.
+        ahead = getattr(self, "_ahead", None)
+        if ahead is not None:
+            ahead.connection.disconnect()
+            ahead.pool.release(ahead.connection)
+
     @property
     def finished(self) -> bool:
-        return not self._reading and self._leased is None and self._added is None and not self._released
+        idle = self._leased is None and self._added is None and not self._released
+        return (not self._reading or self._hold) and self._ahead is None and idle
 
     def step(self) -> RequeueBatch:
         """One round trip (see the module docstring). The reply counts what left the DLQ in it; its
@@ -159,27 +196,35 @@ class RequeueRun:
         tally = _Tally(self._itemize)
         if not self._pipelined:
             return tally.batch(self.cursor, self.last)
-        reading, self._reading = self._reading, False
-        with translated(self._conn):
-            while not self.finished:
-                self._round(tally)
-        self._reading = reading
-        if reading:
+        self._hold = True
+        try:
+            with translated(self._conn):
+                while not self.finished:
+                    self._round(tally)
+        finally:
+            self._hold = False
+        if self._reading:
             self.cursor = self.last
         return tally.batch(self.cursor, self.last)
 
     def _round(self, tally: _Tally) -> None:
         client = get_client(self._conn)
-        [(sha, _text)] = self._rule.items()
+        if self._ahead is None and self._reading and not self._hold:
+            self._send(client)
+        reply = self._collect(client) if self._ahead is not None else None
+        if reply is not None:
+            # The next batch's rule script goes out at once: the DLQ's node works on it while this
+            # client handles the batch just read and the round below.
+            scanned = int(reply[0])
+            self._reading = scanned == self._batch
+            self.last = reply_text(reply[1]) if scanned else self.last
+            if self._reading and not self._hold:
+                self._send(client)
+            self._read(reply, tally)
         added, leased, released = self._added, self._leased, self._released
         commands: list[moves.Command] = []
         if added:
             commands += moves.queue_release(added.release)
-        read_at = len(commands)
-        if self._reading:
-            start = "(" + self.last if self.last else "-"
-            commands.append(("EVALSHA", sha, len(self._keys), *self._keys, start, self._upper, self._batch,
-                             *self._rule_args))  # fmt: skip
         for done in released:
             commands += moves.queue_forget(done)
         add_at = len(commands)
@@ -206,8 +251,38 @@ class RequeueRun:
             pairs = list(zip(leased.rule.packs, outcomes, strict=True))
             self._added = _Added(leased.rule.last, release, pairs, leased.at_head)
         self._leased = None
-        if self._reading:
-            self._read(replies[read_at], tally)
+
+    def _send(self, client: Any) -> None:
+        """Write the rule script of the next batch to the DLQ's node, not waiting for its reply."""
+        [(sha, _text)] = self._rule.items()
+        start = "(" + self.last if self.last else "-"
+        command = ("EVALSHA", sha, len(self._keys), *self._keys, start, self._upper, self._batch, *self._rule_args)
+        pool = client.get_redis_connection(client.get_node_from_key(self._key)).connection_pool
+        connection = pool.get_connection()
+        try:
+            connection.send_command(*command)
+        except BaseException:
+            connection.disconnect()
+            pool.release(connection)
+            raise
+        self._ahead = _Ahead(pool, connection, command)
+
+    def _collect(self, client: Any) -> Any:
+        """The reply of the rule script :meth:`_send` wrote. Should the node not answer it (it lost the
+        script or the slot, or the connection broke), it is sent again the cluster's way (loaded, MOVED
+        followed), as a pipeline would: the same owner reading the same batch again leases it again."""
+        ahead, self._ahead = self._ahead, None
+        assert ahead is not None
+        try:
+            return ahead.connection.read_response()
+        except RedisError:
+            ahead.connection.disconnect()
+            return moves.execute(client, [ahead.command], scripts=self._rule)[0]
+        except BaseException:
+            ahead.connection.disconnect()  # a reply half read: the connection cannot be used again
+            raise
+        finally:
+            ahead.pool.release(ahead.connection)
 
     def _read(self, reply: list[Any], tally: _Tally) -> None:
         """The rule script's batch: count what it moved itself, move what it declined, keep what it leased."""
@@ -227,8 +302,6 @@ class RequeueRun:
             tally.count(item.stream, [item])
         tally.missing += rest.missing
         tally.failed += rest.failed
-        self._reading = rule.scanned == self._batch
-        self.last = rule.last or self.last
         # Nothing is older than this batch when the script saw so, or when nothing was older than the
         # batch before it and that one leaves nothing behind: it is released before this one is.
         before = self._added
