@@ -136,3 +136,13 @@ def test_the_links_built_once_per_stream_are_the_links_of_each_entry(entry_id: s
         expected = f"/c/default/journey/?{urlencode({'q': entry_id, 'stream': key.decode('utf-8', 'replace')})}"
         assert links.journey_urls("default", key)(entry_id) == expected
         assert links.entry_urls("default", key)(entry_id) == f"/c/default/streams/{quote(key, safe='')}/entries/{entry_id}/"
+
+
+def test_the_frames_files_are_where_static_puts_them_and_follow_its_settings(settings) -> None:
+    from django.template import Context, Template
+    from django.templatetags.static import static
+
+    tag = Template("{% load console %}{% asset 'css/console.css' %}|{% asset 'js/x&y.js' %}")
+    assert tag.render(Context()) == f"{static('css/console.css')}|{static('js/x&y.js').replace('&', '&amp;')}"
+    settings.STATIC_URL = "/elsewhere/"
+    assert tag.render(Context()).startswith("/elsewhere/css/console.css|")
