@@ -61,6 +61,7 @@ class StreamsForm(forms.Form):
                                                       ("last", "last entry"), ("name", "name")])
     offset = forms.IntegerField(required=False, min_value=0)
     live = forms.BooleanField(required=False)  # scan Redis even when a mirror exists
+    families_offset = forms.IntegerField(required=False, min_value=0, max_value=2**63 - 1)  # family mode's rows
 
     def clean(self):
         data = super().clean()
@@ -68,6 +69,7 @@ class StreamsForm(forms.Form):
         data["cursor"] = data.get("cursor") or 0
         data["count"] = data.get("count") or DEFAULT_PAGE
         data["offset"] = data.get("offset") or 0
+        data["families_offset"] = data.get("families_offset") or 0
         return data
 
 

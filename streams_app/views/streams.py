@@ -50,7 +50,7 @@ def streams_list(request: HttpRequest, conn: str) -> HttpResponse:
     context = connection_context(request, conn)
     params = validated(StreamsForm, request.GET)
     if not params["live"]:
-        context.update(family_mode_rows(conn, params["match"]))
+        context.update(family_mode_rows(conn, params["match"], offset=params["families_offset"]))
         page = mirror.stream_mirror_page(
             conn=conn, match=params["match"], sort=params["sort"], offset=params["offset"], count=params["count"]
         )
@@ -80,9 +80,9 @@ def streams_list(request: HttpRequest, conn: str) -> HttpResponse:
     return render_screen(request, "streams_app/streams.html", context, partial="streams-table")
 
 
-def family_mode_rows(conn: str, match: str) -> dict:
-    """The family section of the page in family mode (empty otherwise): one row per family, bounded."""
-    found = stored.family_rows(conn, count=FAMILY_ROWS, match=match)
+def family_mode_rows(conn: str, match: str, *, offset: int = 0) -> dict:
+    """The family section of the page in family mode (empty otherwise): one page of family rows."""
+    found = stored.family_rows(conn, offset=offset, count=FAMILY_ROWS, match=match)
     if found is None:
         under_way = stored.pass_under_way(conn)
         if under_way is None or not under_way.family_mode:
@@ -91,9 +91,12 @@ def family_mode_rows(conn: str, match: str) -> dict:
                 "mode_keys": settings.BUSCONSOLE_FAMILY_MODE_KEYS}
     if not found.family_mode:
         return {"family_mode": False}
+    rows = [stored_row(conn, sample) for sample in found.rows]
     return {
-        "family_mode": True, "families": found,
-        "family_rows": [stored_row(conn, sample) for sample in found.rows],
+        "family_mode": True, "families": found, "family_rows": rows,
+        "families_shown": (offset + 1 if rows else 0, offset + len(rows)),
+        "families_next": offset + FAMILY_ROWS if offset + FAMILY_ROWS < found.total else None,
+        "families_prev": max(0, offset - FAMILY_ROWS) if offset else None,
         "mode_keys": settings.BUSCONSOLE_FAMILY_MODE_KEYS,
     }
 

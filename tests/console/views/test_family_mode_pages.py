@@ -1,5 +1,5 @@
 """The streams page and the overview in family mode: above BUSCONSOLE_FAMILY_MODE_KEYS keys (as the newest
-stored family rows count them) the streams page lists at most FAMILY_ROWS families (most keys first, each
+stored family rows count them) the streams page lists FAMILY_ROWS families a page (most keys first, each
 linking to its members page, names escaped) above the mirror's per-stream rows, and the overview shows each
 connection's largest families; the figures are the stored rows', the size does not grow with the families."""
 
@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
+from html import unescape
 
 import pytest
 import redis
@@ -59,10 +60,15 @@ def test_the_streams_page_lists_families_then_the_members_that_matter(
     text = page.content.decode()
     assert "data-family-mode" in text and "holds 1000000 keys" in text
     cells = _family_cells(text)
-    expected = sorted(newest, key=lambda s: (-s.keys, s.family))[:SHOWN]
+    expected_all = sorted(newest, key=lambda s: (-s.keys, s.family))
+    expected = expected_all[:SHOWN]
     assert cells == [(s.family.replace("<", "&lt;").replace(">", "&gt;"), str(s.keys)) for s in expected]
     assert "<b>x</b>" not in text and "&lt;b&gt;x&lt;/b&gt;:*" in text  # a family's name is escaped
-    assert f'href="/c/{CONN}/families/{seg("fam299:*")}/"' in text and "every family, paged" in text
+    assert f'href="/c/{CONN}/families/{seg("fam299:*")}/"' in text and "1–25 shown" in text
+    [more] = re.findall(r'<a data-families-next href="([^"]+)"', text)
+    second = viewer_client.get(f"/c/{CONN}/streams/" + unescape(more)).content.decode()
+    assert _family_cells(second) == [(s.family, str(s.keys)) for s in expected_all[SHOWN : 2 * SHOWN]]
+    assert "26–50 shown" in second and "data-families-prev" in second
     # the per-stream rows below are the mirror's
     assert f'href="{stream_url("orders")}"' in text and f'href="{stream_url("progress:7")}"' in text
 
