@@ -132,8 +132,9 @@ def test_a_worker_killed_at_random_steps_then_resumed_moves_each_dead_letter_onc
 
 
 def test_each_batch_across_slots_costs_one_round_trip(on_cluster, rc, monkeypatch) -> None:
-    """The release, rule script, forget and add of consecutive batches travel together: one pipeline
-    (one write to each node) per batch read, where the steps one after another take four calls."""
+    """The release, forget and add of consecutive batches travel together: one pipeline (one write to
+    each node) per batch read, where the steps one after another take four calls. (The rule scripts go
+    ahead on a connection of their own, not through these calls.)"""
     want = fill(rc, targets(rc), 400)
     last = max((i for group in want.values() for i in group), key=lambda i: tuple(map(int, i.split("-"))))
     monkeypatch.setattr(jobs, "SAVE_EVERY_S", 1e12)  # only the first and last saves: no drain in between

@@ -117,7 +117,7 @@ class _Ahead:
     """A rule script written to the DLQ's node on a connection of its own, its reply not read yet."""
 
     pool: Any
-    connection: Any
+    connection: Any  # None: the write failed, the script is yet to be sent the cluster's way
     command: moves.Command
 
 
@@ -164,7 +164,7 @@ class RequeueRun:
         # A run left with a rule script in flight (its caller stopped on an error without draining):
         # the reply is never read, so the connection goes, rather than back to the pool half read.
         ahead = getattr(self, "_ahead", None)
-        if ahead is not None:
+        if ahead is not None and ahead.connection is not None:
             ahead.connection.disconnect()
             ahead.pool.release(ahead.connection)
 
@@ -261,6 +261,11 @@ class RequeueRun:
         connection = pool.get_connection()
         try:
             connection.send_command(*command)
+        except RedisError:  # the node is gone (failover): the cluster's way finds its successor
+            connection.disconnect()
+            pool.release(connection)
+            self._ahead = _Ahead(None, None, command)
+            return
         except BaseException:
             connection.disconnect()
             pool.release(connection)
@@ -273,6 +278,8 @@ class RequeueRun:
         followed), as a pipeline would: the same owner reading the same batch again leases it again."""
         ahead, self._ahead = self._ahead, None
         assert ahead is not None
+        if ahead.connection is None:
+            return moves.execute(client, [ahead.command], scripts=self._rule)[0]
         try:
             return ahead.connection.read_response()
         except RedisError:
