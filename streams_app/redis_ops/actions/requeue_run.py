@@ -41,6 +41,7 @@ On one server, and for a DLQ requeue cannot rewrite in a script, every step is o
 
 from __future__ import annotations
 
+from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -165,8 +166,9 @@ class RequeueRun:
         # the reply is never read, so the connection goes, rather than back to the pool half read.
         ahead = getattr(self, "_ahead", None)
         if ahead is not None and ahead.connection is not None:
-            ahead.connection.disconnect()
-            ahead.pool.release(ahead.connection)
+            with suppress(Exception):  # at the interpreter's exit the pool may be gone already
+                ahead.connection.disconnect()
+                ahead.pool.release(ahead.connection)
 
     @property
     def finished(self) -> bool:
