@@ -3,12 +3,12 @@
 The seed's progress-stream pattern (one stream per task, ``progress:<task>``, a few ``start``/``delta``/
 ``done`` events, MAXLEN and a TTL once done) reaches a great many keys quickly. This fills a private
 redis-server, server-side in bounded Lua batches (:mod:`bench._families_bus`), with ``--streams`` of them
-(100,000 by default; the 1M-stream goal is ``--streams 1000000``) beside one ``task:<n>:events`` stream
+(1,000,000 by default, the goal's size) beside one ``task:<n>:events`` stream
 per 50 progress streams, a group with pending entries on every tenth of those and the bus's DLQ
 ``{task:<n>:events}:dlq`` on every twentieth; and, in another logical database, ``--small`` streams of
 the same shape (10,000), the size the pages are compared with. Then:
 
-1. **The pass against its floor**, on the keyspace holding still (medians of ``--reps`` interleaved
+1. **The pass against its floor**, on the keyspace holding still (medians of ``--pass-reps`` interleaved
    rounds): the floor is the Redis side of the same facts with nothing else, raw redis-py (``SCAN ...
    TYPE stream`` to the end and, per 1,000 keys, one pipeline of ``XINFO STREAM`` and ``XINFO GROUPS``);
    the family pass (:func:`streams_app.redis_ops.reads.families.families_read`, the families page's
@@ -33,8 +33,8 @@ the same shape (10,000), the size the pages are compared with. Then:
 Family mode (above ``BUSCONSOLE_FAMILY_MODE_KEYS``, 50,000 by default; ``--mode-keys`` sets it for the
 worker and the pages) is what keeps a tick's cost with the families and the members that matter. Run
 from the repository root: ``.venv/bin/python bench/families.py [--streams 20000 --small 2000
---mode-keys 5000 --ticks 3]`` for a quick run. It starts its own redis-server on a free port and a
-throwaway SQLite database; nothing else is touched. The load average is printed: on a shared machine the
+--mode-keys 5000 --ticks 3]`` for a quick run (the default, 1M, takes about ten minutes). It starts its
+own redis-server on a free port and a throwaway SQLite database; nothing else is touched. The load average is printed: on a shared machine the
 figures mean little without it.
 """
 
@@ -315,7 +315,7 @@ def run(server: RedisServer, args, var_dir: str) -> None:
     web.force_login(user)
     token = token_create(user=user, name="bench")[1]
     only("default", server.url(0))
-    pass_against_floor(raw, args.reps)
+    pass_against_floor(raw, args.pass_reps)
     small = small_size(server, args.small, args.reps, web)
     live_window(server, args, var_dir)
     only("default", server.url(0))
@@ -334,13 +334,16 @@ def run(server: RedisServer, args, var_dir: str) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--streams", type=int, default=100_000)
+    parser.add_argument("--streams", type=int, default=1_000_000)
     parser.add_argument("--small", type=int, default=10_000, help="the size the pages are compared with")
-    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--reps", type=int, default=5, help="requests per page (after a warm-up)")
+    parser.add_argument("--pass-reps", type=int, help="rounds of pass and floor (default: 3, 1 from 500k streams)")
     parser.add_argument("--ticks", type=int, default=6, help="ticks of the real worker and beat")
     parser.add_argument("--feed", type=int, help="new progress streams a second (default: the expiry rate)")
     parser.add_argument("--mode-keys", type=int, help="BUSCONSOLE_FAMILY_MODE_KEYS (default: the setting's)")
     args = parser.parse_args()
+    if args.pass_reps is None:  # a round at 1M is minutes long: one is its own median
+        args.pass_reps = 1 if args.streams >= 500_000 else 3
     if args.mode_keys is not None:
         os.environ["BUSCONSOLE_FAMILY_MODE_KEYS"] = str(args.mode_keys)
     with django_bench(read_only=True) as server:
