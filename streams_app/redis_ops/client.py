@@ -27,6 +27,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, cast
 from urllib.parse import urlsplit, urlunsplit
 
@@ -136,6 +137,7 @@ class Health:
     server: str | None = None
 
 
+@lru_cache(maxsize=256)  # a pure function of two strings; every page's navigation describes every connection
 def _describe(name: str, url: str) -> Connection:
     if is_sentinel(url):  # shown as "<service> via <sentinels>": the primary changes with each failover
         sentinel = parse_sentinel(url)

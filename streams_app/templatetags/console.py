@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from functools import lru_cache
+from html import escape
 from urllib.parse import urlencode
 
 from django import template
@@ -13,7 +14,7 @@ from django.dispatch import receiver
 from django.templatetags.static import static
 from django.urls import get_script_prefix, get_urlconf, reverse
 from django.utils.html import format_html, format_html_join
-from django.utils.safestring import SafeString
+from django.utils.safestring import SafeString, mark_safe
 from django.utils.timezone import localtime
 
 from eventbus.text import display_text, id_ms, id_time
@@ -133,6 +134,32 @@ def nav_url(view_name: str, **kwargs: str) -> str:
 @lru_cache(maxsize=256)
 def _reversed(prefix: str, urlconf: str, view_name: str, kwargs: tuple[tuple[str, str], ...]) -> str:
     return reverse(view_name, urlconf=urlconf, kwargs=dict(kwargs))
+
+
+@register.simple_tag(takes_context=True)
+def nav_connections(context: template.Context) -> SafeString:
+    """The navigation's links to each connection's streams (the page's own marked) and to the DLQs,
+    retries and timeline of the page's connection (else the first one). Built here, not by a loop and
+    a ``with`` in ``base.html``: the frame of every page repeated some twenty template nodes for them.
+    Every value is escaped."""
+    conn = context.get("conn")
+    conns = context.get("console_connections") or []
+    streams = "".join(
+        f'<a href="{escape(nav_url("streams", conn=c.name))}" class="{"active" if c.name == conn else ""}">'
+        f"{escape(c.name)}</a>"
+        for c in conns
+    )
+    ops = ""
+    dlq_conn = conn or (conns[0].name if conns else "")
+    if dlq_conn:
+        ops = (
+            f'<a href="{escape(nav_url("dlq-list", conn=dlq_conn))}" class="nav-ops">DLQs</a>'
+            f'<a href="{escape(nav_url("retries-list", conn=dlq_conn))}" class="nav-ops"'
+            ' title="The event bus\'s scheduled retries">Retries</a>'
+            f'<a href="{escape(nav_url("timeline", conn=dlq_conn))}" class="nav-ops" title="The incident timeline:'
+            ' DLQ depth, lag, alerts, operator actions and annotations on one time axis">Timeline</a>'
+        )
+    return mark_safe(f"{streams}\n      {ops}")  # noqa: S308 - every value is escaped
 
 
 @register.simple_tag
