@@ -432,6 +432,10 @@ class FamilyPassState(models.Model):
     carry = models.JSONField(default=list, blank=True)
     candidates = models.JSONField(default=list, blank=True, help_text="Members found by the pass under way.")
     members = models.JSONField(default=list, blank=True, help_text="Members of the last completed pass.")
+    left_out = models.BigIntegerField(default=0, help_text="Members the cap left out of the pass under way.")
+    members_left_out = models.BigIntegerField(
+        default=0, help_text="Members that matter the cap left out of the last completed pass."
+    )
     missed = models.TextField(blank=True, default="")
     completed_at = models.DateTimeField(null=True, blank=True, help_text="The tick the last pass completed at.")
     passes = models.IntegerField(default=0)

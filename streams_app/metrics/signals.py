@@ -10,6 +10,8 @@ lives here, with its sender, so that its receivers import metrics and metrics im
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import django.dispatch
 
 snapshot_taken = django.dispatch.Signal()
@@ -19,3 +21,20 @@ family_members_named = django.dispatch.Signal()
 """Sent with ``conn`` by a family-mode snapshot tick and mirror sync (:mod:`.family_ticks`): each receiver
 returns the stream keys (bytes) that must keep their per-stream rows on that connection (the alert rules
 name theirs, :mod:`streams_app.alerts.family_members`)."""
+
+family_members_watched = django.dispatch.Signal()
+"""Sent with ``conn`` by a family-mode snapshot tick (:mod:`.family_ticks`): each receiver returns
+:class:`MemberWatch` items, the stream globs whose members the rolling pass keeps when it finds them in a
+state the watcher could fire on (the alert rules over a glob, :mod:`streams_app.alerts.family_members`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class MemberWatch:
+    """Keep the members whose key matches ``stream_glob`` (Redis's glob, on the raw bytes) and one of whose
+    groups matching ``group_glob`` has lag above ``lag_above`` (None: lag does not matter) or, when
+    ``pending`` is set, pending entries."""
+
+    stream_glob: str
+    group_glob: str = "*"
+    lag_above: float | None = None
+    pending: bool = False
