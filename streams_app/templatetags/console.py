@@ -163,6 +163,13 @@ def nav_connections(context: template.Context) -> SafeString:
 
 
 @register.simple_tag
+def time_now() -> str:
+    """What ``{% now "H:i:s" %}`` shows (the time of day in the current time zone) without its trip through
+    the date filter's format parser, on every stream page."""
+    return localtime().strftime("%H:%M:%S") if settings.USE_TZ else datetime.now().strftime("%H:%M:%S")
+
+
+@register.simple_tag
 def asset(path: str) -> str:
     """``{% static %}`` for the frame's own files (style sheet, scripts, icon), looked up once per process
     and script prefix: Django's tag asks whether staticfiles is installed and joins the storage's URL

@@ -167,3 +167,13 @@ def test_the_navigations_connection_links_are_what_the_template_made(conn: str |
         context["conn"] = conn
     expected = Template(NAV_BEFORE).render(Context(context))
     assert Template("{% load console %}      {% nav_connections %}\n").render(Context(context)) == expected
+
+
+@pytest.mark.parametrize("use_tz", [True, False])
+def test_the_facts_clock_shows_what_the_now_tag_shows(settings, use_tz: bool) -> None:
+    from django.template import Context, Template
+
+    settings.USE_TZ, settings.TIME_ZONE = use_tz, "Asia/Kolkata"
+    django_now, ours = Template('{% now "H:i:s" %}'), Template("{% load console %}{% time_now %}")
+    before, shown, after = django_now.render(Context()), ours.render(Context()), django_now.render(Context())
+    assert shown in (before, after) and re.fullmatch(r"\d\d:\d\d:\d\d", shown)
