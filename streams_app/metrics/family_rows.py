@@ -87,6 +87,13 @@ def pass_under_way(conn: str) -> PassUnderWay | None:
                         streams=int(state[3] or 0))
 
 
+def members_left_out(conn: str) -> int:
+    """How many members that matter the cap (``BUSCONSOLE_FAMILY_MEMBERS_MAX``) left without per-stream rows
+    in the connection's last completed family pass (one indexed row; 0 when none)."""
+    left = FamilyPassState.objects.filter(connection=conn).values_list("members_left_out", flat=True).first()
+    return int(left or 0)
+
+
 def newest_at(conn: str) -> datetime | None:
     """The ``at`` of the connection's newest family rows (one index lookup), None before any."""
     return (

@@ -110,6 +110,8 @@ def families_context(conn: str, *, offset: int, count: int, run_pass: bool = Fal
             "source": "snapshot", "stored": found, "as_of": found.at,
             "stored_budget": settings.BUSCONSOLE_FAMILY_SCAN_BUDGET,
             "rows": [stored_row(conn, sample) for sample in found.rows],
+            "members_left_out": stored.members_left_out(conn) if found.family_mode else 0,
+            "members_max": settings.BUSCONSOLE_FAMILY_MEMBERS_MAX,
             **paging(offset, count, len(found.rows), found.total),
         }
     scan = family_reads.families_read(conn)

@@ -7,11 +7,12 @@ cap leaves out are worked out here from the test's own construction.
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 
 import redis
 from django.core.management import call_command
-from django.test import override_settings
+from django.test import Client, override_settings
 
 from streams_app.alerts.evaluation import alerts_evaluate
 from streams_app.alerts.models import Alert, AlertRule
@@ -86,7 +87,9 @@ def _lagging(r: redis.Redis, key: str, entries: int) -> None:
 
 @FAMILY
 @override_settings(BUSCONSOLE_FAMILY_MEMBERS_MAX=4)
-def test_the_cap_keeps_the_most_stuck_work_first_and_counts_the_members_it_left_out(r: redis.Redis, db) -> None:
+def test_the_cap_keeps_the_most_stuck_work_first_and_counts_the_members_it_left_out(
+    r: redis.Redis, viewer_client: Client
+) -> None:
     for i in range(12):
         _stream(r, f"job:{i}", 1)
     for i, n in enumerate((2, 7, 3, 9, 5, 4)):  # lag n, nothing pending
@@ -108,6 +111,9 @@ def test_the_cap_keeps_the_most_stuck_work_first_and_counts_the_members_it_left_
     run = snapshots.snapshot_take(tick=tick)
     assert _sampled(tick) == set(kept)
     assert run.families[CONN]["members_left_out"] == left_out
+    page = viewer_client.get(f"/c/{CONN}/families/").content.decode()
+    notice = re.search(r'<p class="warn-text small members-left-out"[^>]*>(.*?)</p>', page, re.S)
+    assert notice is not None and notice.group(1).startswith(f"{left_out} members that matter "), page
 
 
 @FAMILY
