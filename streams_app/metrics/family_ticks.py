@@ -11,28 +11,14 @@ Above it the connection is in *family mode*, and each tick (:func:`family_tick_r
 
 1. reads the per-stream facts of the *members* (:func:`members_wanted`, at most
    ``BUSCONSOLE_FAMILY_MEMBERS_MAX``; pipelined XINFO as a snapshot reads any stream) and writes their
-   samples and mirror figures through the same set-based :func:`~.snapshot_write.tick_write`. Members are,
-   in this order of precedence: streams an alert names by a plain key (:data:`~.signals.family_members_named`),
-   families of a single key (``orders``), dead-letter queues and the streams they feed back into, streams an
-   enabled rule over a glob could fire on (:data:`~.signals.family_members_watched`: a group lag rule's
-   members with a group's lag above its N, a pending rule's members with pending entries; the largest
-   figure first), streams whose work is stuck (pending entries or lag, the most entries first), then the
-   busiest members of each family (the longest first);
+   samples and mirror figures through the same set-based :func:`~.snapshot_write.tick_write`. Which
+   members, and in which order of precedence, is :mod:`.family_members`' rule (alert-named streams,
+   single-key families, DLQs, what a rule over a glob could fire on, stuck work, the busiest);
 2. goes on with the rolling family pass for at most ``BUSCONSOLE_FAMILY_TICK_KEYS`` keys
    (:func:`~streams_app.redis_ops.family_pass.family_pass_step`), adding what it read to the partial
    figures saved on :class:`~.models.FamilyPassState` with the SCAN cursor, so a pass goes on across
    ticks and processes. When the SCAN completes, the pass's figures are written as the family rows of the
    current tick, and its members become the set the next ticks read.
-
-*Stuck* is pending and lag alike: a pending entry was delivered and not acknowledged, a lagging one not
-delivered at all (the group's consumers are down), and either is work waiting, so a stream ranks by the
-sum of its groups' pending entries and lag. A group whose lag Redis cannot tell (Redis 7.0 after a
-deletion, docs/architecture.md#lag-redis-cannot-tell) counts when its entries-read is behind the stream's
-entries-added or its last delivered ID behind the last generated one, weighing the first difference (at
-least 1). Rules that read what XINFO STREAM and XINFO GROUPS do not tell (a consumer's idle time, a
-stream's silence) keep no member by their glob; DLQs (a DLQ growth rule's targets) are kept anyway. When
-the cap cuts members other than the busiest, how many is counted (``members_left_out`` of the last
-completed pass, in ``SnapshotRun.families``), a key counted when the pass cuts it.
 
 A family's ``rate_per_s`` is the growth of the sum of its members' entries-added counters since the
 family's previous row, over the seconds between the two rows; when the sum fell (members that expired
@@ -54,25 +40,20 @@ from typing import Any
 from django.conf import settings
 
 from eventbus.families import Family, FamilyRow, FamilyTally, Grouping, KeyFacts
-from eventbus.glob import glob_match
 from eventbus.text import display_text, id_order
+from streams_app.metrics.family_members import BUSIEST, candidates, kept, members_wanted, note, rule_watches
 from streams_app.metrics.models import FamilyPassState, FamilySample, name_hash
-from streams_app.metrics.signals import MemberWatch, family_members_named, family_members_watched
 from streams_app.metrics.snapshot_write import KEY_MEMO_KEY_MAX, TickWritten, tick_write
 from streams_app.redis_ops import snapshot_reads
 from streams_app.redis_ops.conventions import detect_dlq, dlq_patterns
 from streams_app.redis_ops.family_pass import family_pass_step
 from streams_app.redis_ops.reads.families import grouping
-from streams_app.redis_ops.types import GroupInfo, StreamInfo
+from streams_app.redis_ops.types import StreamInfo
 
 #: Busiest members each family keeps.
 TOP = 5
 #: Keys whose family and DLQ origin the process remembers (:func:`_key_facts`): some 60 MB at most.
 FAMILY_MEMO_MAX = 250_000
-#: The kinds of member, as stored in :class:`FamilyPassState` (``STUCK`` was "pending" before lag counted).
-NAMED, SINGLE, DLQ, STUCK, BUSIEST, WATCHED = range(6)
-#: Their precedence (lower first): a rule's members come before other stuck ones.
-_RANK = {NAMED: 0, SINGLE: 1, DLQ: 2, WATCHED: 3, STUCK: 4, BUSIEST: 5}
 
 
 def family_mode(keys_total: int | None) -> bool:
@@ -174,101 +155,6 @@ def _merge(into: dict[str, dict[str, Any]], rows: Iterable[FamilyRow]) -> None:
         had["busiest"] = sorted(([k, n] for k, n in both.items()), key=lambda kn: (-kn[1], bytes.fromhex(kn[0])))[:TOP]
 
 
-# ------------------------------------------------------------------------------------ the members
-
-
-def _ranked(found: dict[str, tuple[int, int]], cap: int) -> list[list[Any]]:
-    """``[hex, kind, weight]`` of the ``cap`` members that come first: by kind, then the heaviest, then key."""
-    order = sorted(found.items(), key=lambda item: (_RANK[item[1][0]], -item[1][1], bytes.fromhex(item[0])))
-    return [[h, kind, weight] for h, (kind, weight) in order[:cap]]
-
-
-def _note(found: dict[str, tuple[int, int]], key: bytes, kind: int, weight: int = 0) -> None:
-    h = key.hex()
-    had = found.get(h)
-    if had is None or (_RANK[kind], -weight) < (_RANK[had[0]], -had[1]):
-        found[h] = (kind, weight)
-
-
-def _behind(s: StreamInfo, g: GroupInfo) -> int:
-    """Entries of ``s`` not yet delivered to ``g``: its lag, or when Redis cannot tell it, the entries-read
-    gap (at least 1) if the group is behind at all, else 0."""
-    if g.lag is not None:
-        return g.lag
-    if g.entries_read is not None and s.entries_added is not None and g.entries_read < s.entries_added:
-        return s.entries_added - g.entries_read
-    if s.last_generated_id and id_order(g.last_delivered_id) < id_order(s.last_generated_id):
-        return 1
-    return 0
-
-
-def _watched(s: StreamInfo, watches: Sequence[MemberWatch]) -> int:
-    """The largest figure a watch over ``s`` could fire on (0: none could)."""
-    best = 0
-    for w in watches:
-        if not glob_match(w.stream_glob or "*", s.key):
-            continue
-        for g in s.groups:
-            if not glob_match(w.group_glob or "*", g.name):
-                continue
-            if w.lag_above is not None and g.lag is not None and g.lag > w.lag_above:
-                best = max(best, g.lag)
-            if w.pending and g.pending:
-                best = max(best, g.pending)
-    return best
-
-
-def _candidates(
-    streams: Iterable[StreamInfo], found: dict[str, tuple[int, int]], watches: Sequence[MemberWatch] = ()
-) -> None:
-    """Note the members of ``streams`` that matter whatever the rest of the pass finds."""
-    rule = _remembered()
-    for s in streams:
-        if rule.family_of(s.key).kind == "key":
-            _note(found, s.key, SINGLE)
-        origin = detect_dlq(s.key)
-        if origin is not None:
-            _note(found, s.key, DLQ, s.length)
-            if origin.source_hint:
-                _note(found, origin.source_hint, DLQ, s.length)
-        stuck = sum(g.pending + _behind(s, g) for g in s.groups)
-        if stuck:
-            _note(found, s.key, STUCK, stuck)
-            if watches and (figure := _watched(s, watches)):
-                _note(found, s.key, WATCHED, figure)
-
-
-def _watches(conn: str) -> list[MemberWatch]:
-    out: list[MemberWatch] = []
-    for _receiver, watches in family_members_watched.send_robust(sender=FamilyPassState, conn=conn):
-        if not isinstance(watches, Exception):
-            out += watches or ()
-    return out
-
-
-def _kept(found: dict[str, tuple[int, int]], cap: int) -> tuple[list[list[Any]], int]:
-    """:func:`_ranked`, and how many members other than the busiest it left out."""
-    ranked = _ranked(found, cap)
-    left_out = sum(1 for kind, _ in found.values() if kind != BUSIEST) - sum(1 for _, k, _ in ranked if k != BUSIEST)
-    return ranked, left_out
-
-
-def members_wanted(conn: str, state: FamilyPassState | None) -> list[bytes]:
-    """The members whose per-stream rows a family-mode tick (and the mirror) keeps, the first
-    ``BUSCONSOLE_FAMILY_MEMBERS_MAX`` by precedence: those an alert names, the last completed pass's
-    members, and those the pass under way has found so far."""
-    found: dict[str, tuple[int, int]] = {}
-    for _receiver, keys in family_members_named.send_robust(sender=FamilyPassState, conn=conn):
-        if isinstance(keys, Exception):
-            continue
-        for key in keys or ():
-            _note(found, bytes(key), NAMED)
-    if state is not None:
-        for h, kind, weight in [*state.members, *state.candidates]:
-            _note(found, bytes.fromhex(h), kind, weight)
-    return [bytes.fromhex(h) for h, _, _ in _ranked(found, settings.BUSCONSOLE_FAMILY_MEMBERS_MAX)]
-
-
 # --------------------------------------------------------------------------------- the family tick
 
 
@@ -300,8 +186,8 @@ def family_tick_read(conn: str, *, tick: datetime, keys_total: int | None) -> Fa
     tally = _tally(step.streams)
     _merge(state.tally, tally.rows())
     found = {h: (kind, weight) for h, kind, weight in state.candidates}
-    _candidates(step.streams, found, _watches(conn))
-    state.candidates, left_out = _kept(found, settings.BUSCONSOLE_FAMILY_MEMBERS_MAX)
+    candidates(step.streams, found, family_of=_remembered().family_of, watches=rule_watches(conn))
+    state.candidates, left_out = kept(found, settings.BUSCONSOLE_FAMILY_MEMBERS_MAX)
     state.left_out += left_out
     missed = dict.fromkeys(filter(None, state.missed.split(", ")))
     missed.update(dict.fromkeys(step.missed))
@@ -316,8 +202,8 @@ def family_tick_read(conn: str, *, tick: datetime, keys_total: int | None) -> Fa
         found = {h: (kind, weight) for h, kind, weight in state.candidates}  # what the cap let through
         for sums in state.tally.values():
             for h, length in sums["busiest"]:
-                _note(found, bytes.fromhex(h), BUSIEST, length)
-        state.members, left_out = _kept(found, settings.BUSCONSOLE_FAMILY_MEMBERS_MAX)
+                note(found, bytes.fromhex(h), BUSIEST, length)
+        state.members, left_out = kept(found, settings.BUSCONSOLE_FAMILY_MEMBERS_MAX)
         state.members_left_out, state.left_out = state.left_out + left_out, 0
         state.cursor, state.completed_at, state.passes = None, tick, state.passes + 1
     out.notes = {
