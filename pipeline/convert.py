@@ -35,7 +35,8 @@ class _Pairs:
         self.lists = flat
         # Redis sends every entry's fields as name, value, name, value...: the names are the even
         # items of the flattened lists and the values the odd ones, each entry's pairs starting at half
-        # its list's offset. Two takes by a cached index cost a third of what list_slice did.
+        # its list's offset. Two takes by a cached index are cheaper than list_slice
+        # (docs/performance.md#figures-behind-the-design).
         items = flat.flatten()
         even = _arange_even(len(items) // 2)
         self.names_flat = items.take(even)

@@ -300,7 +300,7 @@ def _export_parallel(
     fork of a threaded process), each reporting a stream's counts back when done, and this one.
 
     This process exports too, rather than waiting: a spawned worker is a fresh interpreter importing
-    and setting Django up, about a second of CPU, a tenth of the CPU of a 10M-entry export on 2 cores
+    and setting Django up, a measurable share of a big export's CPU
     (docs/performance.md#figures-behind-the-design). It hands the workers their next stream between its
     own chunks and streams, one stream ahead of them, so a worker does not wait for it.
 

@@ -92,6 +92,8 @@ def test_the_cap_keeps_the_most_stuck_work_first_and_counts_the_members_it_left_
 ) -> None:
     for i in range(12):
         _stream(r, f"job:{i}", 1)
+    for i in range(10, 15):
+        _stream(r, f"lag:{i}", 50)  # the five longest of lag:*, no group
     for i, n in enumerate((2, 7, 3, 9, 5, 4)):  # lag n, nothing pending
         _lagging(r, f"lag:{i}", n)
     _lagging(r, "lag:6", 6)
