@@ -137,13 +137,14 @@ def _reversed(prefix: str, urlconf: str, view_name: str, kwargs: tuple[tuple[str
 
 
 @register.simple_tag(takes_context=True)
-def nav_connections(context: template.Context) -> SafeString:
-    """The navigation's links to each connection's streams (the page's own marked) and to the DLQs,
-    retries and timeline of the page's connection (else the first one). Built here, not by a loop and
-    a ``with`` in ``base.html``: the frame of every page repeated some twenty template nodes for them.
-    Every value is escaped."""
+def nav_links(context: template.Context) -> SafeString:
+    """The navigation bar's links: each connection's streams (the page's own marked), the DLQs, retries
+    and timeline of the page's connection (else the first one), then the console's own screens, the
+    one shown marked. Built here, not by loops, ``with`` and ``if`` tags in ``base.html``: the frame of
+    every page spent some forty template nodes on them. Every value is escaped."""
     conn = context.get("conn")
     conns = context.get("console_connections") or []
+    here = getattr(getattr(context.get("request"), "resolver_match", None), "url_name", None)
     streams = "".join(
         f'<a href="{escape(nav_url("streams", conn=c.name))}" class="{"active" if c.name == conn else ""}">'
         f"{escape(c.name)}</a>"
@@ -159,7 +160,19 @@ def nav_connections(context: template.Context) -> SafeString:
             f'<a href="{escape(nav_url("timeline", conn=dlq_conn))}" class="nav-ops" title="The incident timeline:'
             ' DLQ depth, lag, alerts, operator actions and annotations on one time axis">Timeline</a>'
         )
-    return mark_safe(f"{streams}\n      {ops}")  # noqa: S308 - every value is escaped
+
+    def active(name: str) -> str:
+        return "active" if here == name else ""
+
+    return mark_safe(  # noqa: S308 - every value is escaped
+        f"{streams}\n      {ops}"
+        f'\n      <a href="{escape(nav_url("alerts"))}" class="{active("alerts")}">Alerts</a>'
+        f'\n      <a href="{escape(nav_url("reports"))}" class="{active("reports")}">Reports</a>'
+        f'\n      <a href="{escape(nav_url("jobs"))}">Jobs</a>'
+        f'\n      <a href="{escape(nav_url("audit"))}">Audit</a>'
+        f'\n      <a href="{escape(nav_url("views"))}" class="{active("views")}"'
+        ' title="Your saved views and the shared ones">Views</a>'
+    )
 
 
 @register.simple_tag

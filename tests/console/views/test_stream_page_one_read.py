@@ -148,16 +148,24 @@ def test_the_frames_files_are_where_static_puts_them_and_follow_its_settings(set
     assert tag.render(Context()).startswith("/elsewhere/css/console.css|")
 
 
-# The navigation's connection links as base.html wrote them with a loop and a ``with`` before the tag.
+# The navigation's links as base.html wrote them with loops, ``with`` and ``if`` tags before the tag.
 NAV_BEFORE = """{% load console %}      {% for c in console_connections %}<a href="{% nav_url 'streams' conn=c.name %}" class="{% if c.name == conn %}active{% endif %}">{{ c.name }}</a>{% endfor %}
       {% with dlq_conn=conn|default:console_connections.0.name %}{% if dlq_conn %}<a href="{% nav_url 'dlq-list' conn=dlq_conn %}" class="nav-ops">DLQs</a><a href="{% nav_url 'retries-list' conn=dlq_conn %}" class="nav-ops" title="The event bus's scheduled retries">Retries</a><a href="{% nav_url 'timeline' conn=dlq_conn %}" class="nav-ops" title="The incident timeline: DLQ depth, lag, alerts, operator actions and annotations on one time axis">Timeline</a>{% endif %}{% endwith %}
+      <a href="{% nav_url 'alerts' %}" class="{% if request.resolver_match.url_name == 'alerts' %}active{% endif %}">Alerts</a>
+      <a href="{% nav_url 'reports' %}" class="{% if request.resolver_match.url_name == 'reports' %}active{% endif %}">Reports</a>
+      <a href="{% nav_url 'jobs' %}">Jobs</a>
+      <a href="{% nav_url 'audit' %}">Audit</a>
+      <a href="{% nav_url 'views' %}" class="{% if request.resolver_match.url_name == 'views' %}active{% endif %}" title="Your saved views and the shared ones">Views</a>
 """
 
 
+@pytest.mark.parametrize("here", [None, "alerts", "reports", "views", "jobs", "stream"])
 @pytest.mark.parametrize("conn", [None, "", "default", "other", "b.c-d_e"])
 # Not without connections: the template failed on ``console_connections.0.name`` (the console always has one).
 @pytest.mark.parametrize("names", [["default"], ["default", "other", "b.c-d_e"]])
-def test_the_navigations_connection_links_are_what_the_template_made(conn: str | None, names: list[str]) -> None:
+def test_the_navigation_links_are_what_the_template_made(conn: str | None, names: list[str], here: str | None) -> None:
+    from types import SimpleNamespace
+
     from django.template import Context, Template
 
     from streams_app.redis_ops.client import Connection
@@ -165,8 +173,10 @@ def test_the_navigations_connection_links_are_what_the_template_made(conn: str |
     context = {"console_connections": [Connection(name=n, host="h", port=1, db=0) for n in names]}
     if conn is not None:
         context["conn"] = conn
+    if here is not None:  # no request, or one Django did not resolve, marks nothing
+        context["request"] = SimpleNamespace(resolver_match=SimpleNamespace(url_name=here) if here != "jobs" else None)
     expected = Template(NAV_BEFORE).render(Context(context))
-    assert Template("{% load console %}      {% nav_connections %}\n").render(Context(context)) == expected
+    assert Template("{% load console %}      {% nav_links %}\n").render(Context(context)) == expected
 
 
 @pytest.mark.parametrize("use_tz", [True, False])
