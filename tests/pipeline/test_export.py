@@ -303,6 +303,32 @@ def test_a_parallel_export_spawns_one_worker_fewer_and_exports_in_the_calling_pr
     assert_exactly_once(r, lake_dir, keys)
 
 
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_a_parallel_export_cancelled_in_a_chunk_of_its_own_leaves_no_worker_and_loses_nothing(r, lake_dir: Path) -> None:
+    """A cancelled job's progress callback raises: here in the calling process's own chunk (the second
+    call, before any worker stream can have ended). The error comes out, no worker is left running, and
+    the next run exports every entry exactly once."""
+    import multiprocessing
+
+    keys = [f"c{i}".encode() for i in range(6)]
+    for key in keys:
+        add(r, key, 30, start_ms=BASE_MS)
+    calls: list[int] = []
+
+    def cancel(stats) -> None:
+        calls.append(stats.entries)
+        if len(calls) == 2:
+            raise Crash("cancelled")
+
+    with pytest.raises(Crash):
+        export.export_run(workers=2, parallel_min=0, chunk_rows=9, tables=False, on_progress=cancel)
+    assert multiprocessing.active_children() == []
+    stats = export.export_run(workers=2, parallel_min=0, chunk_rows=9, tables=False)
+    assert stats.failed == []
+    assert_exactly_once(r, lake_dir, keys)
+
+
 def test_a_stream_s_own_metrics_stream_is_typed_and_a_look_alike_is_not(r, lake_dir: Path) -> None:
     fields = {"event": "processed", "stream": "orders", "group": "billing", "type": "order.created",
               "count": "3", "duration_ms": "6.000", "max_ms": "2.500", "consumer": "w1", "ts": str(BASE_MS)}
