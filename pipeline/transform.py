@@ -60,10 +60,6 @@ def _shaped(frame: DataFrame, scope: str, resolution: str) -> DataFrame:
                         "bucket", "entries", "bytes")
 
 
-def _sums(frame: DataFrame, *keys: str | Column) -> DataFrame:
-    return frame.groupBy(*_STREAM, *keys).agg(F.sum("entries").alias("entries"), F.sum("bytes").alias("bytes"))
-
-
 def minute_rows(minutes: DataFrame) -> DataFrame:
     """The per-minute, per-event-type rows of the throughput rollup (``scope='type'``,
     ``resolution='minute'``), from :func:`throughput_minutes`: most of the rollup's rows."""
@@ -79,17 +75,40 @@ def throughput_totals(rows: DataFrame) -> DataFrame:
     union, Spark shares the shuffle of the partial counts but runs the final merge of the per-minute
     counts (millions of rows with binary keys) once per part: measured at 10M entries on 2 cores, that
     union cost over half of the job's time, reading the written minutes back a fraction of it
-    (docs/performance.md#figures-behind-the-design). Grouping sets were measured
-    too (over the entries: ``Expand`` copies every entry once per set, a seventh more CPU; over the
-    minute rows: a second shuffle of them).
+    (docs/performance.md#figures-behind-the-design). Grouping sets over the entries were measured too
+    (``Expand`` copies every entry once per set, a seventh more CPU).
+
+    The three parts are one aggregation with three grouping sets over the minute rows: one scan of
+    them, one shuffle, one plan. As a union of three aggregations (the hours per type, then their
+    totals, and the minute totals) Spark scanned the minute rows once per aggregation it could not
+    share, decoding their binary keys each time.
     """
     # the hour by integer arithmetic on the seconds: no session time zone can move it
-    hour = F.expr("timestamp_seconds(unix_seconds(bucket) div 3600 * 3600)").alias("bucket")
-    hours = _sums(rows, "event_type", hour)
-    return (
-        _shaped(_sums(rows, "bucket"), SCOPE_STREAM, MINUTE)
-        .unionByName(_shaped(hours, SCOPE_TYPE, HOUR))
-        .unionByName(_shaped(_sums(hours, "bucket"), SCOPE_STREAM, HOUR))
+    hour = F.expr("timestamp_seconds(unix_seconds(bucket) div 3600 * 3600)").alias("hour")
+    sets = (
+        rows.select(*_STREAM, "event_type", "bucket", hour, "entries", "bytes")
+        .groupingSets(
+            [[*_STREAM, "bucket"], [*_STREAM, "event_type", "hour"], [*_STREAM, "hour"]],
+            *_STREAM, "event_type", "bucket", "hour",
+        )
+        .agg(
+            F.sum("entries").alias("entries"),
+            F.sum("bytes").alias("bytes"),
+            # 1 where the set leaves the column out: every type (scope 'stream'), or the hour's rows
+            F.grouping("event_type").alias("every_type"),
+            F.grouping("bucket").alias("hourly"),
+        )
+    )
+    every_type = F.col("every_type") == 1
+    hourly = F.col("hourly") == 1
+    return sets.select(
+        *_STREAM,
+        F.when(every_type, F.lit(SCOPE_STREAM)).otherwise(F.lit(SCOPE_TYPE)).alias("scope"),
+        F.when(every_type, F.lit("")).otherwise(F.col("event_type")).alias("event_type"),
+        F.when(hourly, F.lit(HOUR)).otherwise(F.lit(MINUTE)).alias("resolution"),
+        F.when(hourly, F.col("hour")).otherwise(F.col("bucket")).alias("bucket"),
+        "entries",
+        "bytes",
     )
 
 
