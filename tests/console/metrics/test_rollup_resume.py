@@ -172,3 +172,24 @@ def test_a_table_rolled_up_before_the_watermarks_goes_on_after_its_newest_bucket
     assert made["1m"]["stream"] == 30 and made["1h"]["stream"] == 1
     hour = StreamSample.objects.get(resolution="1h")
     assert (hour.samples, hour.length, hour.length_sum) == (30 + 90, math.floor((300 + 3600) / 120 + 0.5), 3900)
+
+
+def test_the_rollups_run_with_the_query_log_on(db, settings) -> None:
+    """With DEBUG (``make run``'s default) Django logs every statement by formatting it with its
+    parameters; a literal "%" in a rollup statement made that raise, so no rollup was ever written on SQLite.
+    CaptureQueriesContext turns the same log on; the rows must equal a run without it."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    settings.BUSCONSOLE_SNAPSHOT_INTERVAL_S = 10
+    _raw_samples()
+    with CaptureQueriesContext(connection) as logged:
+        rollups.samples_downsample(now=NOW)
+    assert logged.captured_queries
+    logged_rows = _all_rollups()
+    for model, _, _ in CASES:
+        model.objects.exclude(resolution="raw").delete()
+    RollupMark.objects.all().delete()
+    rollups.samples_downsample(now=NOW)
+    assert _all_rollups() == logged_rows
+    assert logged_rows[("StreamSample", "1m")]
