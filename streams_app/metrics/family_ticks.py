@@ -32,6 +32,7 @@ five busiest members, written once a tick, and the pass's state stays one row pe
 from __future__ import annotations
 
 import functools
+import heapq
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -126,6 +127,68 @@ def _tally(streams: Iterable[StreamInfo]) -> FamilyTally:
         for s in streams
     )
     return tally
+
+
+def stream_rows(streams: Sequence[StreamInfo]) -> list[FamilyRow]:
+    """The family rows of a stream-by-stream tick: what :class:`~eventbus.families.FamilyTally` makes of
+    ``streams``, in fewer Python steps per stream.
+
+    Such a tick sums every stream of the connection every tick, inside the snapshot's transaction, and the
+    snapshot's goal is its database writes within 1.5x of its Redis read (docs/performance.md#goals-and-floors):
+    the tally, one stream at a time (a :class:`KeyFacts`, two cut IDs, a heap step and two family lookups
+    each) cost about 2.7 us a stream. Here the streams are first put in their families (one remembered
+    lookup each), then each family is summed by builtins over its list; its busiest members are the ones
+    longer than the TOP-th longest, then those as long whose keys sort first, sorted as the tally sorts
+    them (the longest first, ties by key): about 2 us a stream (docs/performance.md). The rows are the
+    tally's, the order included (tests/console/metrics/test_family_stream_rows.py); the tally stays what
+    the rolling pass adds to.
+    """
+    rule = _remembered()
+    # keyed by the family's object identity (the memo hands out one object per family), as hashing the
+    # dataclass for each stream costs more than the rest of its sums
+    families: dict[int, Family] = {}
+    by_family: dict[int, list[StreamInfo]] = {}
+    fed: dict[int, list[int]] = {}  # the lengths of the DLQs feeding back into a family's streams
+    for stream in streams:
+        family, origin = _key_facts(rule, stream.key)
+        members = by_family.get(id(family))
+        if members is None:
+            families[id(family)] = family
+            by_family[id(family)] = members = []
+        members.append(stream)
+        if origin is not None:
+            fed_family = _key_facts(rule, origin)[0]
+            families[id(fed_family)] = fed_family
+            fed.setdefault(id(fed_family), []).append(stream.length)
+    merged: dict[Family, tuple[list[StreamInfo], list[int]]] = {}
+    for ident, family in families.items():  # two objects may stand for one family (the memo started over)
+        members, depths = merged.setdefault(family, ([], []))
+        members += by_family.get(ident, ())
+        depths += fed.get(ident, ())
+    rows = []
+    for family, (members, depths) in merged.items():
+        firsts = [m.first_id for m in members if m.first_id]
+        lasts = [m.last_id for m in members if m.last_id]
+        longest = members
+        if len(members) > TOP:
+            cut = heapq.nlargest(TOP, [m.length for m in members])[-1]
+            longest = [m for m in members if m.length > cut]
+            # of the members as long as the cut, the ones whose keys sort first (bytes compared in C)
+            first = set(heapq.nsmallest(TOP - len(longest), [m.key for m in members if m.length == cut]))
+            longest += [m for m in members if m.length == cut and m.key in first]
+        longest = sorted(longest, key=lambda m: (-m.length, m.key))
+        rows.append(FamilyRow(
+            family=family, keys=len(members), entries=sum(m.length for m in members),
+            groups=sum(len(m.groups) for m in members),
+            pending=sum(g.pending for m in members for g in m.groups),
+            dlq_depth=sum(depths), dlq_keys=len(depths),
+            oldest_id=min(firsts, key=id_order) if firsts else None,
+            newest_id=max(lasts, key=id_order) if lasts else None,
+            busiest=tuple((m.key, m.length) for m in longest[:TOP]),
+            entries_added=sum(m.entries_added or 0 for m in members),
+        ))
+    rows.sort(key=lambda row: (-row.entries, -row.keys, row.family.pattern))
+    return rows
 
 
 def _sums_of(row: FamilyRow) -> dict[str, Any]:
@@ -241,7 +304,7 @@ def family_samples_from_streams(
         cursor=None, tally={}, carry=[], candidates=[], looked_at=0, streams=0, left_out=0
     )
     sums: dict[str, dict[str, Any]] = {}
-    _merge(sums, _tally(streams).rows())
+    _merge(sums, stream_rows(streams))
     looked_at = keys_total if keys_total is not None else len(streams)
     return _samples_write(conn, sums, at=tick, complete=complete, looked_at=looked_at, keys_total=keys_total)
 
