@@ -127,8 +127,8 @@ BUSCONSOLE_TAIL_MAX_LAG_MS = envint("BUSCONSOLE_TAIL_MAX_LAG_MS", 1000)
 # The share of a web process's time its tail readers may spend handing entries out (percent), and the
 # longest they wait after a hand-out for that (streams_app/live/node_reader.py, "Pacing"): higher share,
 # lower wait: lower latency with hundreds of clients, less of the process left for the rest.
-BUSCONSOLE_TAIL_FANOUT_PERCENT = envint("BUSCONSOLE_TAIL_FANOUT_PERCENT", 30)
-BUSCONSOLE_TAIL_PACE_MAX_MS = envint("BUSCONSOLE_TAIL_PACE_MAX_MS", 12)
+BUSCONSOLE_TAIL_FANOUT_PERCENT = envint("BUSCONSOLE_TAIL_FANOUT_PERCENT", 80)
+BUSCONSOLE_TAIL_PACE_MAX_MS = envint("BUSCONSOLE_TAIL_PACE_MAX_MS", 4)
 if not 1 <= BUSCONSOLE_TAIL_FANOUT_PERCENT <= 100 or not 0 <= BUSCONSOLE_TAIL_PACE_MAX_MS <= 1000:
     raise ImproperlyConfigured("BUSCONSOLE_TAIL_FANOUT_PERCENT must be 1 to 100 and BUSCONSOLE_TAIL_PACE_MAX_MS "
                                f"0 to 1000, not {BUSCONSOLE_TAIL_FANOUT_PERCENT} and {BUSCONSOLE_TAIL_PACE_MAX_MS}")

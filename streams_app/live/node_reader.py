@@ -31,10 +31,10 @@ blocked connection per key.
 Pacing. Handing a batch out costs per client (a socket write each, :mod:`streams_app.live.wire`), not
 per entry, so a reader that read again the moment it had handed out would, at high rates, write one
 frame per entry to every client and spend the process on system calls. Hand-outs therefore get a budget:
-a share of the wall time that passes (``BUSCONSOLE_TAIL_FANOUT_PERCENT``, 30 %; saved up to
+a share of the wall time that passes (``BUSCONSOLE_TAIL_FANOUT_PERCENT``, 80 %; saved up to
 :data:`PACE_BURST_S`), and each spends its CPU time T. While the budget lasts the reader reads again at
 once, so an entry waits for no pacing when the process is not busy handing out. Once it is spent, the
-reader waits until it is back to zero (at most ``BUSCONSOLE_TAIL_PACE_MAX_MS``, 12 ms): at a steady high
+reader waits until it is back to zero (at most ``BUSCONSOLE_TAIL_PACE_MAX_MS``, 4 ms): at a steady high
 rate that is ``T x (1 / share - 1)`` after each hand-out, the entries that arrive meanwhile go out together,
 and handing out takes at most that share of the process's time whatever the rate. A quiet stream's
 entry always goes out at once (the wait follows a hand-out, it never precedes one). A wait after every
