@@ -115,8 +115,7 @@ def _mean(db: Any, how: str, total: str, count: str) -> str:
     if db.vendor == "postgresql":
         return f"CAST(FLOOR(CAST({total} AS NUMERIC) / NULLIF({count}, 0) + 0.5) AS BIGINT)"
     a, b = f"(2 * {total} + {count})", f"(2 * NULLIF({count}, 0))"
-    # "%%": the statement is run with parameters, so a literal "%" is written doubled (Django's SQLite
-    # cursor turns "%%" into "%"; a single one made DEBUG's query log, `sql % params`, raise ValueError)
+    # "%%": run with parameters, a literal "%" is doubled (a single one broke DEBUG's query log, `sql % params`)
     return f"({a} / {b} - ({a} %% {b} < 0))"
 
 
