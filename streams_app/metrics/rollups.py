@@ -108,14 +108,14 @@ def _mean(db: Any, how: str, total: str, count: str) -> str:
     A mean of counts is stored rounded half up, ``floor(total / count + 0.5)``, computed exactly: on
     PostgreSQL in numeric (a sum of integers is one), on SQLite in integer arithmetic,
     ``floor((2 total + count) / (2 count))`` with the division's truncation towards zero corrected for a
-    negative remainder (SQLite's ``FLOOR`` exists only when it was built with its math functions).
+    negative remainder (SQLite's ``FLOOR`` exists only when it was built with its math functions). Its
+    ``%`` is written ``%%``: the statement runs with parameters (a single one broke DEBUG's query log).
     """
     if how == "fmean":
         return f"(1.0 * {total} / NULLIF({count}, 0))"
     if db.vendor == "postgresql":
         return f"CAST(FLOOR(CAST({total} AS NUMERIC) / NULLIF({count}, 0) + 0.5) AS BIGINT)"
     a, b = f"(2 * {total} + {count})", f"(2 * NULLIF({count}, 0))"
-    # "%%": run with parameters, a literal "%" is doubled (a single one broke DEBUG's query log, `sql % params`)
     return f"({a} / {b} - ({a} %% {b} < 0))"
 
 
