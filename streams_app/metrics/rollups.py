@@ -105,12 +105,11 @@ ROLLUP_STEP = 50_000
 def _mean(db: Any, how: str, total: str, count: str) -> str:
     """The SQL mean ``total / count`` (None when ``count`` is 0) for a rollup (``how`` as in :data:`ROLLUPS`).
 
-    A mean of counts is stored rounded half up, ``floor(total / count + 0.5)``, computed exactly: on
-    PostgreSQL in numeric (a sum of integers is one), on SQLite in integer arithmetic,
-    ``floor((2 total + count) / (2 count))`` with the division's truncation towards zero corrected for a
-    negative remainder (SQLite's ``FLOOR`` exists only when it was built with its math functions). Its
-    ``%`` is written ``%%``: the statement runs with parameters (a single one broke DEBUG's query log).
-    """
+    A mean of counts is stored rounded half up, ``floor(total / count + 0.5)``, computed exactly: on PostgreSQL
+    in numeric (a sum of integers is one), on SQLite in integer arithmetic, ``floor((2 total + count) / (2
+    count))`` with the division's truncation towards zero corrected for a negative remainder (SQLite's
+    ``FLOOR`` exists only when built with its math functions); its ``%`` is ``%%``, as the statement has
+    parameters (a single one broke DEBUG's query log)."""
     if how == "fmean":
         return f"(1.0 * {total} / NULLIF({count}, 0))"
     if db.vendor == "postgresql":
