@@ -1,8 +1,8 @@
 """Benchmark: the snapshot tick by stream family at a million keys (docs/operations.md#stream-families).
 
-Fills a private redis-server with ``--streams`` progress streams of the shape ``bench/families.py`` first
-used (server-side Lua batches, the seed's short progress streams with an hour's TTL, a task events stream
-per 50 with groups, pending entries and DLQs; a copy, so this script does not move with that one's), so the connection is in family mode
+Fills a private redis-server with ``--streams`` progress streams as ``bench/families.py`` does
+(``bench/_families_bus.fill``: server-side Lua batches, the seed's short progress streams, here with a TTL
+of an hour or more, a task events stream per 50 with groups, pending entries and DLQs), so the connection is in family mode
 (``BUSCONSOLE_FAMILY_MODE_KEYS``), and takes snapshot ticks one after the other, each as the beat takes
 it (:func:`streams_app.metrics.snapshots.snapshot_take`, the SQLite database of the bench), until the
 rolling family pass has completed and ``--after`` ticks more have read its members. Per tick it prints
@@ -32,47 +32,11 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from bench._common import django_bench  # noqa: E402
+from bench._families_bus import fill  # noqa: E402
 from bench._summary import check  # noqa: E402
 from tests.servers import RedisServer  # noqa: E402
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
-BATCH = 1000  # streams per Lua call: a few ms of Redis each
-
-# progress:<i> for i in first..first+n-1: start, 1-3 deltas, done, MAXLEN ~ 100, an hour's TTL (the seed's
-# shape, the TTL longer than the run); task:<i/50>:events beside every 50th, with a group and a pending
-# entry on every tenth of those and a dead letter on every twentieth.
-FILL_LUA = """
-local first, n = tonumber(ARGV[1]), tonumber(ARGV[2])
-for i = first, first + n - 1 do
-  local key = 'progress:' .. i
-  redis.call('XADD', key, 'MAXLEN', '~', 100, '*', 'event', 'start', 'data', '{}', 'ts', i)
-  for d = 1, 1 + i % 3 do
-    redis.call('XADD', key, 'MAXLEN', '~', 100, '*', 'event', 'delta', 'data', '{"done":' .. d .. '}', 'ts', i)
-  end
-  redis.call('XADD', key, 'MAXLEN', '~', 100, '*', 'event', 'done', 'data', '{}', 'ts', i)
-  redis.call('EXPIRE', key, 3600)
-  if i % 50 == 0 then
-    local t = i / 50
-    local events = 'task:' .. t .. ':events'
-    redis.call('XADD', events, '*', 'type', 'task.done', 'data', '{}')
-    if t % 10 == 0 then
-      redis.call('XGROUP', 'CREATE', events, 'workers', '0')
-      redis.call('XREADGROUP', 'GROUP', 'workers', 'w1', 'COUNT', 1, 'STREAMS', events, '>')
-    end
-    if t % 20 == 0 then
-      redis.call('XADD', '{' .. events .. '}:dlq', '*', 'type', 'task.done', 'dlq_error', 'boom')
-    end
-  end
-end
-return n
-"""
-
-
-
-def fill(raw, streams: int) -> None:
-    script = raw.register_script(FILL_LUA)
-    for first in range(0, streams, BATCH):
-        script(args=[first, min(BATCH, streams - first)])
 
 
 def load() -> str:
@@ -94,7 +58,7 @@ def run(server: RedisServer, streams: int, after: int, max_ticks: int) -> None:
 
     raw = redis.Redis.from_url(server.url(0))
     started = time.perf_counter()
-    fill(raw, streams)
+    fill(raw, 0, streams, ttl=3600)  # an hour's TTL or more: longer than the run
     keys = raw.dbsize()
     interval = settings.BUSCONSOLE_SNAPSHOT_INTERVAL_S
     print(f"busconsole family ticks benchmark: {streams:,} progress streams, {keys:,} keys, filled in"
