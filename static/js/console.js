@@ -135,6 +135,25 @@
     }
   }
 
+  // Ticking a row makes its selection bar stick to the top or bottom of the screen (style.css); a row
+  // ticked at that edge would then sit under the bar it called up. The page scrolls just enough to
+  // keep the row in sight, as a thumb near the bottom of a phone's screen would otherwise need to.
+  function keepClearOfBars(box) {
+    var row = box.closest("tr") || box;
+    var bars = document.querySelectorAll(".selection-bar, .selection-actions, .entries-selection");
+    for (var i = 0; i < bars.length; i++) {
+      if (window.getComputedStyle(bars[i]).position !== "sticky") continue;
+      var bar = bars[i].getBoundingClientRect();
+      var rowBox = row.getBoundingClientRect();
+      if (bar.height === 0 || rowBox.bottom <= bar.top || rowBox.top >= bar.bottom) continue;
+      if (bar.top + bar.height / 2 > window.innerHeight / 2) {
+        window.scrollBy(0, rowBox.bottom - bar.top + 8);
+      } else {
+        window.scrollBy(0, rowBox.top - bar.bottom - 8);
+      }
+    }
+  }
+
   function rowSelection() {
     document.addEventListener("change", function (event) {
       var box = event.target;
@@ -146,6 +165,7 @@
         selectionSync(formId);
       } else if (box.name === "ids" && box.form && box.form.id) {
         selectionSync(box.form.id);
+        if (box.checked) keepClearOfBars(box);
       }
     });
     document.addEventListener("htmx:afterSettle", selectionSyncAll);
