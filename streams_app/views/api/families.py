@@ -33,7 +33,8 @@ def families(request: HttpRequest, conn: str) -> JsonResponse:
     if context["source"] == "snapshot":
         found = context["stored"]
         body |= {"as_of": found.at.isoformat(), "streams": found.keys, "looked_at": found.looked_at,
-                 "keys_total": found.keys_total, "complete": found.complete, "missed": []}
+                 "keys_total": found.keys_total, "complete": found.complete, "missed": [],
+                 "members_left_out": context["members_left_out"]}
     elif context["source"] == "pass":
         scan = context["scan"]
         body |= {"as_of": None, "streams": scan.streams, "looked_at": scan.looked_at,

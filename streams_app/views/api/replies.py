@@ -146,6 +146,9 @@ class FamiliesReply(Reply):
     keys_total: int | None  # null: the server refused DBSIZE
     complete: bool
     missed: list[str]
+    #: In family mode, the members that matter (DLQs, stuck streams, ...) the newest pass found beyond
+    #: ``BUSCONSOLE_FAMILY_MEMBERS_MAX``, left without per-stream samples; 0 otherwise.
+    members_left_out: int = 0
 
 
 class FamilyMembersReply(Reply):

@@ -116,6 +116,7 @@ def test_the_cap_keeps_the_most_stuck_work_first_and_counts_the_members_it_left_
     page = viewer_client.get(f"/c/{CONN}/families/").content.decode()
     notice = re.search(r'<p class="warn-text small members-left-out"[^>]*>(.*?)</p>', page, re.S)
     assert notice is not None and notice.group(1).startswith(f"{left_out} members that matter "), page
+    assert viewer_client.get(f"/api/v1/c/{CONN}/families/").json()["members_left_out"] == left_out
 
 
 @FAMILY
