@@ -21,7 +21,7 @@ from typing import Any
 
 from django.db.models import F, Q, QuerySet, Sum
 
-from streams_app.alerts.models import Alert
+from streams_app.alerts.models import FAMILY_KINDS, Alert
 from streams_app.audit.models import AuditEvent
 from streams_app.metrics import series as metric_series
 from streams_app.metrics.charts import (
@@ -251,7 +251,7 @@ def timeline_build(*, conn: str, key: bytes | None, window: TimeWindow) -> Timel
 
 
 def _alert_target(alert: Alert) -> str:
-    parts = [alert.target_text]
+    parts = [f"family {alert.target_text}" if alert.rule.kind in FAMILY_KINDS else alert.target_text]
     if alert.target_group:
         parts.append(f"group {alert.target_group}")
     if alert.target_consumer:

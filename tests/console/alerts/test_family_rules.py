@@ -22,6 +22,8 @@ from streams_app.alerts.models import Alert, AlertRule
 from streams_app.audit.models import AuditEvent
 from streams_app.metrics import snapshots
 from streams_app.metrics.models import FamilySample, name_hash
+from streams_app.timeline.tracks import timeline_build
+from streams_app.timeline.window import TimeWindow
 from streams_app.views.presenters import alert_url
 from tests.console.alerts.helpers import RULE_POST, Kind, make_rule, open_alerts
 from tests.console.alerts.test_webhooks import Hook, hook  # noqa: F401  (the local receiver and its fixture)
@@ -73,6 +75,9 @@ def test_a_family_pending_rule_fires_after_t_and_resolves_from_the_snapshots_fam
     assert (sent["json"]["alert"]["family"], sent["json"]["alert"]["stream"], sent["json"]["alert"]["value"]) == (
         "progress:*", None, 6)
     assert named_keys(CONN) == []  # a family alert names no stream to keep
+    line = timeline_build(conn=CONN, key=None, window=TimeWindow(ticks[0], ticks[3]))
+    assert [e.text for e in line.events if e.kind == "alert opened"] == [
+        f"alert {rule.name} (open) on family progress:*: {alert.message}"]
 
     r.xack(keys[0], "g", *[e for e, _ in r.xrange(keys[0])])
     snapshot(ticks[3])
