@@ -16,6 +16,13 @@ Each round of that ``BZPOPMIN`` blocks for ``brpop_timeout`` (5 s) when nothing 
 reads with a 5 s timeout unless told otherwise (redis-py 5: none), so an idle round could end in
 ``redis.TimeoutError`` and crash the websocket consumer waiting on it: the pools here read for a round
 plus :data:`READ_MARGIN_S` (a ``socket_timeout`` in the host's URL or options wins).
+
+A host given by address gets a pool that waits for a free connection (redis-py's
+``BlockingConnectionPool``) instead of channels-redis's, which fails a command outright once its
+:data:`POOL_MAX` connections are busy: a thousand websockets opening at once each ``group_add`` their
+groups, and past the hundredth the stock pool raised "Too many connections", so those sockets went
+without live revocation. A command now waits up to :data:`POOL_WAIT_S` for a connection. (A Sentinel
+host keeps channels-redis's Sentinel pool.)
 """
 
 from __future__ import annotations
@@ -25,9 +32,15 @@ from typing import Any
 
 from channels_redis.core import RedisChannelLayer as _RedisChannelLayer
 from channels_redis.utils import create_pool
+from redis.asyncio import BlockingConnectionPool
 
 #: How long past a ``BZPOPMIN`` round a read may wait for Redis's answer before it is a timeout.
 READ_MARGIN_S = 5.0
+#: Connections a process's pool opens to one host (redis-py's own default), and how long a command
+#: waits for one of them to come free before it fails; ``max_connections`` / ``timeout`` in the host's
+#: options win.
+POOL_MAX = 100
+POOL_WAIT_S = 20.0
 
 
 def _retrieve(read: asyncio.Future[Any]) -> None:
@@ -49,7 +62,10 @@ class RedisChannelLayer(_RedisChannelLayer):
         host = self.hosts[index]
         if "socket_timeout" not in host:
             host = {**host, "socket_timeout": self.brpop_timeout + READ_MARGIN_S}
-        return create_pool(host)
+        if "address" not in host:
+            return create_pool(host)
+        options = {"max_connections": POOL_MAX, "timeout": POOL_WAIT_S, **host}
+        return BlockingConnectionPool.from_url(options.pop("address"), **options)
 
     async def _brpop_with_clean(self, index: int, channel: str, timeout: float) -> Any:
         """One ``BZPOPMIN`` (and the backup of what it popped), carried on past a cancelled caller.
