@@ -19,7 +19,7 @@ from streams_app.redis_ops.reads import groups as group_reads
 from streams_app.redis_ops.reads import pending as pending_reads
 from streams_app.views import links
 from streams_app.views.common import connection_context, is_htmx, render_screen
-from streams_app.views.forms import EntriesForm, validated
+from streams_app.views.forms import entries_params
 from streams_app.views.masking import masking_context, request_masker
 from streams_app.views.paging import ranked_window, ranking
 from streams_app.views.presenters import dlq_convention, entry_view, entry_views
@@ -28,7 +28,7 @@ from streams_app.views.presenters import dlq_convention, entry_view, entry_views
 @require_GET
 def stream_detail(request: HttpRequest, conn: str, key: bytes) -> HttpResponse:
     context = connection_context(request, conn)
-    params = validated(EntriesForm, request.GET)
+    params = entries_params(request.GET)
     masker = request_masker(request, conn, key)
     # The live refresh re-renders the entries section only: the stream's facts, its groups (a thousand
     # of them are parsed and ranked) and its DLQs are read for the whole page, not for every new entry.

@@ -1,0 +1,126 @@
+"""The stream page's work made cheaper without changing what it shows: its query string read without a
+Django form when it is one of the common shapes, and its chart panel's database read.
+
+Expected values come from Django's own form (``EntriesForm`` through ``validated``, what every query
+string went through before) and from the ORM, never from the code under test alone.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+import pytest
+import redis
+from django.http import QueryDict
+from django.utils import timezone
+
+from streams_app.alerts.models import Alert
+from streams_app.metrics import snapshots
+from streams_app.metrics.models import StreamMirror, name_hash
+from streams_app.redis_ops.errors import InvalidArgument
+from streams_app.redis_ops.reads.limits import DEFAULT_PAGE, MAX_PAGE
+from streams_app.templatetags import metrics as metrics_tags
+from streams_app.views.forms import EntriesForm, entries_params, validated
+from tests.console.helpers import CONN
+from tests.console.metrics.test_panel_alerts_read import open_alert
+
+ORDERS = [None, "", "desc", "asc", "DESC", " asc", "newest"]
+IDS = [None, "", "1700000000000-0", "1700000000000", "0-1", "x", " 5-0", "18446744073709551616-0"]
+COUNTS = [None, "", "1", "50", "050", str(MAX_PAGE), str(MAX_PAGE + 1), "0", "-1", "+5", " 7", "7 ", "5.0", "²", "1e2"]
+ATS = [None, "", "2026-11-22T10:00Z", "1700000000000-0", "yesterday"]
+
+
+def _form_answer(data: QueryDict) -> tuple[str, object]:
+    try:
+        return "ok", validated(EntriesForm, data)
+    except InvalidArgument as exc:
+        return "refused", str(exc)
+
+
+def _answer(data: QueryDict) -> tuple[str, object]:
+    try:
+        return "ok", entries_params(data)
+    except InvalidArgument as exc:
+        return "refused", str(exc)
+
+
+def _query(**params: str | list[str] | None) -> QueryDict:
+    data = QueryDict(mutable=True)
+    for name, value in params.items():
+        if value is None:
+            continue
+        data.setlist(name, value if isinstance(value, list) else [value])
+    return data
+
+
+def test_the_common_query_strings_read_as_the_form_reads_them() -> None:
+    for order, count in itertools.product(ORDERS, COUNTS):
+        for extra in ({}, {"groups_sort": "lag", "window": "24h"}):
+            data = _query(order=order, count=count, **extra)
+            assert _answer(data) == _form_answer(data), data.urlencode()
+
+
+def test_cursors_and_odd_values_give_the_forms_answer_and_message() -> None:
+    rng = random.Random(32)
+    cases = [
+        _query(after=a, before=b, at=t, order=o, count=c)
+        for a, b, t, o, c in itertools.product(IDS[:4], IDS[:3], ATS[:3], ORDERS[:4], COUNTS[:4])
+    ]
+    cases += [
+        _query(**{name: rng.choice(values) for name, values in
+                  (("after", IDS), ("before", IDS), ("at", ATS), ("order", ORDERS), ("count", COUNTS))})
+        for _ in range(300)
+    ]
+    # A repeated parameter: the last value counts, as the form's widgets read it.
+    cases += [_query(count=["5", "abc"]), _query(count=["abc", "5"]), _query(order=["asc", "desc"]),
+              _query(at=["x", ""]), _query(at=["", "x"]), _query(after=["1-0", "2-0"], before=[""])]
+    refused = 0
+    for data in cases:
+        expected = _form_answer(data)
+        refused += expected[0] == "refused"
+        assert _answer(data) == expected, data.urlencode()
+    assert refused > 50  # the cases do reach the form's refusals
+
+
+def test_no_parameters_is_the_newest_page_of_the_default_size() -> None:
+    assert entries_params(QueryDict("")) == {
+        "order": "desc", "after": None, "before": None, "at": None, "count": DEFAULT_PAGE,
+    }
+
+
+@pytest.mark.parametrize("count", ["0", str(MAX_PAGE + 1), "many"])
+def test_a_bad_count_is_refused_with_the_forms_words(count: str) -> None:
+    with pytest.raises(InvalidArgument, match="count"):
+        entries_params(QueryDict(f"count={count}"))
+
+
+def _orm_fields(row: StreamMirror | None) -> dict | None:
+    if row is None:
+        return None
+    return {f.attname: (type(getattr(row, f.attname)), getattr(row, f.attname)) for f in StreamMirror._meta.concrete_fields}
+
+
+@pytest.mark.parametrize("alert", [False, True])
+def test_the_chart_panels_mirror_row_is_what_the_orm_reads(db, r: redis.Redis, alert: bool) -> None:
+    """Read by a cursor and made a model with the backend's converters: every column equal to the ORM's
+    read, of the same type (JSON lists, datetimes, booleans), with and without an open alert, and None
+    for a stream with no row (with an alert that outlived its row, the alert still comes back)."""
+    r.xadd("orders", {"a": "1"})
+    r.xadd("orders:dlq", {"error": "boom"})
+    snapshots.snapshot_take(tick=timezone.now().replace(microsecond=0))
+    keys = [b"orders", b"orders:dlq", b"never-seen"]
+    if alert:
+        for key in keys:
+            open_alert(key, f"rule-{key.decode()}")
+    for key in keys:
+        mirror, alerts = metrics_tags._stream_mirror_and_alerts(CONN, key)
+        expected = StreamMirror.objects.filter(connection=CONN, key_hash=name_hash(key)).first()
+        assert _orm_fields(mirror) == _orm_fields(expected), key
+        assert (expected is None) == (key == b"never-seen")
+        assert {a.pk for a in alerts} == set(
+            Alert.objects.filter(connection=CONN, key_hash=name_hash(key), state=Alert.State.OPEN).values_list("pk", flat=True)
+        )
+        assert bool(alerts) == alert
+    dlq = StreamMirror.objects.get(connection=CONN, key_hash=name_hash(b"orders:dlq"))
+    assert dlq.is_dlq and dlq.dlq_sources == ["orders"]  # a JSON column went through its converter
