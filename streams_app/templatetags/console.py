@@ -222,19 +222,6 @@ def search_box(context: template.Context, search_page: str) -> dict[str, object]
     }
 
 
-@register.inclusion_tag("streams_app/export_form.html", takes_context=True)
-def export_form(context: template.Context) -> dict[str, object]:
-    """The "Export" form of the stream and DLQ pages: the page's stream, its search query (to export
-    what was searched for) and the size over which an export runs as a background job."""
-    return {
-        "conn": context["conn"],
-        "key": context["key"],
-        "key_text": context["key_text"],
-        "q": context["request"].GET.get("q", ""),
-        "stream_max": settings.BUSCONSOLE_EXPORT_STREAM_MAX,
-    }
-
-
 @register.simple_tag(takes_context=True)
 def hidden_params(context: template.Context, *names: str) -> SafeString:
     """An ``<input type="hidden">`` for each of ``names`` in the query string (its last value, in the

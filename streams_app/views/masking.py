@@ -22,14 +22,17 @@ def request_masker(request: HttpRequest, conn: str, key: bytes) -> Masker:
 
 
 def masking_context(request: HttpRequest, masker: Masker, page_url: str) -> dict[str, Any]:
-    """What a page says about masking: whether rules apply, and the link that reveals or hides."""
+    """What a page says about masking: whether rules apply, and the link that reveals or hides. The
+    links are made only where rules apply: the note that shows them shows nothing otherwise, and each
+    copies the query string (a deep copy) on pages that mostly have no rule."""
+    active = masker.active
     return {
         "masking": {
-            "active": masker.active,
+            "active": active,
             "revealing": masker.revealing,
-            "can_reveal": masker.active and may_reveal(request.user),
-            "reveal_url": _with_reveal(page_url, request, reveal=True),
-            "hide_url": _with_reveal(page_url, request, reveal=False),
+            "can_reveal": active and may_reveal(request.user),
+            "reveal_url": _with_reveal(page_url, request, reveal=True) if active else "",
+            "hide_url": _with_reveal(page_url, request, reveal=False) if active else "",
         }
     }
 

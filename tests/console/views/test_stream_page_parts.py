@@ -1,0 +1,108 @@
+"""The stream page's facts and the export form of the stream and DLQ pages, built in Python
+(``streams_app/templatetags/stream_parts.py``), give what their template markup gave: each is compared with
+the markup it replaced, rendered by Django's template engine, for hostile keys and queries, missing and odd
+values, thousands separators and the CSRF field present or not.
+"""
+
+from __future__ import annotations
+
+import re
+from types import SimpleNamespace
+
+import pytest
+from django.template import Context, Template
+from django.test import RequestFactory, override_settings
+
+from streams_app.redis_ops.types import GroupInfo, StreamInfo
+
+# The markup the tags replaced, as it stood in templates/streams_app/stream.html and export_form.html.
+OLD_FACTS = """{% load console figures %}<section class="facts">
+  <div><span class="label" title="XLEN read live when this page was made; the charts show snapshots">Length, live now</span><span class="value">{{ info.length }}</span><time class="small muted">read {% time_now %} UTC</time></div>
+  <div><span class="label">Entries added</span><span class="value">{{ info.entries_added|default_if_none:"unknown" }}</span></div>
+  <div><span class="label">Newest</span><span class="value mono small">{{ info.last_id|default:"—" }}</span>{% if info.last_id %}<time class="small muted">{{ info.last_id|idtime_text }} UTC</time>{% endif %}</div>
+  <div><span class="label">Oldest</span><span class="value mono small">{{ info.first_id|default:"—" }}</span>{% if info.first_id %}<time class="small muted">{{ info.first_id|idtime_text }} UTC</time>{% endif %}</div>
+  <div><span class="label">Last generated ID</span><span class="value mono small">{{ info.last_generated_id|default:"—" }}</span>{% if info.last_generated_id|idtime %}<time class="small muted">{{ info.last_generated_id|idtime_text }} UTC</time>{% endif %}</div>
+  <div><span class="label" title="Read live when this page was made, with the length">Pending (all groups), live now</span><span class="value">{{ info.pending }}</span></div>
+  <div><span class="label" title="The largest lag among the groups: entries not yet delivered to the slowest group">Lag</span><span class="value lag-cell" data-fact="stream-lag">{% lag_figure info.lag groups=info.groups|length of="stream" unknown=info.lag_unknown_groups version=health.redis_version %}</span></div>
+</section>"""
+OLD_EXPORT = """{% load console %}
+<h2>Export</h2>
+<form method="post" action="{% stream_url conn key %}export/" class="panel" id="export-form">
+  {% csrf_token %}
+  <p class="small muted">Download a range of <span class="mono">{{ key_text }}</span> (both ends included) as NDJSON, CSV or Parquet. A big range (over {{ stream_max }} entries) is written by a background job whose page links the file.</p>
+  <div class="filters">
+    <label>From <input type="text" name="from" class="mono" size="24" value="-" placeholder="ID, 2026-11-22T10:00Z or -"></label>
+    <label>to <input type="text" name="to" class="mono" size="24" value="+" placeholder="ID, date-time or +"></label>
+    <label>Format <select name="format">
+      <option value="ndjson">NDJSON</option>
+      <option value="csv">CSV</option>
+      <option value="parquet">Parquet</option>
+    </select></label>
+    <label>Matching <input type="text" name="q" class="mono" size="30" value="{{ q }}" placeholder="search query (optional)"></label>
+  </div>
+  <p><button type="submit" id="export-download">Download</button>
+     <button type="submit" class="subtle button" id="export-job" formaction="{% stream_url conn key %}export/job/">Export in background</button></p>
+</form>
+"""
+HOSTILE = "<script>\"x\"&'\u202e</script>"
+
+
+def _group(name: bytes, *, pending: int, lag: int | None) -> GroupInfo:
+    return GroupInfo(name=name, consumers=1, pending=pending, last_delivered_id="0-0", entries_read=None, lag=lag)
+
+
+def _info(**changes: object) -> StreamInfo:
+    fields: dict = {
+        "key": b"k", "length": 1234567, "first_id": "1767225600000-0", "last_id": "1767225600999-7",
+        "last_generated_id": "1767225600999-7", "entries_added": 9876543, "max_deleted_entry_id": "0-0",
+        "radix_tree_keys": 1, "groups": (),
+    }
+    fields.update(changes)
+    return StreamInfo(**fields)
+
+
+INFOS = {
+    "plain": _info(),
+    "empty": _info(length=0, first_id=None, last_id=None, last_generated_id="0-0", entries_added=None),
+    "never written": _info(length=0, first_id=None, last_id=None, last_generated_id=None, entries_added=0),
+    "lagging groups": _info(groups=(_group(b"a", pending=3, lag=12), _group(b"b", pending=0, lag=0))),
+    "a lag unknown": _info(groups=(_group(b"a", pending=1, lag=None), _group(b"b", pending=2, lag=4012))),
+    "every lag unknown": _info(groups=(_group(b"a", pending=0, lag=None),)),
+    "an odd ID": _info(last_id="not-an-id", first_id=HOSTILE, last_generated_id="99999999999999999999-0"),
+}
+_CLOCK = re.compile(r"read \d\d:\d\d:\d\d UTC")
+
+
+def _same_clock(html: str) -> str:
+    return _CLOCK.sub("read UTC", html)
+
+
+@pytest.mark.parametrize("version", ["7.0.15", "6.2.14", None])
+@pytest.mark.parametrize("name", list(INFOS))
+@pytest.mark.parametrize("separators", [False, True])
+def test_the_facts_are_what_their_markup_showed(name: str, version: str | None, separators: bool) -> None:
+    context = {"info": INFOS[name], "health": SimpleNamespace(redis_version=version) if version else None}
+    with override_settings(USE_THOUSAND_SEPARATOR=separators):
+        old = Template(OLD_FACTS).render(Context(context))
+        new = Template("{% load stream_parts %}{% stream_facts %}").render(Context(context))
+    assert _same_clock(new) == _same_clock(old)
+    assert ("1,234,567" in new) == (separators and name in ("plain", "lagging groups", "a lag unknown", "every lag unknown", "an odd ID"))
+
+
+@pytest.mark.parametrize("key_text", ["orders", HOSTILE])
+@pytest.mark.parametrize("query", ["", "?q=" + "%3Cb%3E%22%26%27", "?q=data.id+%3D%3D+42&q=second"])
+@pytest.mark.parametrize("csrf", [None, "NOTPROVIDED", "tok<en>"])
+def test_the_export_form_is_what_its_markup_showed(key_text: str, query: str, csrf: str | None) -> None:
+    request = RequestFactory().get("/c/default/streams/x/" + query)
+    context = {"conn": "default", "key": key_text.encode(), "key_text": key_text, "request": request}
+    if csrf is not None:
+        context["csrf_token"] = csrf
+    with override_settings(USE_THOUSAND_SEPARATOR=True, BUSCONSOLE_EXPORT_STREAM_MAX=250000):
+        from django.conf import settings
+
+        old = Template(OLD_EXPORT).render(
+            Context({**context, "q": request.GET.get("q", ""), "stream_max": settings.BUSCONSOLE_EXPORT_STREAM_MAX})
+        )
+        new = Template("{% load stream_parts %}{% export_form %}").render(Context(context))
+    assert new == old
+    assert "250,000" in new and "<script>" not in new
