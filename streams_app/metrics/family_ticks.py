@@ -4,7 +4,7 @@ families and interesting members, not with the number of keys.
 
 A connection whose DBSIZE is at most ``BUSCONSOLE_FAMILY_MODE_KEYS`` is snapshotted stream by stream as
 before (:mod:`.snapshots`), and its family rows are summed in memory from the streams that tick read
-(:func:`family_samples_from_streams`: no extra Redis command, ``complete`` unless a primary was missed).
+(:func:`stream_sums`, :func:`family_samples_from_streams`: no extra Redis command, ``complete`` unless a primary was missed).
 
 Above it the connection is in *family mode*, and each tick (:func:`family_tick_read`, then
 :func:`family_tick_write` in the snapshot's transaction):
@@ -77,6 +77,7 @@ class _Memo:
     rule: Grouping | None = None
     patterns: object = None
     facts: dict[bytes, tuple[Family, bytes | None]] = field(default_factory=dict)
+    families: dict[Family, Family] = field(default_factory=dict)  # one object per family (:func:`stream_rows`)
 
 
 _MEMO = _Memo()
@@ -95,10 +96,12 @@ def _key_facts(rule: Grouping, key: bytes) -> tuple[Family, bytes | None]:
     known = _MEMO.facts.get(key)
     if known is None:
         kind = detect_dlq(key)
-        known = (Grouping.family_of(rule, key), kind.source_hint if kind is not None else None)
+        family = Grouping.family_of(rule, key)
+        known = (_MEMO.families.setdefault(family, family), kind.source_hint if kind is not None else None)
         if len(key) <= KEY_MEMO_KEY_MAX:
             if len(_MEMO.facts) >= FAMILY_MEMO_MAX:
                 _MEMO.facts.clear()
+                _MEMO.families.clear()
             _MEMO.facts[key] = known
     return known
 
@@ -109,7 +112,7 @@ def _remembered() -> _Remembered:
     rule = _remembering(base.configured, base.delimiter)
     patterns = dlq_patterns()
     if _MEMO.rule is not rule or _MEMO.patterns != patterns:
-        _MEMO.rule, _MEMO.patterns, _MEMO.facts = rule, patterns, {}
+        _MEMO.rule, _MEMO.patterns, _MEMO.facts, _MEMO.families = rule, patterns, {}, {}
     return rule
 
 
@@ -293,19 +296,28 @@ def family_tick_write(read: FamilyTick, *, tick: datetime, previous_tick: dateti
     return written
 
 
+def stream_sums(streams: Sequence[StreamInfo]) -> dict[str, dict[str, Any]]:
+    """The figures of a stream-by-stream tick's family rows (pattern hex -> sums), for
+    :func:`family_samples_from_streams`. No database: the snapshot works them out in a thread while the
+    database writes the tick's samples (:func:`~.snapshot_write.tick_write`)."""
+    sums: dict[str, dict[str, Any]] = {}
+    _merge(sums, stream_rows(streams))
+    return sums
+
+
 def family_samples_from_streams(
-    conn: str, streams: Sequence[StreamInfo], *, tick: datetime, keys_total: int | None, complete: bool
+    conn: str, sums: dict[str, dict[str, Any]], *, streams: int, tick: datetime, keys_total: int | None,
+    complete: bool,
 ) -> int:
-    """A stream-by-stream tick's family rows, summed from the streams it read; returns how many.
+    """A stream-by-stream tick's family rows, from the :func:`stream_sums` of the ``streams`` (how many)
+    it read; returns how many rows.
 
     A family pass left under way when the connection fell below the threshold is dropped: its sums are
     older than these rows, and a pass resumed when the connection grows again starts afresh."""
     FamilyPassState.objects.filter(connection=conn, cursor__isnull=False).update(
         cursor=None, tally={}, carry=[], candidates=[], looked_at=0, streams=0, left_out=0
     )
-    sums: dict[str, dict[str, Any]] = {}
-    _merge(sums, stream_rows(streams))
-    looked_at = keys_total if keys_total is not None else len(streams)
+    looked_at = keys_total if keys_total is not None else streams
     return _samples_write(conn, sums, at=tick, complete=complete, looked_at=looked_at, keys_total=keys_total)
 
 

@@ -39,7 +39,8 @@ clauses. ``UPDATE ... FROM`` needs SQLite 3.33 or later.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -108,7 +109,8 @@ class TickWritten:
 
 
 def tick_write(
-    *, conn: str, streams: Sequence[StreamInfo], tick: datetime, previous_tick: datetime | None, now: datetime
+    *, conn: str, streams: Sequence[StreamInfo], tick: datetime, previous_tick: datetime | None, now: datetime,
+    beside: Callable[[], None] | None = None,
 ) -> TickWritten:
     """Record ``conn``'s ``streams`` at ``tick`` (call inside the snapshot's transaction).
 
@@ -116,6 +118,10 @@ def tick_write(
     those that came back) and inserts one raw sample per stream, group and DLQ; a sample that exists
     already is kept (``ignore_conflicts``). ``added`` and the rate are counted from the samples of
     ``previous_tick`` (None: no previous tick close enough, both stay None).
+
+    ``beside``, work in Python that touches no database (the tick's family sums), runs in a thread of its
+    own from the first set-based statement on (:func:`_beside`); it has ended when this returns, and what
+    it raised is raised here.
     """
     db = connections[router.db_for_write(StreamSample)]
     patterns = dlq_patterns()  # the configured conventions, read from the settings once rather than per key
@@ -142,12 +148,13 @@ def tick_write(
         # Without a previous tick the join matches nothing (``at = NULL``): every added and rate is NULL.
         stream_params = [at, raw, seconds, conn, raw, before]  # the values, then the joins
         merged_params = [conn, raw, before, at, raw, seconds]  # the joins (the WITH), then the values
-        ids = _streams_merged(db, cursor, sql, merged_params)
-        if ids is None:  # SQLite, or the merged statement met a sample that exists already
-            cursor.execute(sql.streams_update, [conn])
-            written = _samples_insert(db, cursor, sql.stream_samples, stream_params)
-        else:
-            written = len(ids)
+        with _beside(beside):
+            ids = _streams_merged(db, cursor, sql, merged_params)
+            if ids is None:  # SQLite, or the merged statement met a sample that exists already
+                cursor.execute(sql.streams_update, [conn])
+                written = _samples_insert(db, cursor, sql.stream_samples, stream_params)
+            else:
+                written = len(ids)
         if written < len(by_hash):
             cursor.execute(sql.streams_missing, [conn])
             _streams_create(conn, [by_hash[h] for (h,) in cursor.fetchall()], now=now)
@@ -175,6 +182,37 @@ def tick_write(
         temp_table_drop(db, STAGED_GROUPS)
         temp_table_drop(db, STAGED_STREAMS)
     return TickWritten(streams=len(by_hash), groups=len(groups))
+
+
+@contextmanager
+def _beside(work: Callable[[], None] | None) -> Iterator[None]:
+    """Run ``work`` in a thread while the block runs; the block's end waits for it and raises its error.
+
+    The block is the streams' set-based statements, a third of a tick's database time, all of it in
+    SQLite's C code or PostgreSQL's server with the GIL released, while the client has nothing to do:
+    Python work of the tick that needs no database (the family sums) fits there instead of after the
+    writes. Started earlier it would only share the GIL with the tick's own Python (the staging), and
+    ``executemany`` gives the GIL up for each row, then waits a switch interval to get it back.
+    """
+    if work is None:
+        yield
+        return
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            work()
+        except BaseException as exc:  # handed to the caller's thread below
+            failed.append(exc)
+
+    thread = threading.Thread(target=run, name="snapshot-beside", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        thread.join()
+    if failed:
+        raise failed[0]
 
 
 def _streams_merged(db: Any, cursor: Any, sql: _Statements, params: Sequence[Any]) -> dict[str, int] | None:

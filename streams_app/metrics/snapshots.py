@@ -21,11 +21,13 @@ keep up) and :mod:`.mirror_schedule` (the mirror's beat task).
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
@@ -42,6 +44,7 @@ from streams_app.redis_ops import client as redis_client
 from streams_app.redis_ops import snapshot_reads
 from streams_app.redis_ops.errors import OpsError
 from streams_app.redis_ops.reads.families import keys_total
+from streams_app.redis_ops.types import StreamInfo
 
 log = logging.getLogger(__name__)
 
@@ -105,13 +108,16 @@ def _snapshot_take(tick: datetime) -> SnapshotRun:
         streams = groups = 0
         run.families = {}
         for name, (facts, total) in read.items():
+            sums: dict[str, dict[str, Any]] = {}
             written = tick_write(
-                conn=name, streams=facts.streams, tick=tick, previous_tick=previous_tick, now=started_at
+                conn=name, streams=facts.streams, tick=tick, previous_tick=previous_tick, now=started_at,
+                beside=functools.partial(_family_sums, facts.streams, into=sums),  # while the database works
             )
             streams += written.streams
             groups += written.groups
             run.families[name] = {"mode": "stream", "families": family_ticks.family_samples_from_streams(
-                name, facts.streams, tick=tick, keys_total=total, complete=not getattr(facts, "missed", ()))}
+                name, sums, streams=len(facts.streams), tick=tick, keys_total=total,
+                complete=not getattr(facts, "missed", ()))}
         for name, family_tick in by_family.items():
             written = family_ticks.family_tick_write(family_tick, tick=tick, previous_tick=previous_tick, now=started_at)
             streams += written.streams
@@ -124,6 +130,10 @@ def _snapshot_take(tick: datetime) -> SnapshotRun:
         run.save(update_fields=["finished_at", "duration_ms", "streams", "groups", "families"])
         transaction.on_commit(lambda: _announce(tick, run))
     return run
+
+
+def _family_sums(streams: Sequence[StreamInfo], *, into: dict[str, dict[str, Any]]) -> None:
+    into.update(family_ticks.stream_sums(streams))
 
 
 def _record_gap(tick: datetime, *, found_at: datetime) -> None:

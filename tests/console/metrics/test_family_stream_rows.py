@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import random
 
-from eventbus.families import FamilyTally, KeyFacts
+from eventbus.families import Family, FamilyTally, KeyFacts
 from eventbus.text import id_order
 from streams_app.metrics import family_ticks
+from streams_app.redis_ops.reads.families import grouping
 from streams_app.redis_ops.types import GroupInfo, StreamInfo
 
 
@@ -57,3 +58,29 @@ def test_stream_rows_equal_the_tally_and_a_plain_python_sum(db) -> None:
         assert list(row.busiest) == [(s.key, s.length) for s in by_length]
     fed = {row.family.pattern: row for row in got if row.dlq_keys}
     assert fed and any(row.keys == 0 for row in fed.values())  # refunds:dlq feeds a family with no stream
+
+
+def test_the_memo_hands_out_one_family_object_per_family(db) -> None:
+    """``stream_rows`` puts streams in their families by the family object's identity: the remembered
+    facts of two keys of one family must share one object, or every stream is a family of its own until
+    the rows are merged by value (the same rows, at several times the cost)."""
+    rule = family_ticks._remembered()
+    keys = [f"job:{i}".encode() for i in range(5)] + [f"job:{i}:dlq".encode() for i in range(3)]
+    families = {family_ticks._key_facts(rule, key)[0] for key in keys}
+    assert len(families) == len({rule.family_of(key) for key in keys}) == 2
+    assert len({id(family_ticks._key_facts(rule, key)[0]) for key in keys}) == 2
+
+
+def test_the_memo_follows_the_family_settings(db, settings) -> None:
+    """What the process remembers of a key is keyed by the settings it was worked out under."""
+    streams = _streams()
+    family_ticks.stream_rows(streams)  # remembered under the default settings
+    settings.BUSCONSOLE_STREAM_FAMILIES = [Family(pattern=b"job:*", name="jobs", kind="configured")]
+    settings.BUSCONSOLE_FAMILY_DELIMITER = b"."
+    rule = grouping()
+    got = {row.family: row.keys for row in family_ticks.stream_rows(streams) if row.keys}  # not DLQ-fed only
+    want: dict[Family, int] = {}
+    for s in streams:
+        want[rule.family_of(s.key)] = want.get(rule.family_of(s.key), 0) + 1
+    assert got == want and got[Family(pattern=b"job:*", name="jobs", kind="configured")] == sum(
+        s.key.startswith(b"job:") for s in streams)

@@ -19,9 +19,10 @@ from django.db import connections
 
 from busconsole.locks import lock_held
 from streams_app.live.groups import snapshot_group
-from streams_app.metrics import signals, snapshots
+from streams_app.metrics import family_ticks, signals, snapshots
 from streams_app.metrics.models import (
     DlqSample,
+    FamilySample,
     GroupMirror,
     GroupSample,
     SnapshotRun,
@@ -31,6 +32,26 @@ from streams_app.metrics.models import (
 from tests.console.helpers import CONN
 from tests.console.metrics.helpers import T0, bus, group_row, mirror_row
 from tests.console.redis_ops.pel import pel_max
+
+
+def test_the_family_sums_run_beside_the_writes_and_a_failure_there_fails_the_tick(r: redis.Redis, db, monkeypatch) -> None:
+    """A stream-by-stream tick works its family sums out in a thread of their own while the database runs
+    its statements; what goes wrong there fails the snapshot, and nothing of the tick is kept."""
+    bus(r)
+    threads: list[int] = []
+
+    def failing(streams):
+        threads.append(threading.get_ident())
+        raise RuntimeError("the sums failed")
+
+    monkeypatch.setattr(family_ticks, "stream_sums", failing)
+    with pytest.raises(RuntimeError, match="the sums failed"):
+        snapshots.snapshot_take(tick=T0)
+    assert threads and threads[0] != threading.get_ident()
+    assert not SnapshotRun.objects.exists() and not StreamSample.objects.exists() and not FamilySample.objects.exists()
+    monkeypatch.undo()
+    run = snapshots.snapshot_take(tick=T0)
+    assert FamilySample.objects.filter(at=T0).count() == run.families[CONN]["families"] > 0
 
 
 def test_snapshot_values_match_xinfo_and_xpending(r: redis.Redis, db) -> None:
