@@ -11,6 +11,7 @@ from django import template
 from django.conf import settings
 from django.core.signals import setting_changed
 from django.dispatch import receiver
+from django.template.defaulttags import CsrfTokenNode
 from django.templatetags.static import static
 from django.urls import get_script_prefix, get_urlconf, reverse
 from django.utils.html import format_html, format_html_join
@@ -172,6 +173,24 @@ def nav_links(context: template.Context) -> SafeString:
         f'\n      <a href="{escape(nav_url("audit"))}">Audit</a>'
         f'\n      <a href="{escape(nav_url("views"))}" class="{active("views")}"'
         ' title="Your saved views and the shared ones">Views</a>'
+    )
+
+
+@register.simple_tag(takes_context=True)
+def who_links(context: template.Context) -> SafeString:
+    """The signed-in user's corner of the navigation bar: the role, the user name, the tokens link (marked
+    on the tokens page) and the log-out form. Built here for the reason of :func:`nav_links`; every value
+    is escaped and the CSRF field is Django's own tag's."""
+    role, user = escape(str(context.get("console_role", ""))), context.get("user")
+    name = escape(user.get_username()) if user is not None else ""
+    here = getattr(getattr(context.get("request"), "resolver_match", None), "url_name", None)
+    return mark_safe(  # noqa: S308 - every value is escaped
+        f'<span class="role role-{role}">{role}</span>'
+        f'\n      <span class="who-name" title="{name}">{name}</span>'
+        f'\n      <a href="{escape(nav_url("tokens"))}" class="{"active" if here == "tokens" else ""}"'
+        ' title="Your personal API tokens">Tokens</a>'
+        f'\n      <form method="post" action="{escape(nav_url("logout"))}" class="inline">'
+        f'{CsrfTokenNode().render(context)}<button type="submit" class="link">Log out</button></form>'
     )
 
 

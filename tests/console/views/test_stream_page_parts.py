@@ -1,7 +1,8 @@
-"""The stream page's facts and the export form of the stream and DLQ pages, built in Python
-(``streams_app/templatetags/stream_parts.py``), give what their template markup gave: each is compared with
-the markup it replaced, rendered by Django's template engine, for hostile keys and queries, missing and odd
-values, thousands separators and the CSRF field present or not.
+"""The stream page's facts and the export form of the stream and DLQ pages
+(``streams_app/templatetags/stream_parts.py``), and the page frame's user links and "Save view" form
+(``who_links``, ``save_view_form``), built in Python, give what their template markup gave: each is
+compared with the markup it replaced, rendered by Django's template engine, for hostile keys, names and
+queries, missing and odd values, thousands separators, each role and the CSRF field present or not.
 """
 
 from __future__ import annotations
@@ -10,10 +11,12 @@ import re
 from types import SimpleNamespace
 
 import pytest
+from django.contrib.auth.models import AnonymousUser, User
 from django.template import Context, Template
 from django.test import RequestFactory, override_settings
 
 from streams_app.redis_ops.types import GroupInfo, StreamInfo
+from streams_app.saved.targets import SAVEABLE_PAGES
 
 # The markup the tags replaced, as it stood in templates/streams_app/stream.html and export_form.html.
 OLD_FACTS = """{% load console figures %}<section class="facts">
@@ -106,3 +109,41 @@ def test_the_export_form_is_what_its_markup_showed(key_text: str, query: str, cs
         new = Template("{% load stream_parts %}{% export_form %}").render(Context(context))
     assert new == old
     assert "250,000" in new and "<script>" not in new
+
+
+# The user links as they stood in templates/base.html, and templates/streams_app/_save_view.html.
+OLD_WHO = """{% load console %}<span class="role role-{{ console_role }}">{{ console_role }}</span>
+      <span class="who-name" title="{{ user.get_username }}">{{ user.get_username }}</span>
+      <a href="{% nav_url 'tokens' %}" class="{% if request.resolver_match.url_name == 'tokens' %}active{% endif %}" title="Your personal API tokens">Tokens</a>
+      <form method="post" action="{% nav_url 'logout' %}" class="inline">{% csrf_token %}<button type="submit" class="link">Log out</button></form>"""
+OLD_SAVE_VIEW = '{% load saved_views console %}{% if request|saveable_page %}{% comment %}\n"Save view" in the page frame: posts this page\'s address. The hidden field holds\nthe raw path and query as the server received them; static/js/saved-views.js replaces it with the\nbrowser\'s address when the form is sent (the tail page moves its position in the URL after loading).\n{% endcomment %}<div class="page-tools"><details class="save-view" id="save-view">\n  <summary title="Save this page, with its filters and position, as a named view">Save view</summary>\n  <form method="post" action="{% nav_url \'views\' %}" class="save-view-form" data-save-view>\n    {% csrf_token %}\n    <input type="hidden" name="url" value="{{ request.path_info }}{% if request.META.QUERY_STRING %}?{{ request.META.QUERY_STRING }}{% endif %}">\n    <label>Name <input type="text" name="name" maxlength="100" required placeholder="e.g. failing payments"></label>\n    {% if console_role == "operator" or console_role == "admin" %}<label class="small"><input type="checkbox" name="shared" value="1"> shared with everyone</label>{% endif %}\n    <span><button type="submit">Save</button> <a href="{% nav_url \'views\' %}" class="small">All saved views</a></span>\n  </form>\n</details></div><script src="{% asset \'js/saved-views.js\' %}" defer></script>{% endif %}\n'
+
+
+def _frame_request(path: str, url_name: str | None) -> object:
+    request = RequestFactory().get(path)
+    request.resolver_match = SimpleNamespace(url_name=url_name) if url_name is not None else None
+    return request
+
+
+@pytest.mark.parametrize("role", ["viewer", "operator", "admin", ""])
+@pytest.mark.parametrize("url_name", ["tokens", "stream", sorted(SAVEABLE_PAGES)[0], "login", None])
+@pytest.mark.parametrize("path", ["/c/default/streams/ev%3Cil%3E%22k/?count=5&q=%3Cb%3E%22%27", "/tokens/"])
+@pytest.mark.parametrize("csrf", [None, "tok<en>"])
+def test_the_frames_user_links_and_save_view_are_what_their_markup_showed(
+    role: str, url_name: str | None, path: str, csrf: str | None
+) -> None:
+    user = User(username=HOSTILE)
+    context = {"console_role": role, "user": user, "request": _frame_request(path, url_name)}
+    if csrf is not None:
+        context["csrf_token"] = csrf
+    for old, new in ((OLD_WHO, "{% load console %}{% who_links %}"), (OLD_SAVE_VIEW, "{% load saved_views %}{% save_view_form %}")):
+        assert Template(new).render(Context(context)) == Template(old).render(Context(context))
+    saveable = Template("{% load saved_views %}{% save_view_form %}").render(Context(context))
+    assert ("save-view-form" in saveable) == (url_name in SAVEABLE_PAGES)
+    assert ('name="shared"' in saveable) == (url_name in SAVEABLE_PAGES and role in ("operator", "admin"))
+    assert "<script>" not in Template("{% load console %}{% who_links %}").render(Context(context))
+
+
+def test_who_links_without_a_user_leave_the_name_empty() -> None:
+    context = {"console_role": "", "user": AnonymousUser(), "request": _frame_request("/", None)}
+    assert Template("{% load console %}{% who_links %}").render(Context(context)) == Template(OLD_WHO).render(Context(context))
