@@ -221,26 +221,6 @@ def _forget_assets(*, setting: str, **kwargs: object) -> None:
         _static.cache_clear()
 
 
-@register.inclusion_tag("streams_app/_search_box.html", takes_context=True)
-def search_box(context: template.Context, search_page: str) -> dict[str, object]:
-    """The search box of the stream and DLQ pages, filled from the page's query string.
-
-    Read here with ``QueryDict.get`` rather than as ``request.GET.q`` in the template: the template
-    engine looks a missing key up by raising and catching an exception (then tries it as an attribute
-    and an index), which is most of what a box with five parameters costs on a page without a search.
-    """
-    params = context["request"].GET
-    return {
-        "search_page": search_page,
-        "q": params.get("q") or "",
-        "start": params.get("from") or "",
-        "end": params.get("to") or "",
-        "newest_first": params.get("direction") == "desc",
-        "limit": params.get("limit") or "",
-        "query": params.urlencode(),
-    }
-
-
 @register.simple_tag(takes_context=True)
 def hidden_params(context: template.Context, *names: str) -> SafeString:
     """An ``<input type="hidden">`` for each of ``names`` in the query string (its last value, in the

@@ -1,9 +1,10 @@
 """Parts of the stream and DLQ pages built in Python: ``{% load stream_parts %}`` then ``{% stream_facts %}``
-(the stream page's facts) and ``{% export_form %}`` (the export form of the stream and DLQ pages).
+(the stream page's facts), ``{% export_form %}`` and ``{% search_box page_url %}`` (the export form and
+the search box of the stream and DLQ pages).
 
 Each was template markup on every stream page: the facts some thirty nodes (a filter or an ``if`` per
-value), the export form an inclusion tag, with a context and a template render of its own for markup
-that is almost all fixed text. Here the fixed text is a format string and every value goes through
+value), the export form and the search box inclusion tags, each with a context and a template render of its own
+for markup that is almost all fixed text (the search language's help stays a template, rendered once). Here the fixed text is a format string and every value goes through
 :func:`django.utils.html.format_html`, which escapes it as autoescaping does (``conditional_escape``); numbers
 are localised first, as a template shows them (:func:`django.utils.formats.localize`). The CSRF field is
 Django's own tag's output. The pages' HTML is held byte for byte by
@@ -12,14 +13,16 @@ Django's own tag's output. The pages' HTML is held byte for byte by
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from django import template
 from django.conf import settings
+from django.template import Context, Engine
 from django.template.defaulttags import CsrfTokenNode
 from django.utils.formats import localize
 from django.utils.html import format_html
-from django.utils.safestring import SafeString
+from django.utils.safestring import SafeString, mark_safe
 
 from streams_app.redis_ops.types import StreamInfo
 from streams_app.templatetags.console import idtime_text, time_now
@@ -111,4 +114,61 @@ def export_form(context: template.Context) -> SafeString:
         key_text=context["key_text"],
         stream_max=localize(settings.BUSCONSOLE_EXPORT_STREAM_MAX),
         q=context["request"].GET.get("q", ""),
+    )
+
+
+_SEARCH_FORM = """
+
+<div class="page-head" id="search">
+  <form method="get" action="#search" class="filters compact search-form">
+    <label>Search <input type="search" name="q" value="{q}" size="48" maxlength="2000" class="mono" placeholder='data.customer.id == 42, error.contains("timeout") or plain text'></label>
+    <label>from <input type="text" name="from" value="{start}" size="16" class="mono" placeholder="ID or time"></label>
+    <label>to <input type="text" name="to" value="{end}" size="16" class="mono" placeholder="ID or time"></label>
+    <select name="direction" aria-label="Direction"><option value="asc"{oldest}>oldest first</option><option value="desc"{newest}>newest first</option></select>
+    {limit}
+    <button type="submit">Search</button>
+    {clear}
+  </form>
+  <details class="small search-help"><summary>How search works</summary>
+    {help}
+    <p>One search scans at most 100,000 entries or 2 seconds and says how far it got; <em>Continue</em> picks up where it stopped.</p>
+  </details>
+</div>
+{results}
+"""
+_SEARCH_RESULTS = """
+<section id="search-results" class="panel search-results" aria-live="polite">
+  <p id="search-status" class="search-status" role="status">Searching…</p>
+  <div class="search-hits"><div class="search-more" hx-get="{url}" hx-trigger="load" hx-swap="outerHTML"><a class="small" href="{url}">Show the results</a></div></div>
+</section>
+"""
+#: The search language's help, kept as a template because the live tail's filter help includes it too.
+SEARCH_HELP = "streams_app/_search_box.html#query-syntax"
+
+
+@functools.lru_cache(maxsize=4)
+def _help_text(help_template: Any) -> SafeString:
+    """The help's markup: fixed text, rendered once per loaded template (a reloaded template is a new
+    object, so an edited help shows)."""
+    return mark_safe(help_template.render(Context()))  # noqa: S308 - a template's own output, autoescaped
+
+
+@register.simple_tag(takes_context=True)
+def search_box(context: template.Context, search_page: str) -> SafeString:
+    """The search box of the stream and DLQ pages, a GET form filled from the page's query string (the
+    query, its range, its direction and the limit), and when there is a query, the results' place that
+    htmx fills from ``search/`` (a plain link without JavaScript)."""
+    params = context["request"].GET
+    q, limit, newest_first = params.get("q") or "", params.get("limit") or "", params.get("direction") == "desc"
+    return format_html(
+        _SEARCH_FORM,
+        q=q,
+        start=params.get("from") or "",
+        end=params.get("to") or "",
+        oldest="" if newest_first else mark_safe(" selected"),
+        newest=mark_safe(" selected") if newest_first else "",
+        limit=format_html('<input type="hidden" name="limit" value="{}">', limit) if limit else "",
+        clear=format_html('<a href="{}">Clear</a>', search_page) if q else "",
+        help=_help_text((context.template.engine if context.template else Engine.get_default()).get_template(SEARCH_HELP)),
+        results=format_html(_SEARCH_RESULTS, url=f"{search_page}search/?{params.urlencode()}") if q else "",
     )

@@ -1,4 +1,4 @@
-"""The stream page's facts and the export form of the stream and DLQ pages
+"""The stream page's facts, the export form and search box of the stream and DLQ pages
 (``streams_app/templatetags/stream_parts.py``), and the page frame's user links and "Save view" form
 (``who_links``, ``save_view_form``), built in Python, give what their template markup gave: each is
 compared with the markup it replaced, rendered by Django's template engine, for hostile keys, names and
@@ -147,3 +147,28 @@ def test_the_frames_user_links_and_save_view_are_what_their_markup_showed(
 def test_who_links_without_a_user_leave_the_name_empty() -> None:
     context = {"console_role": "", "user": AnonymousUser(), "request": _frame_request("/", None)}
     assert Template("{% load console %}{% who_links %}").render(Context(context)) == Template(OLD_WHO).render(Context(context))
+
+
+# The search box as it stood in templates/streams_app/_search_box.html, its help (a partial rendered in
+# place) included from where it is now.
+OLD_SEARCH_BOX = '{# The search box of the stream and DLQ pages ({% search_box page_url %}): a GET form, the query in the page\'s URL; results load in place. #}\n{% load partials %}\n<div class="page-head" id="search">\n  <form method="get" action="#search" class="filters compact search-form">\n    <label>Search <input type="search" name="q" value="{{ q }}" size="48" maxlength="2000" class="mono" placeholder=\'data.customer.id == 42, error.contains("timeout") or plain text\'></label>\n    <label>from <input type="text" name="from" value="{{ start }}" size="16" class="mono" placeholder="ID or time"></label>\n    <label>to <input type="text" name="to" value="{{ end }}" size="16" class="mono" placeholder="ID or time"></label>\n    <select name="direction" aria-label="Direction"><option value="asc"{% if not newest_first %} selected{% endif %}>oldest first</option><option value="desc"{% if newest_first %} selected{% endif %}>newest first</option></select>\n    {% if limit %}<input type="hidden" name="limit" value="{{ limit }}">{% endif %}\n    <button type="submit">Search</button>\n    {% if q %}<a href="{{ search_page }}">Clear</a>{% endif %}\n  </form>\n  <details class="small search-help"><summary>How search works</summary>\n    {% include "streams_app/_search_box.html#query-syntax" %}\n    <p>One search scans at most 100,000 entries or 2 seconds and says how far it got; <em>Continue</em> picks up where it stopped.</p>\n  </details>\n</div>\n{% if q %}\n<section id="search-results" class="panel search-results" aria-live="polite">\n  <p id="search-status" class="search-status" role="status">Searching…</p>\n  <div class="search-hits"><div class="search-more" hx-get="{{ search_page }}search/?{{ query }}" hx-trigger="load" hx-swap="outerHTML"><a class="small" href="{{ search_page }}search/?{{ query }}">Show the results</a></div></div>\n</section>\n{% endif %}\n'
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["", "?q=timeout", "?q=" + "%3Cb%3E%22%26%27&from=1-0&to=%3Cx%3E&direction=desc&limit=500",
+     "?direction=asc&limit=%22%3E&q=a&q=data.id+%3D%3D+42", "?from=&to=&q=&limit="],
+)
+@pytest.mark.parametrize("page", ["/c/default/streams/orders/", "/c/default/streams/ev%3Cil%3E%22%27/"])
+def test_the_search_box_is_what_its_markup_showed(query: str, page: str) -> None:
+    request = RequestFactory().get(page + query)
+    params = request.GET
+    old_context = {
+        "search_page": page, "q": params.get("q") or "", "start": params.get("from") or "",
+        "end": params.get("to") or "", "newest_first": params.get("direction") == "desc",
+        "limit": params.get("limit") or "", "query": params.urlencode(),
+    }
+    old = Template(OLD_SEARCH_BOX).render(Context(old_context))
+    new = Template("{% load stream_parts %}{% search_box page %}").render(Context({"request": request, "page": page}))
+    assert new == old
+    assert ("search-results" in new) == bool(old_context["q"]) and "<b>" not in new and "How search works" in new
