@@ -7,6 +7,7 @@ API agree. Everything here is data: templates escape it, the API serialises it.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -84,9 +85,22 @@ def _entry_view(conn: str, key: bytes, entry: Entry, url: str) -> EntryView:
     )
 
 
+#: The first millisecond past the year 9999, where datetime (and :func:`id_time`'s clamp) ends.
+_PAST_9999_MS = 253_402_300_800_000
+
+
 def _id_time_text(entry_id: str) -> str:
+    """The time in the ID as datetime's ``isoformat(" ", "milliseconds")`` writes it, UTC. By ``gmtime``
+    and one format on every row of a page: making a datetime and formatting it cost about half again as
+    much; IDs past the year 9999 take datetime's way, which clamps them."""
     ms = id_ms(entry_id)
-    return "" if ms is None else id_time(ms).replace(tzinfo=None).isoformat(" ", "milliseconds")
+    if ms is None:
+        return ""
+    if ms >= _PAST_9999_MS:
+        return id_time(ms).replace(tzinfo=None).isoformat(" ", "milliseconds")
+    t = time.gmtime(ms // 1000)
+    # One %-format: half the time of the f-string with seven format specifiers.
+    return "%04d-%02d-%02d %02d:%02d:%02d.%03d" % (t[0], t[1], t[2], t[3], t[4], t[5], ms % 1000)  # noqa: UP031
 
 
 def _oneline(field: DecodedField, chars: int = SUMMARY_CHARS) -> str:

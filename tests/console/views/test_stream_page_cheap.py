@@ -124,3 +124,32 @@ def test_the_chart_panels_mirror_row_is_what_the_orm_reads(db, r: redis.Redis, a
         assert bool(alerts) == alert
     dlq = StreamMirror.objects.get(connection=CONN, key_hash=name_hash(b"orders:dlq"))
     assert dlq.is_dlq and dlq.dlq_sources == ["orders"]  # a JSON column went through its converter
+
+
+def test_an_entrys_time_text_is_datetimes_to_the_millisecond() -> None:
+    """The rows' time (UTC to the millisecond) against datetime's own ``isoformat``, over random IDs from
+    the epoch to past the year 9999 (shown as datetime's last millisecond) and malformed ones."""
+    from datetime import UTC, datetime, timedelta
+
+    from streams_app.views.presenters import _id_time_text
+
+    last = datetime.max.replace(tzinfo=UTC)
+
+    def expected(entry_id: str) -> str:
+        head = entry_id.split("-", 1)[0]
+        if not (head.isascii() and head.isdecimal()):
+            return ""
+        try:
+            moment = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(milliseconds=int(head))
+        except OverflowError:
+            moment = last
+        return moment.replace(tzinfo=None).isoformat(" ", "milliseconds")
+
+    rng = random.Random(7)
+    past_9999 = 253402300800000
+    ids = ["0-0", "1-0", "999-1", "1767225600000-1", f"{past_9999 - 1}-0", f"{past_9999}-0", f"{2**64 - 1}-3",
+           "x-1", "-5", "²-0", "١٢-0", "12", "0012-0"]
+    ids += [f"{rng.randrange(0, past_9999)}-{rng.randrange(0, 9)}" for _ in range(3000)]
+    ids += [f"{rng.randrange(past_9999, 2**64)}-0" for _ in range(200)]
+    for entry_id in ids:
+        assert _id_time_text(entry_id) == expected(entry_id), entry_id
