@@ -119,7 +119,7 @@ def stream_figures(facts: StreamInfo) -> tuple[Any, ...]:
 
     A snapshot stages these for every stream every tick: the groups' pending entries, largest lag (a lower
     bound when a group's is unknown: :func:`~streams_app.redis_ops.types.groups_lag`) and unknown lags are
-    counted in one loop here rather than by the three helpers' generators, which cost half as much again
+    counted in one loop here rather than by the three helpers' generators, which cost more
     (tests/console/metrics/test_mirror_figures.py holds the two equal).
     """
     pending = unknown = 0

@@ -9,13 +9,14 @@ trip's worth of work per row. So, inside the snapshot's transaction:
 1. the tick's streams are staged in a temporary table, keyed by the hash the mirror finds them by
    (:func:`~streams_app.metrics.bulk.temp_table_load`: binary ``COPY`` on PostgreSQL, ``executemany``
    on SQLite); the hash and DLQ flag of a key are remembered by the process (:func:`_key_memo`);
-2. one ``UPDATE ... FROM`` writes only the stream rows whose figures differ, or that were marked deleted
-   (they are back);
-3. one ``INSERT ... SELECT`` takes the ids from the mirror and, for the rates, joins the previous tick's
+2. one ``UPDATE`` puts each staged stream's mirror id in the staged table (looked up by hash once), and
+   one ``UPDATE ... FROM`` by those ids writes only the stream rows whose figures differ, or that were
+   marked deleted (they are back);
+3. one ``INSERT ... SELECT`` takes the staged ids and, for the rates, joins the previous tick's
    samples: ``added`` and ``rate_per_s`` are computed by the database, with the same integer arithmetic
    and the same division of doubles as Python's ``added / seconds``. It is a plain ``INSERT`` (see
    :func:`_samples_insert`), and only when it wrote fewer rows than there are streams does an anti-join
-   name the streams the mirror lacks (none, on a bus that is not growing): only those get their display
+   name the streams the mirror lacks (those without an id: none, on a bus that is not growing): only those get their display
    texts and DLQ facts computed here, are inserted, and get their samples. On PostgreSQL steps 2 and
    3 and the read of the ids below are one statement (:func:`_streams_merged`);
 4. the ids of the tick's streams are read back, and its groups staged by (stream id, name hash): their
@@ -28,7 +29,8 @@ On SQLite the tick runs with larger page caches, on PostgreSQL with in-memory ha
 (:func:`_sqlite_caches`, :func:`_hash_joins`). Tried and left out: pre-formatted text for ``COPY``
 (psycopg's C ``write_row`` is faster), JSON staging through ``json_each`` on SQLite (three times slower
 than ``executemany``), overlapping the Redis read with the writes in a thread, and
-``synchronous_commit = off`` (no gain measured).
+``synchronous_commit = off`` (no gain measured). What overlaps is the family sums, in a thread beside the
+streams' statements (:func:`_beside`).
 
 Django's ORM says neither ``UPDATE ... FROM`` nor ``INSERT ... SELECT`` over a join, and
 ``bulk_create(update_conflicts=True)`` needs a model instance per row and rewrites every row every tick
@@ -146,22 +148,28 @@ def tick_write(
         before = db.ops.adapt_datetimefield_value(previous_tick) if previous_tick is not None else None
         raw = Resolution.RAW.value
         # Without a previous tick the join matches nothing (``at = NULL``): every added and rate is NULL.
-        stream_params = [at, raw, seconds, conn, raw, before]  # the values, then the joins
+        stream_params = [at, raw, seconds, raw, before]  # the values, then the joins
         merged_params = [conn, raw, before, at, raw, seconds]  # the joins (the WITH), then the values
         with _beside(beside):
             ids = _streams_merged(db, cursor, sql, merged_params)
             if ids is None:  # SQLite, or the merged statement met a sample that exists already
-                cursor.execute(sql.streams_update, [conn])
+                cursor.execute(sql.streams_id_column)
+                cursor.execute(sql.streams_resolve, [conn])
+                cursor.execute(sql.streams_update)
                 written = _samples_insert(db, cursor, sql.stream_samples, stream_params)
             else:
                 written = len(ids)
         if written < len(by_hash):
-            cursor.execute(sql.streams_missing, [conn])
+            if ids is not None:  # PostgreSQL's merged statement: the staged rows have no ids yet
+                cursor.execute(sql.streams_id_column)
+                cursor.execute(sql.streams_resolve, [conn])
+            cursor.execute(sql.streams_missing)
             _streams_create(conn, [by_hash[h] for (h,) in cursor.fetchall()], now=now)
+            cursor.execute(f"{sql.streams_resolve} AND s.mirror_id IS NULL", [conn])
             cursor.execute(sql.stream_samples.ignoring, stream_params)
             ids = None  # read again, with the new rows
         if ids is None:
-            cursor.execute(sql.streams_ids, [conn])
+            cursor.execute(sql.streams_ids)
             ids = dict(cursor.fetchall())
         groups = _groups_of(by_hash, ids)
 
@@ -188,8 +196,8 @@ def tick_write(
 def _beside(work: Callable[[], None] | None) -> Iterator[None]:
     """Run ``work`` in a thread while the block runs; the block's end waits for it and raises its error.
 
-    The block is the streams' set-based statements, a third of a tick's database time, all of it in
-    SQLite's C code or PostgreSQL's server with the GIL released, while the client has nothing to do:
+    The block is the streams' set-based statements, which run in SQLite's C code or PostgreSQL's server
+    with the GIL released, while the client has nothing to do:
     Python work of the tick that needs no database (the family sums) fits there instead of after the
     writes. Started earlier it would only share the GIL with the tick's own Python (the staging), and
     ``executemany`` gives the GIL up for each row, then waits a switch interval to get it back.
@@ -451,15 +459,21 @@ class _Statements:
         stream_changed = (
             f"(m.{deleted} IS NOT NULL OR {' OR '.join(f'm.{c} {differs} s.{c}' for c in s_figures)})"
         )
+        # Where the merged statement is not run (SQLite; see :func:`_streams_merged`), the staged streams'
+        # mirror ids are looked up by hash once, into a column of the staged table, and the refresh, the
+        # samples and the ids go by id: a lookup in the (connection, 64-character hash) index costs more
+        # than one by rowid, and the separate statements made three of them.
+        self.streams_id_column = f"ALTER TABLE {staged_s} ADD COLUMN mirror_id bigint"
+        self.streams_resolve = (
+            f"UPDATE {staged_s} AS s SET mirror_id = (SELECT m.{s_id} FROM {sm} AS m "
+            f"WHERE m.{s_conn} = %s AND m.{s_hash} = s.key_hash) WHERE TRUE"
+        )
         self.streams_update = (
             f"UPDATE {sm} AS m SET {', '.join(f'{c} = s.{c}' for c in s_figures)}, {deleted} = NULL "
-            f"FROM {staged_s} AS s WHERE m.{s_conn} = %s AND m.{s_hash} = s.key_hash AND {stream_changed}"
+            f"FROM {staged_s} AS s WHERE m.{s_id} = s.mirror_id AND {stream_changed}"
         )
-        self.streams_missing = (
-            f"SELECT s.key_hash FROM {staged_s} AS s "
-            f"WHERE NOT EXISTS (SELECT 1 FROM {sm} AS m WHERE m.{s_conn} = %s AND m.{s_hash} = s.key_hash)"
-        )
-        self.streams_ids = f"SELECT s.key_hash, m.{s_id} FROM {staged_s} AS s JOIN {stream_of}"
+        self.streams_missing = f"SELECT s.key_hash FROM {staged_s} AS s WHERE s.mirror_id IS NULL"
+        self.streams_ids = f"SELECT s.key_hash, s.mirror_id FROM {staged_s} AS s WHERE s.mirror_id IS NOT NULL"
         g_figures = [col(GroupMirror, f) for f in GROUP_FIGURES]
         g_compared = [col(GroupMirror, f) for f in _GROUP_COMPARED]
         g_deleted = col(GroupMirror, "deleted_at")
@@ -504,8 +518,10 @@ class _Statements:
         self.stream_samples = insert(
             StreamSample,
             ["stream", "at", "resolution", "length", "added", "rate_per_s", "entries_added"],
-            f"{stream_values}(SELECT m.{s_id} AS id, s.length AS length, s.entries_added AS entries_added, "
-            f"{added} AS added {with_previous}) AS x",
+            f"{stream_values}(SELECT s.mirror_id AS id, s.length AS length, s.entries_added AS entries_added, "
+            f"{added} AS added FROM {staged_s} AS s "
+            f"LEFT JOIN {ss} AS p ON p.{p_stream} = s.mirror_id AND p.{p_res} = %s AND p.{p_at} = %s "
+            "WHERE s.mirror_id IS NOT NULL) AS x",
         )
         self.group_samples = insert(
             GroupSample,
