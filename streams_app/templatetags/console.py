@@ -142,23 +142,36 @@ def nav_links(context: template.Context) -> SafeString:
     """The navigation bar's links: each connection's streams (the page's own marked), the DLQs, retries
     and timeline of the page's connection (else the first one), then the console's own screens, the
     one shown marked. Built here, not by loops, ``with`` and ``if`` tags in ``base.html``: the frame of
-    every page spent some forty template nodes on them. Every value is escaped."""
-    conn = context.get("conn")
+    every page spent some forty template nodes on them. Every value is escaped. The bar is made once per
+    process for each script prefix, URLconf, set of connections, page connection and screen (what it is
+    made from), as :func:`nav_url` reverses once: only those vary from page to page."""
     conns = context.get("console_connections") or []
     here = getattr(getattr(context.get("request"), "resolver_match", None), "url_name", None)
+    return _nav_bar(
+        get_script_prefix(),
+        get_urlconf() or settings.ROOT_URLCONF,
+        tuple(c.name for c in conns),
+        context.get("conn"),
+        here,
+    )
+
+
+@lru_cache(maxsize=256)
+def _nav_bar(prefix: str, urlconf: str, conns: tuple[str, ...], conn: object, here: object) -> SafeString:
+    def url(view_name: str, **kwargs: str) -> str:
+        return escape(_reversed(prefix, urlconf, view_name, tuple(kwargs.items())))
+
     streams = "".join(
-        f'<a href="{escape(nav_url("streams", conn=c.name))}" class="{"active" if c.name == conn else ""}">'
-        f"{escape(c.name)}</a>"
-        for c in conns
+        f'<a href="{url("streams", conn=c)}" class="{"active" if c == conn else ""}">{escape(c)}</a>' for c in conns
     )
     ops = ""
-    dlq_conn = conn or (conns[0].name if conns else "")
+    dlq_conn = conn or (conns[0] if conns else "")
     if dlq_conn:
         ops = (
-            f'<a href="{escape(nav_url("dlq-list", conn=dlq_conn))}" class="nav-ops">DLQs</a>'
-            f'<a href="{escape(nav_url("retries-list", conn=dlq_conn))}" class="nav-ops"'
+            f'<a href="{url("dlq-list", conn=str(dlq_conn))}" class="nav-ops">DLQs</a>'
+            f'<a href="{url("retries-list", conn=str(dlq_conn))}" class="nav-ops"'
             ' title="The event bus\'s scheduled retries">Retries</a>'
-            f'<a href="{escape(nav_url("timeline", conn=dlq_conn))}" class="nav-ops" title="The incident timeline:'
+            f'<a href="{url("timeline", conn=str(dlq_conn))}" class="nav-ops" title="The incident timeline:'
             ' DLQ depth, lag, alerts, operator actions and annotations on one time axis">Timeline</a>'
         )
 
@@ -167,11 +180,11 @@ def nav_links(context: template.Context) -> SafeString:
 
     return mark_safe(  # noqa: S308 - every value is escaped
         f"{streams}\n      {ops}"
-        f'\n      <a href="{escape(nav_url("alerts"))}" class="{active("alerts")}">Alerts</a>'
-        f'\n      <a href="{escape(nav_url("reports"))}" class="{active("reports")}">Reports</a>'
-        f'\n      <a href="{escape(nav_url("jobs"))}">Jobs</a>'
-        f'\n      <a href="{escape(nav_url("audit"))}">Audit</a>'
-        f'\n      <a href="{escape(nav_url("views"))}" class="{active("views")}"'
+        f'\n      <a href="{url("alerts")}" class="{active("alerts")}">Alerts</a>'
+        f'\n      <a href="{url("reports")}" class="{active("reports")}">Reports</a>'
+        f'\n      <a href="{url("jobs")}">Jobs</a>'
+        f'\n      <a href="{url("audit")}">Audit</a>'
+        f'\n      <a href="{url("views")}" class="{active("views")}"'
         ' title="Your saved views and the shared ones">Views</a>'
     )
 

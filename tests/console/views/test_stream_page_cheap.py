@@ -153,3 +153,35 @@ def test_an_entrys_time_text_is_datetimes_to_the_millisecond() -> None:
     ids += [f"{rng.randrange(past_9999, 2**64)}-0" for _ in range(200)]
     for entry_id in ids:
         assert _id_time_text(entry_id) == expected(entry_id), entry_id
+
+
+def test_the_navigation_bar_made_once_follows_what_it_is_made_from() -> None:
+    """The bar is kept per process: a new script prefix, another set of connections, another page
+    connection or screen each give the bar ``reverse()`` gives for them, never the one kept before."""
+    from types import SimpleNamespace
+
+    from django.template import Context, Template
+    from django.urls import reverse, set_script_prefix
+
+    from streams_app.redis_ops.client import Connection
+
+    def bar(names: list[str], conn: str | None = None, here: str | None = None) -> str:
+        context = {"console_connections": [Connection(name=n, host="h", port=1, db=0) for n in names], "conn": conn,
+                   "request": SimpleNamespace(resolver_match=SimpleNamespace(url_name=here))}
+        return Template("{% load console %}{% nav_links %}").render(Context(context))
+
+    first = bar(["default"])
+    assert first == bar(["default"])
+    assert f'href="{reverse("streams", kwargs={"conn": "default"})}"' in first
+    try:
+        set_script_prefix("/console/")
+        moved = bar(["default"])
+        assert f'href="{reverse("alerts")}"' in moved and reverse("alerts").startswith("/console/")
+        assert moved != first
+    finally:
+        set_script_prefix("/")
+    assert bar(["default"]) == first
+    two = bar(["default", "other"], conn="other")
+    assert f'href="{reverse("streams", kwargs={"conn": "other"})}" class="active"' in two
+    assert f'href="{reverse("dlq-list", kwargs={"conn": "other"})}"' in two
+    assert 'class="active">Alerts' not in two and 'class="active">Alerts' in bar(["default"], here="alerts")
