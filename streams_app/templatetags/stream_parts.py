@@ -25,11 +25,52 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
 from streams_app.redis_ops.types import StreamInfo
-from streams_app.templatetags.console import idtime_text, time_now
+from streams_app.templatetags.console import idtime_text, nav_url, time_now
 from streams_app.templatetags.figures import lag_figure
 from streams_app.views import links
 
 register = template.Library()
+
+_TITLE = """<nav class="crumbs"><a href="{overview}">Overview</a> › <a href="{streams}">{conn}</a> › <span class="mono">{key_text}</span></nav>
+<div class="page-head">
+  <h1 class="mono">{key_text}{dlq}</h1>"""
+_LINKS = """{dlq}
+    <a class="button" href="tail/">Live tail</a>
+    <a class="button subtle" href="{page}retries/" data-action="retries">Retries</a>
+    <a class="button subtle" href="{page}timeline/" data-action="timeline" title="DLQ depth, lag, alerts, operator actions and annotations of this stream on one time axis">Timeline</a>
+    <a class="button subtle" href="{page}add/" data-action="add-entry">Add entry</a>
+    <a class="button subtle" href="{api}">JSON</a>"""
+
+
+@register.simple_tag(takes_context=True)
+def stream_title(context: template.Context) -> SafeString:
+    """The crumbs (overview, connection, stream) and the heading, with the DLQ convention when the stream
+    is a dead-letter queue; opens the ``page-head`` block the page closes."""
+    conn, dlq = context["conn"], context.get("dlq")
+    return format_html(
+        _TITLE,
+        overview=nav_url("overview"),
+        streams=nav_url("streams", conn=conn),
+        conn=conn,
+        key_text=context["key_text"],
+        dlq=format_html(' <span class="pill warn">DLQ · {}</span>', dlq) if dlq else "",
+    )
+
+
+@register.simple_tag(takes_context=True)
+def stream_links(context: template.Context) -> SafeString:
+    """The stream's own pages: its dead-letter view when it is a DLQ, the live tail, retries, timeline,
+    the add-entry form and the JSON API."""
+    conn, key = context["conn"], context["key"]
+    return format_html(
+        _LINKS,
+        dlq=format_html('<a class="button warn" href="{}">Dead-letter view ›</a>', links.dlq_url(conn, key))
+        if context.get("dlq")
+        else "",
+        page=context["stream_page"],
+        api=context["api_url"],
+    )
+
 
 _FACTS = """<section class="facts">
   <div><span class="label" title="XLEN read live when this page was made; the charts show snapshots">Length, live now</span><span class="value">{length}</span><time class="small muted">read {now} UTC</time></div>

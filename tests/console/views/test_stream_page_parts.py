@@ -172,3 +172,33 @@ def test_the_search_box_is_what_its_markup_showed(query: str, page: str) -> None
     new = Template("{% load stream_parts %}{% search_box page %}").render(Context({"request": request, "page": page}))
     assert new == old
     assert ("search-results" in new) == bool(old_context["q"]) and "<b>" not in new and "How search works" in new
+
+
+# The stream page's crumbs, heading and links as they stood in templates/streams_app/stream.html.
+OLD_TITLE = """{% load console %}<nav class="crumbs"><a href="{% nav_url 'overview' %}">Overview</a> › <a href="{% nav_url 'streams' conn=conn %}">{{ conn }}</a> › <span class="mono">{{ key_text }}</span></nav>
+<div class="page-head">
+  <h1 class="mono">{{ key_text }}{% if dlq %} <span class="pill warn">DLQ · {{ dlq }}</span>{% endif %}</h1>"""
+OLD_LINKS = """{% load console %}{% if dlq %}<a class="button warn" href="{% dlq_url conn key %}">Dead-letter view ›</a>{% endif %}
+    <a class="button" href="tail/">Live tail</a>
+    <a class="button subtle" href="{{ stream_page }}retries/" data-action="retries">Retries</a>
+    <a class="button subtle" href="{{ stream_page }}timeline/" data-action="timeline" title="DLQ depth, lag, alerts, operator actions and annotations of this stream on one time axis">Timeline</a>
+    <a class="button subtle" href="{{ stream_page }}add/" data-action="add-entry">Add entry</a>
+    <a class="button subtle" href="{{ api_url }}">JSON</a>"""
+
+
+@pytest.mark.parametrize("key", [b"orders", b"orders:dlq", HOSTILE.encode() + b"\xff:dlq"])
+@pytest.mark.parametrize("conn", ["default", "b.c-d_e"])
+def test_the_stream_pages_title_and_links_are_what_their_markup_showed(key: bytes, conn: str) -> None:
+    from eventbus.text import display_text
+    from streams_app.views import links
+    from streams_app.views.presenters import dlq_convention
+
+    context = {
+        "conn": conn, "key": key, "key_text": display_text(key), "dlq": dlq_convention(key),
+        "stream_page": links.stream_url(conn, key), "api_url": links.api_stream_url(conn, key),
+    }
+    for old, new in ((OLD_TITLE, "{% stream_title %}"), (OLD_LINKS, "{% stream_links %}")):
+        assert Template("{% load stream_parts %}" + new).render(Context(context)) == Template(old).render(Context(context))
+    assert ("Dead-letter view" in Template("{% load stream_parts %}{% stream_links %}").render(Context(context))) == (
+        context["dlq"] is not None
+    )
