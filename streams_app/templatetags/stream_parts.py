@@ -1,6 +1,7 @@
-"""Parts of the stream and DLQ pages built in Python: ``{% load stream_parts %}`` then ``{% stream_facts %}``
-(the stream page's facts), ``{% export_form %}`` and ``{% search_box page_url %}`` (the export form and
-the search box of the stream and DLQ pages).
+"""Parts of the stream and DLQ pages built in Python: ``{% load stream_parts %}`` then ``{% stream_title %}``,
+``{% stream_links %}``, ``{% stream_facts %}`` and ``{% entries_pager %}`` (the stream page's crumbs and
+heading, its links, facts and the entries' newer and older links), ``{% export_form %}`` and
+``{% search_box page_url %}`` (the export form and the search box of the stream and DLQ pages).
 
 Each was template markup on every stream page: the facts some thirty nodes (a filter or an ``if`` per
 value), the export form and the search box inclusion tags, each with a context and a template render of its own
@@ -25,7 +26,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
 from streams_app.redis_ops.types import StreamInfo
-from streams_app.templatetags.console import idtime_text, nav_url, time_now
+from streams_app.templatetags.console import idtime_text, nav_url, query, time_now
 from streams_app.templatetags.figures import lag_figure
 from streams_app.views import links
 
@@ -213,3 +214,18 @@ def search_box(context: template.Context, search_page: str) -> SafeString:
         help=_help_text((context.template.engine if context.template else Engine.get_default()).get_template(SEARCH_HELP)),
         results=format_html(_SEARCH_RESULTS, url=f"{search_page}search/?{params.urlencode()}") if q else "",
     )
+
+
+@register.simple_tag(takes_context=True)
+def entries_pager(context: template.Context) -> SafeString:
+    """The entries' "newer" and "older" links: the page's exclusive cursors (``page.prev``, ``page.next``)
+    as ``after`` or ``before`` by the order shown, the rest of the query string kept."""
+    page, ascending = context["page"], context["params"]["order"] == "asc"
+    prev = next_ = ""
+    if page.prev:
+        cursor = {"before": page.prev, "after": None} if ascending else {"after": page.prev, "before": None}
+        prev = format_html('<a rel="prev" href="{}">‹ {}</a>', query(context, **cursor, at=None), "Older" if ascending else "Newer")
+    if page.next:
+        cursor = {"after": page.next, "before": None} if ascending else {"before": page.next, "after": None}
+        next_ = format_html('<a rel="next" href="{}">{} ›</a>', query(context, **cursor, at=None), "Newer" if ascending else "Older")
+    return format_html("{}\n    {}", prev, next_)

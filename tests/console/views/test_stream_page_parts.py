@@ -202,3 +202,20 @@ def test_the_stream_pages_title_and_links_are_what_their_markup_showed(key: byte
     assert ("Dead-letter view" in Template("{% load stream_parts %}{% stream_links %}").render(Context(context))) == (
         context["dlq"] is not None
     )
+
+
+OLD_PAGER = """{% load console %}{% if page.prev %}<a rel="prev" href="{% if params.order == 'asc' %}{% query before=page.prev after=None at=None %}{% else %}{% query after=page.prev before=None at=None %}{% endif %}">‹ {% if params.order == "asc" %}Older{% else %}Newer{% endif %}</a>{% endif %}
+    {% if page.next %}<a rel="next" href="{% if params.order == 'asc' %}{% query after=page.next before=None at=None %}{% else %}{% query before=page.next after=None at=None %}{% endif %}">{% if params.order == "asc" %}Newer{% else %}Older{% endif %} ›</a>{% endif %}"""
+
+
+@pytest.mark.parametrize("order", ["asc", "desc"])
+@pytest.mark.parametrize("cursors", [(None, None), ("5-0", None), (None, "9-1"), ("5-0", "9-1")])
+@pytest.mark.parametrize("query", ["?count=5", "?at=2026-01-01&groups_sort=lag&q=%3Cb%3E%22%27&after=1-0&order=asc"])
+def test_the_entries_pager_is_what_its_markup_showed(order: str, cursors: tuple, query: str) -> None:
+    context = {
+        "page": SimpleNamespace(prev=cursors[0], next=cursors[1]), "params": {"order": order},
+        "request": RequestFactory().get("/c/default/streams/x/" + query),
+    }
+    new = Template("{% load stream_parts %}{% entries_pager %}").render(Context(context))
+    assert new == Template(OLD_PAGER).render(Context(context))
+    assert ('rel="next"' in new) == bool(cursors[1]) and "<b>" not in new
