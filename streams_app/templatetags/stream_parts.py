@@ -4,12 +4,14 @@ heading, its links, facts and the entries' newer and older links), ``{% export_f
 ``{% search_box page_url %}`` (the export form and the search box of the stream and DLQ pages).
 
 Each was template markup on every stream page: the facts some thirty nodes (a filter or an ``if`` per
-value), the export form and the search box inclusion tags, each with a context and a template render of its own
-for markup that is almost all fixed text (the search language's help stays a template, rendered once). Here the fixed text is a format string and every value goes through
-:func:`django.utils.html.format_html`, which escapes it as autoescaping does (``conditional_escape``); numbers
-are localised first, as a template shows them (:func:`django.utils.formats.localize`). The CSRF field is
-Django's own tag's output. The pages' HTML is held byte for byte by
-``tests/console/views/test_stream_page_one_read.py`` and ``tests/console/views/test_stream_page_cheap.py``.
+value), the export form and the search box inclusion tags, each with a context and a template render of
+its own for markup that is almost all fixed text (the search language's help stays a template, rendered
+once). Here the fixed text is a format string and every value goes through
+:func:`django.utils.html.format_html`, which escapes it as autoescaping does (``conditional_escape``);
+numbers are localised first, as a template shows them (:func:`django.utils.formats.localize`). The CSRF
+field is Django's own tag's output. Each part is held to the markup it replaced by
+``tests/console/views/test_stream_page_parts.py``, and the whole page byte for byte by
+``tests/console/views/test_stream_page_one_read.py``.
 """
 
 from __future__ import annotations
