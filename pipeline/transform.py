@@ -156,10 +156,13 @@ def latency(metrics: DataFrame) -> DataFrame:
         F.when(F.col("event") == "failed", F.col("count")).otherwise(F.lit(0)).alias("failed"),
         F.coalesce(F.col("max_ms"), F.col("duration_ms") / F.col("count")).alias("max_ms"),
     )
-    ordered = Window.partitionBy(*key).orderBy("value").rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    ranked = runs.withColumn("cum", F.sum("n").over(ordered)).withColumn(
-        "n_total", F.sum("n").over(Window.partitionBy(*key))
-    )
+    # Both sums over one window spec (the same partitioning and order, two frames): Spark computes them
+    # in one Window operator, one pass over each sorted partition; the total over a spec without the
+    # order was a second operator buffering every partition again.
+    by_value = Window.partitionBy(*key).orderBy("value")
+    ranked = runs.withColumn(
+        "cum", F.sum("n").over(by_value.rowsBetween(Window.unboundedPreceding, Window.currentRow))
+    ).withColumn("n_total", F.sum("n").over(by_value.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)))
     return ranked.groupBy(*key).agg(
         F.first("n_total").alias("runs"),
         F.sum("failed").alias("failed"),

@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline import failures, main, signatures
+from pipeline import extract, failures, main, signatures
 from pipeline.signatures import NO_ERROR, normalize_error
 from streams_app.lake import export
 from tests.pipeline import data
@@ -91,7 +91,14 @@ def test_error_signatures_and_retries_histogram(spark, r, lake_dir: Path, before
     if before:  # a lake exported before: one DLQ by day, beside the others by month
         lay_out_by_day(lake_dir, b"orders:dlq")
         assert {p.parent.name for p in (lake_dir / "dlq").rglob("*.parquet")} == {"day=2026-01-01", "day=2026-01-05"}
+    read = _local_bytes_read(spark)
     main.run_all(spark, str(lake_dir), as_of=datetime.now(UTC), jobs=["failures"])
+    read = _local_bytes_read(spark) - read
+    # the job reads the dead letters once for both rollups: no more than one scan of them reads
+    once = _local_bytes_read(spark)
+    extract.dead_letters(spark, str(lake_dir)).write.format("noop").mode("overwrite").save()
+    once = _local_bytes_read(spark) - once
+    assert 0 < read < 1.3 * once, (read, once)
 
     groups: dict[tuple, list[data.DeadLetter]] = defaultdict(list)
     for d in dead:
@@ -113,3 +120,9 @@ def test_error_signatures_and_retries_histogram(spark, r, lake_dir: Path, before
     histogram = Counter((d.stream, -1 if d.retries is None else d.retries) for d in dead)
     got_hist = {(x["stream"], x["retries"]): x["count"] for x in rollup(lake_dir, "retries")}
     assert got_hist == dict(histogram)
+
+
+def _local_bytes_read(spark) -> int:
+    """Bytes the JVM has read through Hadoop's local file system so far (every thread's)."""
+    jvm = spark.sparkContext._jvm
+    return sum(int(s.getBytesRead()) for s in jvm.org.apache.hadoop.fs.FileSystem.getAllStatistics() if s.getScheme() == "file")

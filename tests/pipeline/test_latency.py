@@ -64,3 +64,19 @@ def test_latency_percentiles_per_stream_group_type_and_hour(spark, r, lake_dir: 
         assert (row["p50_ms"], row["p95_ms"], row["p99_ms"]) == tuple(nearest_rank(observations, p) for p in (50, 95, 99))
         assert row["mean_ms"] == pytest.approx(totals[key] / n, rel=1e-12)
         assert row["max_ms"] == longest[key]
+
+
+def test_latency_ranks_in_one_window_operator(spark) -> None:
+    """The running sum and the total of a key's runs are one window spec: one Window operator, one pass
+    over each sorted partition (a plan only: nothing runs)."""
+    from pyspark.sql import functions as F
+
+    from pipeline import transform
+
+    metrics = spark.range(3).select(  # not a local relation: the optimizer would fold its window away
+        F.lit("c").alias("conn"), F.current_timestamp().alias("ts"), F.lit("processed").alias("event"),
+        F.lit("s").alias("stream"), F.lit("g").alias("group"), F.lit("t").alias("type"),
+        F.col("id").alias("count"), F.col("id").cast("double").alias("duration_ms"), F.lit(1.0).alias("max_ms"),
+    )
+    plan = transform.latency(metrics)._jdf.queryExecution().executedPlan().toString()
+    assert plan.count("Window [") == 1, plan
