@@ -142,9 +142,9 @@ def stream_rows(streams: Sequence[StreamInfo]) -> list[FamilyRow]:
     each) cost about 2.7 us a stream. Here the streams are first put in their families (one remembered
     lookup each), then each family is summed by builtins over its list; its busiest members are the ones
     longer than the TOP-th longest, then those as long whose keys sort first, sorted as the tally sorts
-    them (the longest first, ties by key): about 2 us a stream (docs/performance.md). The rows are the
-    tally's, the order included (tests/console/metrics/test_family_stream_rows.py); the tally stays what
-    the rolling pass adds to.
+    them (the longest first, ties by key). The rows are the tally's, the order included
+    (tests/console/metrics/test_family_stream_rows.py); the tally stays what the rolling pass adds to.
+    The snapshot runs this in a thread while the database writes the tick (:func:`stream_sums`).
     """
     rule = _remembered()
     # keyed by the family's object identity (the memo hands out one object per family), as hashing the
