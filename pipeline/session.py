@@ -57,7 +57,14 @@ BASE_CONF = {
 SHORT_RUN_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseParallelGC"
 #: The JVM flags of the resident driver (:mod:`pipeline.service`), which runs the same jobs day after
 #: day: both JIT tiers, so C2's code pays back from the second run on, and the parallel collector.
-RESIDENT_JVM = "-XX:+UseParallelGC"
+#: The compile thresholds are four times the JVM's: a run's per-row code reaches them within its first
+#: run anyway, while the planning code each job runs a few hundred times (the analyzer, optimizer and
+#: planner rules) crossed the default thresholds a few more methods each run, so the JIT compilers
+#: still took a fifth of the fourth run's CPU, compiling code that runs once per query. With the
+#: thresholds scaled, that lukewarm code stays interpreted or at the first tier longer and the JIT's
+#: share of a later run falls; scaled ten times, the interpreter cost more than the compilers saved
+#: (docs/performance.md#figures-behind-the-design).
+RESIDENT_JVM = "-XX:+UseParallelGC -XX:CompileThresholdScaling=4"
 #: What else a resident session needs: room in the cache of generated classes for every query of a
 #: run. A run of the jobs generates 132 classes and Spark keeps 100 by default, so each run evicted
 #: and compiled most of them again (114-124 per run, measured), and the JIT started over on the new
