@@ -57,7 +57,8 @@ class _WindowSwitch:
 
 @dataclass
 class Panel(_WindowSwitch):
-    """One block of charts with its window switch, as ``_chart_panel.html`` draws it."""
+    """One block of charts with its window switch, as ``{% stream_charts %}`` and its kind draw it
+    (``streams_app/templatetags/metrics.py``)."""
 
     title: str
     url: str

@@ -19,7 +19,11 @@ from typing import Any
 from django import template
 from django.db import connections, router
 from django.db.models import BooleanField, Value
+from django.template import Context, Engine
+from django.template.defaultfilters import date as date_filter
+from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
+from django.utils.timezone import template_localtime  # type: ignore[attr-defined]  # public in Django (the template engine imports it from here); django-stubs leave it out
 
 from eventbus import keys as bus_keys
 from eventbus.text import display_text
@@ -132,8 +136,8 @@ def _group_name(group: Any) -> bytes:
 @register.simple_tag
 def window_links(panel: panels.Panel) -> SafeString:
     """The panel's window switch: a link per window (a real ``?window=`` link, and the panel's endpoint
-    for htmx), the shown one marked. Built here, not by a loop in ``_chart_panel.html``: some thirty
-    template nodes on every stream, group and DLQ page for three links. Every value is escaped."""
+    for htmx), the shown one marked. Built here, not by a template loop: some thirty template nodes on
+    every stream, group and DLQ page for three links. Every value is escaped."""
     url, shown = escape(panel.url), panel.window.name
     links_ = []
     for w in panel.windows:
@@ -145,36 +149,110 @@ def window_links(panel: panels.Panel) -> SafeString:
     return mark_safe("".join(links_))  # noqa: S308 - every value is escaped
 
 
-@register.inclusion_tag("streams_app/_chart_panel.html", takes_context=True)
-def stream_charts(context: template.Context) -> dict[str, Any]:
+_PANEL = """<section class="chart-panel" hx-get="{refresh}" hx-trigger="metrics-snapshot from:body" hx-swap="outerHTML" data-metrics-live>
+  <div class="chart-head">
+    <h2>{title}</h2>
+    <nav class="window-switch" aria-label="Time window">{switch}</nav>
+    {as_of}
+  </div>
+  {alerts}
+  {note}
+  {body}
+</section>
+"""
+_ALERT = (
+    '<li><span class="pill bad">alert</span> <strong>{rule}</strong>{target}: {message}'
+    ' <span class="muted small">open since {since} UTC</span></li>'
+)
+
+
+def _when(value: Any, fmt: str) -> str:
+    """What ``{{ value|date:fmt }}`` shows: the date filter, after the template's conversion to local time."""
+    return date_filter(template_localtime(value), fmt)
+
+
+def _alert_strip(alerts: list[Alert]) -> SafeString | str:
+    if not alerts:
+        return ""
+    items = format_html_join(
+        "",
+        _ALERT,
+        (
+            {
+                "rule": a.rule.name,
+                "target": format_html(' · consumer <span class="mono">{}</span>', a.target_consumer)
+                if a.target_consumer
+                else format_html(' · group <span class="mono">{}</span>', a.target_group)
+                if a.target_group
+                else "",
+                "message": a.message,
+                "since": _when(a.opened_at, "M j, H:i"),
+            }
+            for a in alerts
+        ),
+    )
+    return format_html('\n  <ul class="alert-strip" aria-label="Open alerts">\n    {}\n  </ul>\n  ', items)
+
+
+def _panel_html(context: template.Context, panel: panels.Panel, alerts: list[Alert]) -> SafeString:
+    """A panel of charts with its window switch and its open alerts, htmx-refreshed after each snapshot:
+    the frame built here (it was an inclusion template on every stream, group and DLQ page), each chart
+    and the annotations' list still drawn by their templates (``_chart.html``, ``_annotation_list.html``),
+    in a context of their own values as the inclusion gave them. Every value is escaped."""
+    engine = context.template.engine if context.template is not None else Engine.get_default()
+    if panel.no_data:
+        body: SafeString | str = mark_safe('<p class="chart-nodata">No data yet: snapshots start within a minute.</p>\n  ')
+    else:
+        chart = engine.get_template("streams_app/_chart.html")
+        charts = mark_safe("".join(chart.render(Context({"chart": c})) for c in panel.charts))  # noqa: S308 - templates' output
+        notes = (
+            mark_safe(  # noqa: S308 - a template's output
+                engine.get_template("streams_app/_annotation_list.html").render(
+                    Context({"notes": panel.notes, "left_out": panel.notes_left_out})
+                )
+            )
+            if panel.notes
+            else ""
+        )
+        body = format_html('<div class="chart-grid">{}</div>\n  {}', charts, notes)
+    return format_html(
+        _PANEL,
+        refresh=panel.refresh_url,
+        title=panel.title,
+        switch=window_links(panel),
+        as_of=format_html('<span class="chart-asof">snapshot of {} UTC</span>', _when(panel.as_of, "H:i:s"))
+        if panel.as_of
+        else "",
+        alerts=_alert_strip(alerts),
+        note=format_html('<p class="muted small">{}</p>', panel.note) if panel.note else "",
+        body=body,
+    )
+
+
+@register.simple_tag(takes_context=True)
+def stream_charts(context: template.Context) -> SafeString:
     conn, key = context["conn"], context["key"]
     url = f"{links.stream_url(conn, key)}charts/"
     mirror, alerts = _stream_mirror_and_alerts(conn, key)
-    return {
-        "panel": panels.stream_panel(conn=conn, key=key, window=_window(context), url=url, mirror=mirror),
-        "alerts": alerts,
-    }
+    panel = panels.stream_panel(conn=conn, key=key, window=_window(context), url=url, mirror=mirror)
+    return _panel_html(context, panel, alerts)
 
 
-@register.inclusion_tag("streams_app/_chart_panel.html", takes_context=True)
-def group_charts(context: template.Context) -> dict[str, Any]:
+@register.simple_tag(takes_context=True)
+def group_charts(context: template.Context) -> SafeString:
     conn, key, group = context["conn"], context["key"], _group_name(context["group"])
     url = f"{links.group_url(conn, key, group)}charts/"
-    return {
-        "panel": panels.group_panel(conn=conn, key=key, group=group, window=_window(context), url=url),
-        "alerts": alerts_for_page(conn=conn, key=key, group=group),
-    }
+    panel = panels.group_panel(conn=conn, key=key, group=group, window=_window(context), url=url)
+    return _panel_html(context, panel, alerts_for_page(conn=conn, key=key, group=group))
 
 
-@register.inclusion_tag("streams_app/_chart_panel.html", takes_context=True)
-def dlq_charts(context: template.Context) -> dict[str, Any]:
+@register.simple_tag(takes_context=True)
+def dlq_charts(context: template.Context) -> SafeString:
     conn, key = context["conn"], context["key"]
     url = f"{links.dlq_url(conn, key)}charts/"
     mirror, alerts = _stream_mirror_and_alerts(conn, key)
-    return {
-        "panel": panels.dlq_panel(conn=conn, key=key, window=_window(context), url=url, mirror=mirror),
-        "alerts": alerts,
-    }
+    panel = panels.dlq_panel(conn=conn, key=key, window=_window(context), url=url, mirror=mirror)
+    return _panel_html(context, panel, alerts)
 
 
 def _include_internal(context: template.Context) -> bool:
