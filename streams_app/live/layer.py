@@ -32,7 +32,8 @@ from typing import Any
 
 from channels_redis.core import RedisChannelLayer as _RedisChannelLayer
 from channels_redis.utils import create_pool
-from redis.asyncio import BlockingConnectionPool
+
+from streams_app.redis_ops.client import async_waiting_pool
 
 #: How long past a ``BZPOPMIN`` round a read may wait for Redis's answer before it is a timeout.
 READ_MARGIN_S = 5.0
@@ -64,8 +65,9 @@ class RedisChannelLayer(_RedisChannelLayer):
             host = {**host, "socket_timeout": self.brpop_timeout + READ_MARGIN_S}
         if "address" not in host:
             return create_pool(host)
-        options = {"max_connections": POOL_MAX, "timeout": POOL_WAIT_S, **host}
-        return BlockingConnectionPool.from_url(options.pop("address"), **options)
+        options = {"max_connections": POOL_MAX, "wait_s": host.get("timeout", POOL_WAIT_S), **host}
+        options.pop("timeout", None)
+        return async_waiting_pool(options.pop("address"), **options)
 
     async def _brpop_with_clean(self, index: int, channel: str, timeout: float) -> Any:
         """One ``BZPOPMIN`` (and the backup of what it popped), carried on past a cancelled caller.

@@ -403,6 +403,16 @@ def async_client(url: str, *, client_name: str, wait_s: float = 0.0) -> aioredis
     return client
 
 
+def async_waiting_pool(address: str, *, max_connections: int, wait_s: float,
+                       **options: Any) -> aioredis.BlockingConnectionPool:
+    """An asyncio pool of ``max_connections`` to ``address`` whose commands wait up to ``wait_s`` for a
+    free connection rather than fail ("Too many connections"); for the channel layer
+    (:mod:`streams_app.live.layer`). ``options`` are the connections' (TLS, timeouts)."""
+    return aioredis.BlockingConnectionPool.from_url(
+        address, max_connections=max_connections, timeout=wait_s, **options
+    )
+
+
 def server_facts(node: redis.Redis) -> dict[str, object]:
     """INFO server of ``node``; where INFO is renamed away or refused (managed services), what HELLO says.
 
