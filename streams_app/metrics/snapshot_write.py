@@ -41,8 +41,8 @@ clauses. ``UPDATE ... FROM`` needs SQLite 3.33 or later.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -206,22 +206,10 @@ def _beside(work: Callable[[], None] | None) -> Iterator[None]:
     if work is None:
         yield
         return
-    failed: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            work()
-        except BaseException as exc:  # handed to the caller's thread below
-            failed.append(exc)
-
-    thread = threading.Thread(target=run, name="snapshot-beside", daemon=True)
-    thread.start()
-    try:
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="snapshot-beside") as pool:
+        done = pool.submit(work)
         yield
-    finally:
-        thread.join()
-    if failed:
-        raise failed[0]
+    done.result()  # the pool has waited for it; its error, if any, is raised here
 
 
 def _streams_merged(db: Any, cursor: Any, sql: _Statements, params: Sequence[Any]) -> dict[str, int] | None:
@@ -252,7 +240,9 @@ def _streams_merged(db: Any, cursor: Any, sql: _Statements, params: Sequence[Any
 
 def _group_rows(by_hash: dict[str, StreamInfo], ids: dict[str, int]) -> list[tuple[Any, ...]]:
     """The staged rows of the groups of the streams: (the stream's mirror id, the name's hash, the figures),
-    as :func:`_groups_of` finds them, without its dictionary (a tick of 100k streams stages 200k groups)."""
+    as :func:`_groups_of` finds them, without its dictionary (a tick of 100k streams stages 200k groups).
+    The walk is written out in both rather than shared through a generator: this one runs every tick
+    over every group, and a generator would add a resumption per group to it."""
     group_hash: dict[bytes, str] = {}
     rows: list[tuple[Any, ...]] = []
     append = rows.append

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from datetime import datetime
 from functools import lru_cache
-from html import escape
 from urllib.parse import urlencode
 
 from django import template
@@ -15,7 +14,7 @@ from django.template.defaulttags import CsrfTokenNode
 from django.templatetags.static import static
 from django.urls import get_script_prefix, get_urlconf, reverse
 from django.utils.html import format_html, format_html_join
-from django.utils.safestring import SafeString, mark_safe
+from django.utils.safestring import SafeString
 from django.utils.timezone import localtime
 
 from eventbus.text import display_text, id_ms, id_time
@@ -156,54 +155,73 @@ def nav_links(context: template.Context) -> SafeString:
     )
 
 
+_OPS = (
+    '<a href="{dlqs}" class="nav-ops">DLQs</a>'
+    '<a href="{retries}" class="nav-ops" title="The event bus\'s scheduled retries">Retries</a>'
+    '<a href="{timeline}" class="nav-ops" title="The incident timeline:'
+    ' DLQ depth, lag, alerts, operator actions and annotations on one time axis">Timeline</a>'
+)
+_SCREENS = (
+    "{streams}\n      {ops}"
+    '\n      <a href="{alerts}" class="{alerts_active}">Alerts</a>'
+    '\n      <a href="{reports}" class="{reports_active}">Reports</a>'
+    '\n      <a href="{jobs}">Jobs</a>'
+    '\n      <a href="{audit}">Audit</a>'
+    '\n      <a href="{views}" class="{views_active}" title="Your saved views and the shared ones">Views</a>'
+)
+
+
 @lru_cache(maxsize=256)
 def _nav_bar(prefix: str, urlconf: str, conns: tuple[str, ...], conn: object, here: object) -> SafeString:
     def url(view_name: str, **kwargs: str) -> str:
-        return escape(_reversed(prefix, urlconf, view_name, tuple(kwargs.items())))
-
-    streams = "".join(
-        f'<a href="{url("streams", conn=c)}" class="{"active" if c == conn else ""}">{escape(c)}</a>' for c in conns
-    )
-    ops = ""
-    dlq_conn = conn or (conns[0] if conns else "")
-    if dlq_conn:
-        ops = (
-            f'<a href="{url("dlq-list", conn=str(dlq_conn))}" class="nav-ops">DLQs</a>'
-            f'<a href="{url("retries-list", conn=str(dlq_conn))}" class="nav-ops"'
-            ' title="The event bus\'s scheduled retries">Retries</a>'
-            f'<a href="{url("timeline", conn=str(dlq_conn))}" class="nav-ops" title="The incident timeline:'
-            ' DLQ depth, lag, alerts, operator actions and annotations on one time axis">Timeline</a>'
-        )
+        return _reversed(prefix, urlconf, view_name, tuple(kwargs.items()))
 
     def active(name: str) -> str:
         return "active" if here == name else ""
 
-    return mark_safe(  # noqa: S308 - every value is escaped
-        f"{streams}\n      {ops}"
-        f'\n      <a href="{url("alerts")}" class="{active("alerts")}">Alerts</a>'
-        f'\n      <a href="{url("reports")}" class="{active("reports")}">Reports</a>'
-        f'\n      <a href="{url("jobs")}">Jobs</a>'
-        f'\n      <a href="{url("audit")}">Audit</a>'
-        f'\n      <a href="{url("views")}" class="{active("views")}"'
-        ' title="Your saved views and the shared ones">Views</a>'
+    streams = format_html_join(
+        "", '<a href="{}" class="{}">{}</a>', ((url("streams", conn=c), "active" if c == conn else "", c) for c in conns)
     )
+    dlq_conn = str(conn or (conns[0] if conns else ""))
+    ops = format_html(
+        _OPS,
+        dlqs=url("dlq-list", conn=dlq_conn),
+        retries=url("retries-list", conn=dlq_conn),
+        timeline=url("timeline", conn=dlq_conn),
+    ) if dlq_conn else ""
+    return format_html(
+        _SCREENS, streams=streams, ops=ops,
+        alerts=url("alerts"), alerts_active=active("alerts"),
+        reports=url("reports"), reports_active=active("reports"),
+        jobs=url("jobs"), audit=url("audit"),
+        views=url("views"), views_active=active("views"),
+    )
+
+
+_WHO = (
+    '<span class="role role-{role}">{role}</span>'
+    '\n      <span class="who-name" title="{name}">{name}</span>'
+    '\n      <a href="{tokens}" class="{tokens_active}" title="Your personal API tokens">Tokens</a>'
+    '\n      <form method="post" action="{logout}" class="inline">{csrf}'
+    '<button type="submit" class="link">Log out</button></form>'
+)
 
 
 @register.simple_tag(takes_context=True)
 def who_links(context: template.Context) -> SafeString:
     """The signed-in user's corner of the navigation bar: the role, the user name, the tokens link (marked
     on the tokens page) and the log-out form. Built here for the reason of :func:`nav_links`; every value
-    is escaped and the CSRF field is Django's own tag's."""
-    role, user = escape(str(context.get("console_role", ""))), context.get("user")
-    name = escape(user.get_username()) if user is not None else ""
+    is escaped by ``format_html`` and the CSRF field is Django's own tag's."""
+    user = context.get("user")
     here = getattr(getattr(context.get("request"), "resolver_match", None), "url_name", None)
-    return mark_safe(  # noqa: S308 - every value is escaped
-        f'<span class="role role-{role}">{role}</span>'
-        f'\n      <span class="who-name" title="{name}">{name}</span>'
-        f'\n      <a href="{escape(nav_url("tokens"))}" class="{"active" if here == "tokens" else ""}"'
-        ' title="Your personal API tokens">Tokens</a>'
-        f'\n      <form method="post" action="{escape(nav_url("logout"))}" class="inline">'
-        f'{CsrfTokenNode().render(context)}<button type="submit" class="link">Log out</button></form>'
+    return format_html(
+        _WHO,
+        role=str(context.get("console_role", "")),
+        name=user.get_username() if user is not None else "",
+        tokens=nav_url("tokens"),
+        tokens_active="active" if here == "tokens" else "",
+        logout=nav_url("logout"),
+        csrf=CsrfTokenNode().render(context),
     )
 
 
