@@ -75,6 +75,35 @@ def entries(spark: SparkSession, lake_uri: str) -> DataFrame:
     return read(spark, lake_uri, lake.ENTRIES, ENTRY_COLUMNS)
 
 
+def entry_streams(spark: SparkSession, lake_uri: str, entries: DataFrame) -> DataFrame | None:
+    """The streams of ``entries`` (the frame :func:`entries` gave), one row each: conn, stream,
+    stream_text; None when it reads no files, or a file outside a ``stream_hex`` directory.
+
+    Read from one file per stream directory, not from every entry: the exporter writes each stream's
+    entries under a directory of its own (:mod:`pipeline.lake`), so its first file names it, and
+    reading about one file in 28 of a two-week lake costs a fraction of a pass over all. A file that
+    holds another stream's entries than its directory's (put there by hand) can leave a stream out:
+    the caller counts what a join with these rows keeps and does not trust them when it drops any.
+    """
+    first: dict[str, str] = {}
+    for path in sorted(entries.inputFiles()):
+        at = path.find("/stream_hex=")
+        end = path.find("/", at + 1) if at >= 0 else -1
+        if end < 0:
+            return None
+        first.setdefault(path[:end], path)
+    if not first:
+        return None
+    full: StructType = from_arrow_schema(lake.SCHEMAS[lake.ENTRIES])
+    schema = StructType([full[name] for name in ("conn", "stream", "stream_text")])
+    uri = dataset_uri(lake_uri, lake.ENTRIES)
+    return (
+        spark.read.schema(schema).option("basePath", uri).parquet(*first.values())
+        .select("conn", "stream", "stream_text")
+        .distinct()
+    )
+
+
 def metrics(spark: SparkSession, lake_uri: str) -> DataFrame:
     return read(spark, lake_uri, lake.METRICS, METRIC_COLUMNS)
 

@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
 from pipeline import lake
 
@@ -49,9 +50,17 @@ def write_then_derive(
     ``frame`` itself would compute it again. Until the second write ends the directory holds the first
     part only; a run that fails there is reported failed and its rollups are not loaded.
     """
+    rows = write(spark, frame, out, name)
+    return rows + append_derived(spark, frame.schema, derive, out, name)
+
+
+def append_derived(
+    spark: SparkSession, schema: StructType, derive: Callable[[DataFrame], DataFrame], out: str, name: str
+) -> int:
+    """Add ``derive`` of rollup ``name``'s rows (read with ``schema``) to it; the rows added. The second
+    half of :func:`write_then_derive`, for a caller that checks the first part before deriving."""
     uri = out.rstrip("/") + "/" + name
-    rows = _write(spark, frame, uri, "overwrite")
-    return rows + _write(spark, derive(spark.read.schema(frame.schema).parquet(uri)), uri, "append")
+    return _write(spark, derive(spark.read.schema(schema).parquet(uri)), uri, "append")
 
 
 def _write(spark: SparkSession, frame: DataFrame, uri: str, mode: str) -> int:
