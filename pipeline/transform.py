@@ -230,7 +230,11 @@ def latency(metrics: DataFrame) -> DataFrame:
     # Both sums over one window spec (the same partitioning and order, two frames): Spark computes them
     # in one Window operator, one pass over each sorted partition; the total over a spec without the
     # order was a second operator buffering every partition again.
-    by_value = Window.partitionBy(*key).orderBy("value")
+    # The hour first: the window sorts its rows by the partition columns, then the value, and compares
+    # rows by an 8-byte prefix of the first column before the rest. The connection (one value on most
+    # buses) first made every comparison go on to the strings; the hour settles most of them at the
+    # prefix (a fifth of the job's CPU at 411k metrics). The partition is the same set of columns.
+    by_value = Window.partitionBy("hour", "stream", "group", "event_type", "conn").orderBy("value")
     ranked = runs.withColumn(
         "cum", F.sum("n").over(by_value.rowsBetween(Window.unboundedPreceding, Window.currentRow))
     ).withColumn("n_total", F.sum("n").over(by_value.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)))
