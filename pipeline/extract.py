@@ -54,6 +54,12 @@ def input_bytes(spark: SparkSession, lake_uri: str) -> int:
     return total
 
 
+def _schema(dataset: str, columns: tuple[str, ...]) -> StructType:
+    """``columns`` of ``dataset``'s schema (:data:`pipeline.lake.SCHEMAS`), as Spark types."""
+    full: StructType = from_arrow_schema(lake.SCHEMAS[dataset])
+    return StructType([full[name] for name in columns])
+
+
 def read(spark: SparkSession, lake_uri: str, dataset: str, columns: tuple[str, ...]) -> DataFrame:
     """``columns`` of ``dataset`` (see :data:`pipeline.lake.SCHEMAS`); empty when nothing was exported.
 
@@ -61,8 +67,7 @@ def read(spark: SparkSession, lake_uri: str, dataset: str, columns: tuple[str, .
     is an RDD of Python rows, and running it starts Python workers on every executor (two seconds on
     a cluster, for no rows).
     """
-    full: StructType = from_arrow_schema(lake.SCHEMAS[dataset])
-    schema = StructType([full[name] for name in columns])
+    schema = _schema(dataset, columns)
     uri = dataset_uri(lake_uri, dataset)
     if not _exists(spark, uri):
         return spark.range(0, numPartitions=1).select(
@@ -94,12 +99,11 @@ def entry_streams(spark: SparkSession, lake_uri: str, entries: DataFrame) -> Dat
         first.setdefault(path[:end], path)
     if not first:
         return None
-    full: StructType = from_arrow_schema(lake.SCHEMAS[lake.ENTRIES])
-    schema = StructType([full[name] for name in ("conn", "stream", "stream_text")])
+    columns = ("conn", "stream", "stream_text")
     uri = dataset_uri(lake_uri, lake.ENTRIES)
     return (
-        spark.read.schema(schema).option("basePath", uri).parquet(*first.values())
-        .select("conn", "stream", "stream_text")
+        spark.read.schema(_schema(lake.ENTRIES, columns)).option("basePath", uri).parquet(*first.values())
+        .select(*columns)  # not the partition directories' columns the read adds
         .distinct()
     )
 
