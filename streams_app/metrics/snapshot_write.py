@@ -29,8 +29,9 @@ On SQLite the tick runs with larger page caches, on PostgreSQL with in-memory ha
 (:func:`_sqlite_caches`, :func:`_hash_joins`). Tried and left out: pre-formatted text for ``COPY``
 (psycopg's C ``write_row`` is faster), JSON staging through ``json_each`` on SQLite (three times slower
 than ``executemany``), overlapping the Redis read with the writes in a thread, and
-``synchronous_commit = off`` (no gain measured). What overlaps is the family sums, in a thread beside the
-streams' statements (:func:`_beside`).
+``synchronous_commit = off`` (no gain measured). What overlaps is the family sums and the groups' staged
+rows but their streams' ids (hashes and figures), in a thread beside the streams' statements
+(:func:`_beside`).
 
 Django's ORM says neither ``UPDATE ... FROM`` nor ``INSERT ... SELECT`` over a join, and
 ``bulk_create(update_conflicts=True)`` needs a model instance per row and rewrites every row every tick
@@ -150,7 +151,10 @@ def tick_write(
         # Without a previous tick the join matches nothing (``at = NULL``): every added and rate is NULL.
         stream_params = [at, raw, seconds, raw, before]  # the values, then the joins
         merged_params = [conn, raw, before, at, raw, seconds]  # the joins (the WITH), then the values
-        with _beside(beside):
+        # The groups' staged rows but their streams' ids, built while the streams' statements run:
+        # only the ids wait for those statements.
+        tails: dict[str, list[tuple[Any, ...]]] = {}
+        with _beside(_then(beside, lambda: tails.update(_group_tails(by_hash)))):
             ids = _streams_merged(db, cursor, sql, merged_params)
             if ids is None:  # SQLite, or the merged statement met a sample that exists already
                 cursor.execute(sql.streams_id_column)
@@ -171,7 +175,7 @@ def tick_write(
         if ids is None:
             cursor.execute(sql.streams_ids)
             ids = dict(cursor.fetchall())
-        group_rows = _group_rows(by_hash, ids)
+        group_rows = _group_rows(tails, ids)
 
         temp_table_load(
             db,
@@ -199,8 +203,8 @@ def _beside(work: Callable[[], None] | None) -> Iterator[None]:
 
     The block is the streams' set-based statements, which run in SQLite's C code or PostgreSQL's server
     with the GIL released, while the client has nothing to do:
-    Python work of the tick that needs no database (the family sums) fits there instead of after the
-    writes. Started earlier it would only share the GIL with the tick's own Python (the staging), and
+    Python work of the tick that needs no database (the family sums, the groups' rows but their ids)
+    fits there instead of after the writes. Started earlier it would only share the GIL with the tick's own Python (the staging), and
     ``executemany`` gives the GIL up for each row, then waits a switch interval to get it back.
     """
     if work is None:
@@ -238,24 +242,50 @@ def _streams_merged(db: Any, cursor: Any, sql: _Statements, params: Sequence[Any
     return dict(cursor.fetchall())
 
 
-def _group_rows(by_hash: dict[str, StreamInfo], ids: dict[str, int]) -> list[tuple[Any, ...]]:
-    """The staged rows of the groups of the streams: (the stream's mirror id, the name's hash, the figures),
-    as :func:`_groups_of` finds them, without its dictionary (a tick of 100k streams stages 200k groups).
-    The walk is written out in both rather than shared through a generator: this one runs every tick
-    over every group, and a generator would add a resumption per group to it."""
-    group_hash: dict[bytes, str] = {}
-    rows: list[tuple[Any, ...]] = []
-    append = rows.append
+def _group_tails(by_hash: dict[str, StreamInfo]) -> dict[str, list[tuple[Any, ...]]]:
+    """The staged rows of the streams' groups without their first column, by the stream's key hash: the
+    name's hash and the figures, for :func:`_group_rows` to put the stream's mirror id in front of.
+    Built in :func:`_beside`'s thread while the streams' statements run (hashing and reading the figures
+    of 200k groups at 100k streams is most of the groups' Python). The walk is written out here and in
+    :func:`_groups_of` rather than shared through a generator: this one runs every tick over every
+    group, and a generator would add a resumption per group to it."""
+    group_hash: dict[bytes, str] = {}  # group names repeat across streams: hash each once
+    tails: dict[str, list[tuple[Any, ...]]] = {}
     for h, s in by_hash.items():
-        stream_id = ids.get(h)
-        if stream_id is None:
-            continue
+        rows = tails[h] = []
         for g in s.groups:
             gh = group_hash.get(g.name)
             if gh is None:
                 gh = group_hash[g.name] = name_hash(g.name)
-            append((stream_id, gh, *group_figures(g)))
+            rows.append((gh, *group_figures(g)))
+    return tails
+
+
+def _group_rows(tails: dict[str, list[tuple[Any, ...]]], ids: dict[str, int]) -> list[tuple[Any, ...]]:
+    """The staged rows of the groups: (the stream's mirror id, the name's hash, the figures), from
+    :func:`_group_tails`; a stream without an id is left out, as :func:`_groups_of` leaves it."""
+    rows: list[tuple[Any, ...]] = []
+    append = rows.append
+    for h, stream_tails in tails.items():
+        stream_id = ids.get(h)
+        if stream_id is None:
+            continue
+        head = (stream_id,)
+        for tail in stream_tails:
+            append(head + tail)
     return rows
+
+
+def _then(first: Callable[[], None] | None, second: Callable[[], None]) -> Callable[[], None]:
+    """``first`` (when given), then ``second``: the work of one :func:`_beside` thread."""
+    if first is None:
+        return second
+
+    def both() -> None:
+        first()
+        second()
+
+    return both
 
 
 def _groups_of(by_hash: dict[str, StreamInfo], ids: dict[str, int]) -> dict[tuple[int, str], GroupInfo]:
