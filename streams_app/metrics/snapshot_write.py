@@ -202,9 +202,9 @@ def _beside(work: Callable[[], None] | None) -> Iterator[None]:
     """Run ``work`` in a thread while the block runs; the block's end waits for it and raises its error.
 
     The block is the streams' set-based statements, which run in SQLite's C code or PostgreSQL's server
-    with the GIL released, while the client has nothing to do:
-    Python work of the tick that needs no database (the family sums, the groups' rows but their ids)
-    fits there instead of after the writes. Started earlier it would only share the GIL with the tick's own Python (the staging), and
+    with the GIL released, while the client has nothing to do: Python work of the tick that needs no
+    database (the family sums, the groups' rows but their ids) fits there instead of after the writes.
+    Started earlier it would only share the GIL with the tick's own Python (the staging), and
     ``executemany`` gives the GIL up for each row, then waits a switch interval to get it back.
     """
     if work is None:
