@@ -154,7 +154,7 @@ def tick_write(
         # The groups' staged rows but their streams' ids, built while the streams' statements run:
         # only the ids wait for those statements.
         tails: dict[str, list[tuple[Any, ...]]] = {}
-        with _beside(_then(beside, lambda: tails.update(_group_tails(by_hash)))):
+        with _beside(beside, lambda: tails.update(_group_tails(by_hash))):
             ids = _streams_merged(db, cursor, sql, merged_params)
             if ids is None:  # SQLite, or the merged statement met a sample that exists already
                 cursor.execute(sql.streams_id_column)
@@ -198,8 +198,9 @@ def tick_write(
 
 
 @contextmanager
-def _beside(work: Callable[[], None] | None) -> Iterator[None]:
-    """Run ``work`` in a thread while the block runs; the block's end waits for it and raises its error.
+def _beside(*work: Callable[[], None] | None) -> Iterator[None]:
+    """Run ``work`` (the functions given, in order; None skipped) in a thread while the block runs; the
+    block's end waits for it and raises its error.
 
     The block is the streams' set-based statements, which run in SQLite's C code or PostgreSQL's server
     with the GIL released, while the client has nothing to do: Python work of the tick that needs no
@@ -207,11 +208,17 @@ def _beside(work: Callable[[], None] | None) -> Iterator[None]:
     Started earlier it would only share the GIL with the tick's own Python (the staging), and
     ``executemany`` gives the GIL up for each row, then waits a switch interval to get it back.
     """
-    if work is None:
+    steps = [step for step in work if step is not None]
+    if not steps:
         yield
         return
+
+    def run() -> None:
+        for step in steps:
+            step()
+
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="snapshot-beside") as pool:
-        done = pool.submit(work)
+        done = pool.submit(run)
         yield
     done.result()  # the pool has waited for it; its error, if any, is raised here
 
@@ -274,18 +281,6 @@ def _group_rows(tails: dict[str, list[tuple[Any, ...]]], ids: dict[str, int]) ->
         for tail in stream_tails:
             append(head + tail)
     return rows
-
-
-def _then(first: Callable[[], None] | None, second: Callable[[], None]) -> Callable[[], None]:
-    """``first`` (when given), then ``second``: the work of one :func:`_beside` thread."""
-    if first is None:
-        return second
-
-    def both() -> None:
-        first()
-        second()
-
-    return both
 
 
 def _groups_of(by_hash: dict[str, StreamInfo], ids: dict[str, int]) -> dict[tuple[int, str], GroupInfo]:
