@@ -23,6 +23,15 @@ Goals (docs/performance.md#goals-and-floors), each a row of ``make bench``'s tab
 - at 10k on SQLite: the mirror sync within its interval, a retention run within its budget and
   ``/metrics`` bounded (at most BUSCONSOLE_METRICS_MAX_SERIES per-object series, whatever the bus).
 
+``--history-ticks N`` (0 by default, and in ``make bench``) runs N more ticks of each size before its
+rounds, so that the rounds write into sample tables that hold N ticks of history, as a console that has
+been up a while does (raw samples are kept 48 hours), and prints their write part (the snapshot less its
+Redis part) every tenth tick. Fresh tables flatter the write part: each tick inserts one row per stream
+and one per group into indexes ordered by stream or group, then time, and once a stream's samples fill a leaf
+page of their own every tick writes a page per stream and group. On this machine at 10k streams the
+mean write part rose from 0.22 s over the first ten ticks to 0.96 s over ticks 141-150 on SQLite, and
+from 0.24 to 0.34 s on PostgreSQL (docs/performance.md#snapshot-ticks-on-tables-with-history).
+
 Run from the repository root: ``.venv/bin/python bench/snapshot.py`` (about eight minutes on 2 cores;
 ``--quick``: 1k and 5k streams, two rounds, three beat ticks, about two minutes). It starts a private
 redis-server and fills one logical database per size, once: N streams of 20 entries, each with two
@@ -143,6 +152,7 @@ def child(args: argparse.Namespace) -> int:
         cold, cold_s = timed(snapshots.snapshot_take, tick=tick)
         assert (cold.streams, cold.groups) == (n, 2 * n), (cold.streams, cold.groups)
         print(f"  [{db}] {n} streams, {load()}; first snapshot (creates the mirror rows) {cold_s:.2f} s", flush=True)
+        tick = history(snapshots, db, n, tick, args.history_ticks, interval)
         reads, full = [], []
         rounds = args.rounds if n >= SMALL else max(args.rounds, args.small_rounds)
         for _ in range(rounds):
@@ -155,7 +165,8 @@ def child(args: argparse.Namespace) -> int:
                   flush=True)
         samples = StreamSample.objects.filter(resolution="raw", stream__connection=conn).count()
         groups = GroupSample.objects.filter(resolution="raw", group__stream__connection=conn).count()
-        assert (samples, groups) == (n * (rounds + 1), 2 * n * (rounds + 1)), (samples, groups)
+        ticks = rounds + 1 + args.history_ticks
+        assert (samples, groups) == (n * ticks, 2 * n * ticks), (samples, groups)
         med = statistics.median
         print(f"  [{db}] {n} streams: median read {med(reads):.2f} s, median snapshot {med(full):.2f} s, "
               f"worst {max(full):.2f} s ({load()})", flush=True)
@@ -179,6 +190,22 @@ def child(args: argparse.Namespace) -> int:
         if db == "sqlite" and n == min(sizes) and not args.quick:
             extras(conn, args.redis_port, SIZE_DBS[0])
     return 0
+
+
+def history(snapshots, db: str, n: int, tick: datetime, ticks: int, interval: int) -> datetime:
+    """Run ``ticks`` snapshots after ``tick`` (``--history-ticks``), printing the mean write part of
+    every ten; the last tick taken."""
+    parts: list[float] = []
+    for i in range(ticks):
+        tick += timedelta(seconds=interval)
+        run, took = timed(snapshots.snapshot_take, tick=tick)
+        assert (run.streams, run.groups) == (n, 2 * n)
+        parts.append(took - run.redis_ms / 1000)
+        if (i + 1) % 10 == 0 or i + 1 == ticks:
+            done = len(parts) % 10 or 10
+            print(f"  [{db}]   history ticks {i + 2 - done}-{i + 1}: mean write part "
+                  f"{statistics.mean(parts[-done:]):.2f} s ({load()})", flush=True)
+    return tick
 
 
 # ------------------------------------------------------------------------------- the beat window
@@ -461,7 +488,7 @@ def measure(database: str, server: RedisServer, args: argparse.Namespace) -> Non
             url = postgres.url()
         argv = [sys.executable, __file__, "--child", "--redis-port", str(server.port), "--database-url", url,
                 "--var-dir", var_dir, "--sizes", args.sizes, "--rounds", str(args.rounds),
-                "--small-rounds", str(args.small_rounds)]
+                "--small-rounds", str(args.small_rounds), "--history-ticks", str(args.history_ticks)]
         argv += ["--beat-ticks", str(args.beat_ticks)]
         if args.quick:
             argv.append("--quick")
@@ -498,6 +525,8 @@ def main(argv: list[str] | None = None) -> int:
         "--quick", action="store_true", help="1k and 5k streams, 2 rounds, 3 ticks, no extras"
     )
     parser.add_argument("--beat-ticks", type=int, help="intervals of real Celery beat at the largest size: 6")
+    parser.add_argument("--history-ticks", type=int, default=0,
+                        help="ticks run before each size's rounds, so that they write into tables with history")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--redis-port", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--database-url", help=argparse.SUPPRESS)
