@@ -22,6 +22,9 @@ class StreamsAppConfig(AppConfig):
         """
         # Code that enqueues a task names it; importing the tasks registers them, so the name resolves
         # to the task itself (its options, eager mode, routes) in the web process too, not only in workers.
+        from celery.exceptions import SoftTimeLimitExceeded
+
+        from eventbus.search import query as search_query
         from streams_app import signals, tasks  # noqa: F401
         from streams_app.alerts import evaluation, family_members
         from streams_app.exports import files as export_files
@@ -33,6 +36,9 @@ class StreamsAppConfig(AppConfig):
         from streams_app.search import requeue as search_requeue
         from streams_app.triage import requeue as triage_requeue
 
+        # A job's search stops where Celery's soft time limit strikes it, even inside an evaluation, and
+        # goes on in a new task (jobs.runner), instead of counting the entry as no match and running on.
+        search_query.let_through(SoftTimeLimitExceeded)
         # A malformed BUSCONSOLE_DLQ_PATTERNS stops `check` and start-up with a named error.
         checks.register(check_dlq_patterns)
         # The ORM replay leans on Django's private compiler: a changed one is logged now, and the

@@ -18,13 +18,16 @@ import os
 import signal
 import threading
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import pytest
 import redis
+from billiard.exceptions import SoftTimeLimitExceeded
 from billiard.pool import soft_timeout_sighandler
 from django.conf import settings
 
 from busconsole.celery import app as celery_app
+from eventbus.search.query import compile_query
 from streams_app import services, tasks
 from streams_app.jobs import runner as jobs
 from tests.console.helpers import CONN
@@ -104,3 +107,45 @@ def test_a_job_continued_after_the_soft_time_limit_keeps_its_queue_and_priority(
     # The continuation waits on the same queue, in the same priority list, with the same priority.
     assert _sent(broker) == [first]
     services.job_cancel(user=viewer, job=stopped)
+
+
+@dataclass(frozen=True)
+class _Entry:
+    id: str
+    fields: list[tuple[bytes, bytes]]
+
+
+@pytest.mark.parametrize(
+    ("text", "evaluator"),
+    [(SLOW_QUERY, "execute"), ('type == "order.created"', "fast")],
+    ids=["inside CEL", "inside the fast path"],
+)
+def test_the_soft_time_limit_striking_inside_an_evaluation_stops_the_search(
+    soft_limit: None, text: str, evaluator: str
+) -> None:
+    """The limit's signal, delivered while an entry is being evaluated, reaches the job's code: the
+    search used to count it as that entry's "no match" and scan on towards the hard limit's SIGKILL.
+    Any other error inside an evaluation still means "no match"."""
+    payload = json.dumps({"items": [f"i{i:03d}" for i in range(100)]}).encode()
+    entry = _Entry("1-0", [(b"type", b"order.created"), (b"data", payload)])
+    query = compile_query(text)
+    real = getattr(query, evaluator)
+    assert real is not None, f"{text!r} has no {evaluator} evaluator"
+    assert query.matches(entry) is (evaluator == "fast")  # the answer without a signal
+
+    def struck(*args: object) -> object:
+        os.kill(os.getpid(), signal.SIGUSR1)  # the handler runs as soon as this call returns
+        return real(*args)
+
+    setattr(query, evaluator, struck)
+    with pytest.raises(SoftTimeLimitExceeded):
+        query.matches(entry)
+
+    def broken(*args: object) -> object:
+        raise ValueError("no such key")
+
+    setattr(query, evaluator, broken)
+    if evaluator == "fast":
+        assert query.matches(entry) is True  # CEL answers instead, as for an entry the fast path cannot
+    else:
+        assert query.matches(entry) is False
