@@ -29,7 +29,9 @@ before any decoding when a conjunct names a string or a number (that test serves
 Safety: no ``eval``; the library evaluates only the activation it is given (strings, numbers, lists,
 maps, bytes, timestamps built here) and one registered Python function, ``matches`` on RE2
 (:mod:`.regex`); an expression is at most :data:`MAX_QUERY` characters. An error while evaluating one
-entry (a missing field, a type mismatch, a non-boolean result) means that entry does not match.
+entry (a missing field, a type mismatch, a non-boolean result) means that entry does not match; only
+exceptions of the kinds a program registers with :func:`let_through` (the console registers Celery's
+soft time limit) reach the caller.
 
 Bounded before it runs: the library holds the GIL for a whole evaluation and cannot be
 stopped half-way, so :class:`Query` refuses (:class:`QueryError`, a 400 on a web page, exit status 2
