@@ -43,6 +43,7 @@ from typing import Any
 
 import msgpack
 
+from . import interrupts
 from .text import as_bytes, display_text, escape_bidi
 
 PREVIEW_LIMIT = 64 * 1024
@@ -121,6 +122,8 @@ def _decode(raw: bytes, limit: int) -> Decoded:
             if found is not None:
                 return found
         return _text_or_hex(data, size=size, truncated=False)
+    except interrupts.LET_THROUGH:  # a signal's (eventbus.interrupts), not the value's
+        raise
     except Exception:  # a last resort: this function must render anything, whatever the bug
         data = raw if isinstance(raw, bytes | bytearray | memoryview) else repr(raw).encode()
         prefix = bytes(data[: max(0, limit)]) if isinstance(limit, int) else bytes(data[:PREVIEW_LIMIT])
@@ -178,6 +181,8 @@ def _try_msgpack(data: bytes) -> Decoded | None:
         )
         value = _jsonable(unpacked)
         pretty = json.dumps(value, indent=2, ensure_ascii=False)
+    except interrupts.LET_THROUGH:  # a signal's (eventbus.interrupts), not the value's
+        raise
     except Exception:  # ExtraData, FormatError, StackError, ValueError, RecursionError...
         return None
     return Decoded("msgpack", value, pretty, len(data), False)

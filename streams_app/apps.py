@@ -24,7 +24,7 @@ class StreamsAppConfig(AppConfig):
         # to the task itself (its options, eager mode, routes) in the web process too, not only in workers.
         from celery.exceptions import SoftTimeLimitExceeded
 
-        from eventbus.search import query as search_query
+        from eventbus import interrupts
         from streams_app import signals, tasks  # noqa: F401
         from streams_app.alerts import evaluation, family_members
         from streams_app.exports import files as export_files
@@ -36,9 +36,10 @@ class StreamsAppConfig(AppConfig):
         from streams_app.search import requeue as search_requeue
         from streams_app.triage import requeue as triage_requeue
 
-        # A job's search stops where Celery's soft time limit strikes it, even inside an evaluation, and
-        # goes on in a new task (jobs.runner), instead of counting the entry as no match and running on.
-        search_query.let_through(SoftTimeLimitExceeded)
+        # A job stops where Celery's soft time limit strikes it, even inside a search's evaluation or a
+        # value's decoding, and goes on in a new task (jobs.runner): the bus library's catch-alls must not
+        # take it for one entry's "no match" or one value's hex.
+        interrupts.let_through(SoftTimeLimitExceeded)
         # A malformed BUSCONSOLE_DLQ_PATTERNS stops `check` and start-up with a named error.
         checks.register(check_dlq_patterns)
         # The ORM replay leans on Django's private compiler: a changed one is logged now, and the

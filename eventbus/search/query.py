@@ -30,8 +30,8 @@ Safety: no ``eval``; the library evaluates only the activation it is given (stri
 maps, bytes, timestamps built here) and one registered Python function, ``matches`` on RE2
 (:mod:`.regex`); an expression is at most :data:`MAX_QUERY` characters. An error while evaluating one
 entry (a missing field, a type mismatch, a non-boolean result) means that entry does not match; only
-exceptions of the kinds a program registers with :func:`let_through` (the console registers Celery's
-soft time limit) reach the caller.
+exceptions of the kinds a program registers with :func:`eventbus.interrupts.let_through` (Celery's soft
+time limit, for a program whose tasks search) reach the caller.
 
 Bounded before it runs: the library holds the GIL for a whole evaluation and cannot be
 stopped half-way, so :class:`Query` refuses (:class:`QueryError`, a 400 on a web page, exit status 2
@@ -81,6 +81,7 @@ from typing import Any, Protocol
 
 import cel
 
+from .. import interrupts
 from ..conventions import DlqPattern, parse_dlq_entry
 from ..decoding import PREVIEW_LIMIT, decoded_value
 from ..text import display_text, id_ms, id_time
@@ -101,13 +102,6 @@ ENTRY_VARIABLES = frozenset({"entry", "id", "time", "fields"})
 """The entry's own variables: each is a field of that name when the entry has one (a field is never
 hidden); ``entry`` is ``{"id": ..., "time": ...}``, ``id`` and ``time`` its parts, ``fields`` all fields."""
 DLQ_VARIABLES = ("error", "traceback", "retries", "origin", "original_id", "failed_at", "group")
-#: Exceptions :meth:`Query.matches` lets through although they are ``Exception``: raised into an
-#: evaluation from outside it, by a signal handler, they stop the caller rather than answer for one
-#: entry. Celery's soft time limit is one (billiard's ``SoftTimeLimitExceeded``): it strikes a job's
-#: search wherever its code is, often inside an evaluation, where counting it as "no match" made the
-#: job go on to the hard limit's SIGKILL. The bus's library knows no task queue: the console adds it
-#: with :func:`let_through`.
-_LET_THROUGH: tuple[type[BaseException], ...] = ()
 _FASTSTREAM_PARTS = {"headers": "headers", "body": "data"}
 
 Fields = tuple[tuple[bytes, bytes], ...]
@@ -190,13 +184,6 @@ def _shape(value: object) -> object:
 
 
 _KEEP: Mapping[str, object] = {}  # no plans: every value whole, as the plain-Python evaluator reads it
-
-
-def let_through(*kinds: type[BaseException]) -> None:
-    """Have :meth:`Query.matches` raise exceptions of ``kinds`` instead of answering "no match" (see
-    :data:`_LET_THROUGH`). Meant for start-up; adding a kind twice keeps one."""
-    global _LET_THROUGH
-    _LET_THROUGH = tuple(dict.fromkeys((*_LET_THROUGH, *kinds)))
 
 
 class Query:
@@ -330,7 +317,7 @@ class Query:
             else:
                 try:
                     return self.fast(self.variables(entry, dlq=dlq, key=key)) is True
-                except _LET_THROUGH:
+                except interrupts.LET_THROUGH:  # a signal's (eventbus.interrupts), not the entry's
                     raise
                 except Exception:  # .fast.Unknown (only CEL can answer for this entry), or a bug: either
                     pass  # way CEL's answer below is the reference, and matches() must not raise
@@ -346,7 +333,7 @@ class Query:
                 self.too_costly += 1  # not handed to CEL, which could not be stopped (module docstring)
                 return False
             return self.execute(activation) is True
-        except _LET_THROUGH:
+        except interrupts.LET_THROUGH:  # a signal's (eventbus.interrupts), not the entry's
             raise
         except Exception:  # the library's ValueError/TypeError/RuntimeError: this entry does not match
             return False

@@ -20,6 +20,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+import msgpack
 import pytest
 import redis
 from billiard.exceptions import SoftTimeLimitExceeded
@@ -27,6 +28,7 @@ from billiard.pool import soft_timeout_sighandler
 from django.conf import settings
 
 from busconsole.celery import app as celery_app
+from eventbus import decoding
 from eventbus.search.query import compile_query
 from streams_app import services, tasks
 from streams_app.jobs import runner as jobs
@@ -149,3 +151,31 @@ def test_the_soft_time_limit_striking_inside_an_evaluation_stops_the_search(
         assert query.matches(entry) is True  # CEL answers instead, as for an entry the fast path cannot
     else:
         assert query.matches(entry) is False
+
+
+@pytest.mark.parametrize("where", ["json", "msgpack"])
+def test_the_soft_time_limit_striking_inside_a_decoding_stops_the_job(
+    soft_limit: None, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """Decoding a value renders anything (hex at worst) whatever goes wrong inside it, but the limit's
+    signal is no value's fault: it reaches the job, not the page as a hex dump of a JSON value. Struck
+    in the JSON attempt it meets the decoder's last resort; inside msgpack's unpacking, the msgpack
+    attempt's own catch-all first."""
+    raw = {"json": b'{"order_id": 1}', "msgpack": msgpack.packb({"order_id": 1})}[where]
+    owner, name = {"json": (decoding, "_try_json"), "msgpack": (msgpack, "unpackb")}[where]
+    assert decoding.decode_value(raw).value == {"order_id": 1}  # the answer without a signal
+    real = getattr(owner, name)
+
+    def struck(*args: object, **kwargs: object) -> object:
+        os.kill(os.getpid(), signal.SIGUSR1)  # the handler runs as soon as this call returns
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, struck)
+    with pytest.raises(SoftTimeLimitExceeded):
+        decoding.decode_value(raw)
+
+    def broken(*args: object, **kwargs: object) -> object:
+        raise RecursionError("a bug")
+
+    monkeypatch.setattr(owner, name, broken)
+    assert decoding.decode_value(raw).format == "hex"  # the last resort, as before
