@@ -9,9 +9,9 @@ one entry's "no match", or one value shown as hex, and the job ran on towards th
 
 The library knows no task queue, so a program that runs it under Celery registers such kinds at start-up
 with :func:`let_through`, and every catch-all puts ``except interrupts.LET_THROUGH: raise`` ahead of its
-``except Exception``. Read as ``interrupts.LET_THROUGH``, never imported by name: the
-tuple is replaced when a kind is added. An ``except`` clause's tuple is only looked at when an exception
-arrives, so this costs nothing on the way through.
+``except Exception``. The tuple is read as ``interrupts.LET_THROUGH``, never imported by name, because
+adding a kind replaces it. An ``except`` clause's tuple is only looked at when an exception arrives, so
+this costs nothing on the way through.
 """
 
 from __future__ import annotations
