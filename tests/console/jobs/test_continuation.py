@@ -20,7 +20,6 @@ import os
 import signal
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import msgpack
 import pytest
@@ -34,6 +33,7 @@ from eventbus import decoding
 from eventbus.search.query import compile_query
 from streams_app import services, tasks
 from streams_app.jobs import runner as jobs
+from streams_app.redis_ops.types import Entry
 from tests.console.helpers import CONN
 from tests.console.jobs.helpers import job_state
 from tests.polling import wait_for
@@ -113,12 +113,6 @@ def test_a_job_continued_after_the_soft_time_limit_keeps_its_queue_and_priority(
     services.job_cancel(user=viewer, job=stopped)
 
 
-@dataclass(frozen=True)
-class _Entry:
-    id: str
-    fields: list[tuple[bytes, bytes]]
-
-
 @pytest.mark.parametrize(
     ("text", "evaluator"),
     [(SLOW_QUERY, "execute"), ('type == "order.created"', "fast")],
@@ -131,7 +125,7 @@ def test_the_soft_time_limit_striking_inside_an_evaluation_stops_the_search(
     search used to count it as that entry's "no match" and scan on towards the hard limit's SIGKILL.
     Any other error inside an evaluation still means "no match" (in the fast path: CEL answers)."""
     payload = json.dumps({"items": [f"i{i:03d}" for i in range(100)]}).encode()
-    entry = _Entry("1-0", [(b"type", b"order.created"), (b"data", payload)])
+    entry = Entry("1-0", ((b"type", b"order.created"), (b"data", payload)))
     query = compile_query(text)
     real = getattr(query, evaluator)
     assert real is not None, f"{text!r} has no {evaluator} evaluator"
