@@ -46,7 +46,7 @@ in :mod:`streams_app.alerts.rules`.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TypeVar
@@ -74,6 +74,7 @@ from streams_app.metrics.models import (
     name_hash,
 )
 from streams_app.metrics.signals import snapshot_taken
+from streams_app.metrics.ticks import ticks_back, window_parts
 
 log = logging.getLogger(__name__)
 
@@ -157,32 +158,52 @@ def _group_target(g: GroupMirror) -> Target:
     return Target(connection=g.stream.connection, key=g.stream.key_bytes, group=g.name_bytes)
 
 
-def _lag_streak_start(group_id: int, threshold: float, tick: datetime) -> datetime | None:
-    """When the group's current run of raw samples with lag above ``threshold`` began (None: no run)."""
-    samples = GroupSample.objects.filter(group_id=group_id, resolution=RAW, at__lte=tick)
-    last_ok = (
-        samples.filter(Q(lag__isnull=True) | Q(lag__lte=threshold)).order_by("-at").values_list("at", flat=True).first()
-    )
-    streak = samples.filter(lag__gt=threshold)
-    if last_ok is not None:
-        streak = streak.filter(at__gt=last_ok)
-    return streak.order_by("at").values_list("at", flat=True).first()
+def _lag_streak_starts(group_ids: Sequence[int], threshold: float, tick: datetime) -> dict[int, datetime | None]:
+    """When each group's current run of raw samples with lag above ``threshold`` began (None: no run).
+
+    The run is the group's samples at or before ``tick``, newest first, up to the first whose lag is not
+    above (or unknown); ticks without a sample of the group are passed over. The sample tables are keyed
+    time first, so this walks back through the ticks (streams_app.metrics.ticks) in pages that grow from a
+    few ticks (most runs are short) and reads the samples of the groups still in a run at each page's
+    ticks, until every run has ended or the table's first tick is passed."""
+    start: dict[int, datetime | None] = dict.fromkeys(group_ids)
+    open_runs = set(group_ids)
+    for page in ticks_back(GroupSample, RAW, until=tick):
+        seen: dict[int, list[tuple[datetime, int | None]]] = {}
+        for ids in chunks(sorted(open_runs), _CHUNK):
+            for ats in chunks(page, _CHUNK):
+                rows = GroupSample.objects.filter(group_id__in=ids, resolution=RAW, at__in=ats)
+                for group_id, at, lag in rows.values_list("group_id", "at", "lag"):
+                    seen.setdefault(group_id, []).append((at, lag))
+        for group_id, samples in seen.items():
+            for at, lag in sorted(samples, reverse=True):
+                if lag is None or lag <= threshold:
+                    open_runs.discard(group_id)
+                    break
+                start[group_id] = at
+        if not open_runs:
+            break
+    return start
 
 
 def evaluate_group_lag(rule: AlertRule, tick: datetime, open_alerts: dict[str, Alert]) -> dict[str, Breach]:
     n, t = rule.threshold, rule.for_seconds
     out: dict[str, Breach] = {}
+    over = _tick_groups(rule, tick).filter(lag__gt=n)
+    rows = list(_for_rule(rule, over, stream_of=_sample_stream, group_of=_sample_group))
+    targets = {sample.group_id: _group_target(sample.group) for sample in rows}
+    fresh = [sample.group_id for sample in rows if targets[sample.group_id].hash not in open_alerts]
+    starts = _lag_streak_starts(fresh, n, tick) if fresh else {}
     new = 0
-    rows = _tick_groups(rule, tick).filter(lag__gt=n)
-    for sample in _for_rule(rule, rows, stream_of=_sample_stream, group_of=_sample_group):
-        target = _group_target(sample.group)
+    for sample in rows:
+        target = targets[sample.group_id]
         existing = open_alerts.get(target.hash)
         if existing is not None:
             since = existing.since
         else:
             if new >= MAX_NEW_PER_TICK:
                 continue
-            since = _lag_streak_start(sample.group_id, n, tick)
+            since = starts[sample.group_id]
             if since is None or since > tick - timedelta(seconds=t):
                 continue
             new += 1
@@ -223,13 +244,14 @@ def evaluate_dlq_growth(rule: AlertRule, tick: datetime, open_alerts: dict[str, 
         now_rows = now_rows.filter(stream__connection=rule.connection)
     current = {d.stream_id: d for d in _for_rule(rule, now_rows, stream_of=lambda d: d.stream)}
     lowest: dict[int, int] = {}
-    for ids in chunks(list(current), _CHUNK):
+    window = {"since": tick - timedelta(seconds=t), "until": tick}
+    for ids, ats in window_parts(DlqSample, RAW, list(current), size=_CHUNK, **window):
         for row in (
-            DlqSample.objects.filter(stream_id__in=ids, resolution=RAW, at__gte=tick - timedelta(seconds=t), at__lte=tick)
+            DlqSample.objects.filter(stream_id__in=ids, resolution=RAW, at__in=ats)
             .values("stream_id")
             .annotate(lo=Min("depth"))
         ):
-            lowest[row["stream_id"]] = row["lo"]
+            lowest[row["stream_id"]] = min(row["lo"], lowest.get(row["stream_id"], row["lo"]))
     out: dict[str, Breach] = {}
     for pk, d in current.items():
         lo = lowest.get(pk, d.depth)
@@ -293,24 +315,25 @@ def evaluate_stream_silent(rule: AlertRule, tick: datetime, open_alerts: dict[st
             candidates[s.pk] = (s, target, last_ms)
     # The mirror may be a sync interval old: entries the snapshots saw arrive since then end the silence.
     arrived: set[int] = set()
-    for ids in chunks(list(candidates), _CHUNK):
+    recent = {"after": tick - timedelta(seconds=t), "until": tick}
+    for ids, ats in window_parts(StreamSample, RAW, list(candidates), size=_CHUNK, **recent):
         arrived.update(
-            StreamSample.objects.filter(
-                stream_id__in=ids, resolution=RAW, at__gt=tick - timedelta(seconds=t), at__lte=tick, added__gt=0
-            ).values_list("stream_id", flat=True)
+            StreamSample.objects.filter(stream_id__in=ids, resolution=RAW, at__in=ats, added__gt=0).values_list(
+                "stream_id", flat=True
+            )
         )
     added: dict[int, int] = {}
     if need > 1:
         start = tick - timedelta(milliseconds=tick_ms - baseline_start_ms)
         end = tick - timedelta(seconds=t)
         fresh = [pk for pk, (_, target, _) in candidates.items() if target.hash not in open_alerts and pk not in arrived]
-        for ids in chunks(fresh, _CHUNK):
+        for ids, ats in window_parts(StreamSample, RAW, fresh, size=_CHUNK, after=start, until=end):
             for row in (
-                StreamSample.objects.filter(stream_id__in=ids, resolution=RAW, at__gt=start, at__lte=end)
+                StreamSample.objects.filter(stream_id__in=ids, resolution=RAW, at__in=ats)
                 .values("stream_id")
                 .annotate(total=Sum("added"))
             ):
-                added[row["stream_id"]] = int(row["total"] or 0)
+                added[row["stream_id"]] = added.get(row["stream_id"], 0) + int(row["total"] or 0)
     out: dict[str, Breach] = {}
     for pk, (_, target, last_ms) in candidates.items():
         if pk in arrived:

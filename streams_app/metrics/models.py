@@ -179,18 +179,22 @@ class ConsumerMirror(models.Model):
 #: stream and group (300k rows at 100k streams) by one ``INSERT ... SELECT`` that takes every id from a
 #: join to the mirror in the same transaction, so a sample cannot point at a row that is not there; a
 #: constraint would check it again, row by row, at commit (a fifth of the tick's database time on
-#: PostgreSQL). Mirror rows are deleted only through the ORM, whose cascade deletes their samples first.
-SAMPLE_FK: dict[str, Any] = {"on_delete": models.CASCADE, "db_index": False, "db_constraint": False}
+#: PostgreSQL). Nor does deleting a mirror row cascade through the ORM: the tables are keyed time first
+#: (:func:`_sample_meta`), so finding an object's rows without a time bound reads the whole table. The one
+#: path that deletes mirror rows, retention's forgetting of streams gone for a year
+#: (:func:`streams_app.metrics.pruning.samples_prune`), deletes their samples first, by time.
+SAMPLE_FK: dict[str, Any] = {"on_delete": models.DO_NOTHING, "db_index": False, "db_constraint": False}
 
 
 def _sample_meta(model: str, fk: str) -> tuple[list, list]:
-    """The unique (fk, resolution, at) constraint, which is also the series lookup index (and serves the
-    foreign key, whose own index is left out: one index less to write per sample), and an index on
-    (resolution, at) for retention and "the samples of tick T"."""
-    return (
-        [models.UniqueConstraint(fields=[fk, "resolution", "at"], name=f"{model}_{fk}_res_at_unique")],
-        [models.Index(fields=["resolution", "at"], name=f"{model}_res_at")],
-    )
+    """The unique (resolution, at, fk) constraint, keyed time first, and no other index.
+
+    A tick's rows share ``at``, so they go side by side at the index's right edge and a tick writes about
+    as many pages as its rows fill, whatever history the table holds (keyed object first, a tick wrote a
+    page per object: docs/performance.md#snapshot-ticks-on-tables-with-history). The key serves the
+    samples of tick T, retention (a range of ``at``) and the previous tick's join of a snapshot; reads of
+    one object over a window go through the window's ticks (:mod:`streams_app.metrics.ticks`)."""
+    return [models.UniqueConstraint(fields=["resolution", "at", fk], name=f"{model}_res_at_{fk}_unique")], []
 
 
 #: The columns that let rollups of rollups average exactly (streams_app.metrics.rollups): a rollup row's

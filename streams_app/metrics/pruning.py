@@ -13,7 +13,16 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.db import connections, models, router, transaction
 
-from streams_app.metrics.models import FamilySample, Resolution, SnapshotRun, SnapshotSkip, StreamMirror
+from streams_app.metrics.bulk import chunks
+from streams_app.metrics.models import (
+    FamilySample,
+    GroupMirror,
+    GroupSample,
+    Resolution,
+    SnapshotRun,
+    SnapshotSkip,
+    StreamMirror,
+)
 from streams_app.metrics.rollups import ROLLUPS, TABLE_NAMES, rolled_until
 
 #: Rows deleted per transaction by :func:`samples_prune`, and the pause between two transactions, which
@@ -69,14 +78,29 @@ def samples_prune(*, now: datetime, budget_s: float | None = None) -> dict[str, 
     for _ in range(1000):  # bounded; each pass forgets at most 100 streams with what little history they kept
         if deadline is not None and time.monotonic() >= deadline:
             break
-        ids = list(gone.values_list("id", flat=True)[:100])
-        if not ids:
+        rows = list(gone.order_by("pk").values_list("pk", "deleted_at")[:100])
+        if not rows:
             break
         with transaction.atomic():
-            deleted["mirror"] += (
-                StreamMirror.objects.filter(pk__in=ids).delete()[1].get(StreamMirror._meta.label, 0)
-            )
+            deleted["mirror"] += _forget([pk for pk, _ in rows], upto=max(at for _, at in rows))
     return deleted
+
+
+def _forget(ids: list[int], *, upto: datetime) -> int:
+    """Delete the mirror rows ``ids`` of streams deleted at ``upto`` or before, their groups and consumers,
+    and first what samples of theirs retention has kept (held back for a rollup that fell behind).
+
+    Samples do not go by the ORM's cascade (streams_app.metrics.models.SAMPLE_FK): their tables are keyed
+    time first, and a lookup by object alone would read all of them. A stream has no sample after it was
+    deleted (a sample is written only while the mirror row is live), so each table is read up to ``upto``,
+    the part retention has already emptied but for those rows."""
+    groups = list(GroupMirror.objects.filter(stream_id__in=ids).values_list("pk", flat=True))
+    for model, (fk, _) in ROLLUPS.items():
+        owners = groups if model is GroupSample else ids
+        for part in chunks(owners, 500):
+            for resolution in Resolution.values:
+                model.objects.filter(resolution=resolution, at__lte=upto, **{f"{fk}_id__in": part}).delete()
+    return StreamMirror.objects.filter(pk__in=ids).delete()[1].get(StreamMirror._meta.label, 0)
 
 
 def _prune(rows: models.QuerySet, deadline: float | None, *, by: str = "at") -> int:

@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from streams_app.metrics.models import DlqSample, GroupSample, Resolution, StreamSample
 from streams_app.metrics.rollups import SampleModel
+from streams_app.metrics.ticks import in_ticks
 
 _SERIES: dict[tuple[str, str], tuple[SampleModel, str, str]] = {
     ("stream", "length"): (StreamSample, "stream_id", "length"),
@@ -49,9 +50,11 @@ def series(
         model, fk, column = _SERIES[(kind, metric)]
     except KeyError:
         raise ValueError(f"unknown series {kind}/{metric}; known: {SERIES_METRICS}") from None
-    rows = model.objects.filter(**{fk: obj_id}, resolution=series_resolution(since=since), at__gte=since)
-    if until is not None:
-        rows = rows.filter(at__lte=until)
+    resolution = series_resolution(since=since)
+    # One seek per tick of the window (streams_app.metrics.ticks: the tables are keyed time first).
+    rows = model.objects.filter(
+        **{fk: obj_id}, resolution=resolution, at__in=in_ticks(model, resolution, since=since, until=until)
+    )
     return [
         (at, None if value is None else float(value))
         for at, value in rows.order_by("at").values_list("at", column)

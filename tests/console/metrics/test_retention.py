@@ -178,19 +178,24 @@ def test_series_picks_the_resolution_from_the_window(db, settings) -> None:
 
 def test_a_forgotten_mirror_row_takes_its_samples_with_it(db, settings) -> None:
     """The samples' foreign keys are not database constraints (one check per sample at commit is too
-    dear for a tick), so the ORM's cascade is what keeps them from pointing at nothing: counted in SQL."""
+    dear for a tick) and do not cascade (the tables are keyed time first), so the forgetting deletes the
+    samples retention kept: here raw rows no rollup covers, from before the stream was deleted. Counted
+    in SQL."""
     from django.db import connection
 
     settings.BUSCONSOLE_RETENTION_1H_D = 30
     streams, groups = _rollup_fixture()  # a (groups g1, g2) and b:dlq
     now = datetime(2026, 3, 1, tzinfo=UTC)
-    recent = now - timedelta(hours=3)  # inside every retention: only the forgetting can remove these
-    for s in streams:
-        StreamSample.objects.create(stream=s, at=recent, resolution="1h", length=1)
-    DlqSample.objects.create(stream=streams[1], at=recent, resolution="1h", depth=1)
-    for g in groups:
-        GroupSample.objects.create(group=g, at=recent, resolution="1h", pending=1)
-    StreamMirror.objects.filter(pk=streams[0].pk).update(deleted_at=now - timedelta(days=31))
+    gone_at = now - timedelta(days=31)
+    # Raw rows are kept until the rollups cover them, and none ran: only the forgetting can remove these.
+    kept = [gone_at - timedelta(days=2), gone_at - timedelta(hours=1), gone_at]
+    for at in kept:
+        for s in streams:
+            StreamSample.objects.create(stream=s, at=at, length=1)
+        DlqSample.objects.create(stream=streams[1], at=at, depth=1)
+        for g in groups:
+            GroupSample.objects.create(group=g, at=at, pending=1)
+    StreamMirror.objects.filter(pk=streams[0].pk).update(deleted_at=gone_at)
 
     assert pruning.samples_prune(now=now)["mirror"] == 1
 
@@ -207,7 +212,7 @@ def test_a_forgotten_mirror_row_takes_its_samples_with_it(db, settings) -> None:
     assert count(f"SELECT COUNT(*) FROM {dlq} WHERE stream_id NOT IN (SELECT id FROM {mirror})") == 0
     assert count(f"SELECT COUNT(*) FROM {gmirror}") == 0  # a's groups went with it
     # b:dlq was not forgotten: its stream and DLQ samples are still there.
-    assert count(f"SELECT COUNT(*) FROM {sample}") == 1 and count(f"SELECT COUNT(*) FROM {dlq}") == 1
+    assert count(f"SELECT COUNT(*) FROM {sample}") == len(kept) and count(f"SELECT COUNT(*) FROM {dlq}") == len(kept)
 
 
 def test_an_hour_waits_for_all_of_its_minutes(db, settings, monkeypatch) -> None:
