@@ -81,8 +81,9 @@ def samples_prune(*, now: datetime, budget_s: float | None = None) -> dict[str, 
         rows = list(gone.order_by("pk").values_list("pk", "deleted_at")[:100])
         if not rows:
             break
+        upto = max(at for _, at in rows if at is not None)  # all are set: the filter says so
         with transaction.atomic():
-            deleted["mirror"] += _forget([pk for pk, _ in rows], upto=max(at for _, at in rows))
+            deleted["mirror"] += _forget([pk for pk, _ in rows], upto=upto)
     return deleted
 
 

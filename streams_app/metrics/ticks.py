@@ -32,7 +32,8 @@ from django.db.models.expressions import RawSQL
 
 from streams_app.metrics.bulk import column_of
 
-#: The ticks one :func:`sample_ticks` call returns at most when the caller names no limit.
+#: The ticks one :func:`sample_ticks` call returns at most when the caller passes no ``limit`` (``limit=None``:
+#: all of them).
 PAGE = 360
 
 
@@ -55,9 +56,11 @@ def ticks_sql(
     """The SQL (and its parameters) of the distinct ``at`` values of ``model``'s rows of ``resolution``
     within the bounds: ``since``/``until`` inclusive, ``after``/``before`` exclusive (any may be None).
 
-    Oldest first, or newest first with ``newest_first``; at most ``limit`` of them. It is a ``SELECT`` of
-    one column, to run (:func:`sample_ticks`) or to use as the subquery of an ``at__in`` filter
-    (:func:`in_ticks`)."""
+    Oldest first, or newest first with ``newest_first``; at most ``limit`` of them (None: all, else at least
+    1). It is a ``SELECT`` of one column, to run (:func:`sample_ticks`) or to use as the subquery of an
+    ``at__in`` filter (:func:`in_ticks`)."""
+    if limit is not None and limit < 1:
+        raise ValueError(f"limit must be None or at least 1, not {limit}")
     db = db or _db(model)
     qn = db.ops.quote_name
     table = qn(model._meta.db_table)
