@@ -23,14 +23,16 @@ Goals (docs/performance.md#goals-and-floors), each a row of ``make bench``'s tab
 - at 10k on SQLite: the mirror sync within its interval, a retention run within its budget and
   ``/metrics`` bounded (at most BUSCONSOLE_METRICS_MAX_SERIES per-object series, whatever the bus).
 
-``--history-ticks N`` (0 by default, and in ``make bench``) runs N more ticks of each size before its
-rounds, so that the rounds write into sample tables that hold N ticks of history, as a console that has
-been up a while does (raw samples are kept 48 hours), and prints their write part (the snapshot less its
-Redis part) every tenth tick. Fresh tables flatter the write part: each tick inserts one row per stream
-and one per group into indexes ordered by stream or group, then time, and once a stream's samples fill a leaf
-page of their own every tick writes a page per stream and group. On this machine at 10k streams the
-mean write part rose from 0.22 s over the first ten ticks to 0.96 s over ticks 141-150 on SQLite, and
-from 0.24 to 0.34 s on PostgreSQL (docs/performance.md#snapshot-ticks-on-tables-with-history).
+Sizes below :data:`SMALL` first run :data:`HISTORY_TICKS` more ticks (``--history-ticks N`` sets it for
+every size; 0: none) before their rounds, so that the rounds write into sample tables that hold that
+many ticks of history, as a console that has been up a while does (raw samples are kept 48 hours), and
+the script prints their write part (the snapshot less its Redis part) every tenth tick. Fresh tables
+flattered the write part when the sample tables were keyed by stream or group, then time: once a
+stream's samples filled a leaf page of their own every tick wrote a page per stream and group, and at
+10k streams the mean write part rose from 0.22 s over the first ten ticks to 0.96 s over ticks 141-150 on
+SQLite (docs/performance.md#snapshot-ticks-on-tables-with-history). Keyed time first, as they are now, a
+tick's rows go to the end of the index, and the write part stays flat. The 100k size is measured on fresh
+tables: 150 ticks of it would take some twenty minutes per database.
 
 Run from the repository root: ``.venv/bin/python bench/snapshot.py`` (about eight minutes on 2 cores;
 ``--quick``: 1k and 5k streams, two rounds, three beat ticks, about two minutes). It starts a private
@@ -75,6 +77,9 @@ T0 = datetime(2026, 1, 1, tzinfo=UTC)
 MAX_RATIO = 1.5
 #: Sizes below this many streams are measured over ``--small-rounds`` rounds (module docstring).
 SMALL = 50_000
+#: Ticks of history run before the rounds of a size below :data:`SMALL` (module docstring): 25 minutes of
+#: the default interval, past the 130 ticks after which a per-series index wrote a page per series.
+HISTORY_TICKS = 150
 #: Logical Redis databases of the sizes, in order (db 1 is the console's own Redis).
 SIZE_DBS = (0, 2, 3, 4)
 #: Seconds the Celery worker and beat get to start (Django and the pool imported on a loaded machine), and
@@ -152,7 +157,10 @@ def child(args: argparse.Namespace) -> int:
         cold, cold_s = timed(snapshots.snapshot_take, tick=tick)
         assert (cold.streams, cold.groups) == (n, 2 * n), (cold.streams, cold.groups)
         print(f"  [{db}] {n} streams, {load()}; first snapshot (creates the mirror rows) {cold_s:.2f} s", flush=True)
-        tick = history(snapshots, db, n, tick, args.history_ticks, interval)
+        history_ticks = args.history_ticks if args.history_ticks is not None else HISTORY_TICKS if n < SMALL else 0
+        if args.quick:
+            history_ticks = 0
+        tick = history(snapshots, db, n, tick, history_ticks, interval)
         reads, full = [], []
         rounds = args.rounds if n >= SMALL else max(args.rounds, args.small_rounds)
         for _ in range(rounds):
@@ -165,7 +173,7 @@ def child(args: argparse.Namespace) -> int:
                   flush=True)
         samples = StreamSample.objects.filter(resolution="raw", stream__connection=conn).count()
         groups = GroupSample.objects.filter(resolution="raw", group__stream__connection=conn).count()
-        ticks = rounds + 1 + args.history_ticks
+        ticks = rounds + 1 + history_ticks
         assert (samples, groups) == (n * ticks, 2 * n * ticks), (samples, groups)
         med = statistics.median
         print(f"  [{db}] {n} streams: median read {med(reads):.2f} s, median snapshot {med(full):.2f} s, "
@@ -488,7 +496,9 @@ def measure(database: str, server: RedisServer, args: argparse.Namespace) -> Non
             url = postgres.url()
         argv = [sys.executable, __file__, "--child", "--redis-port", str(server.port), "--database-url", url,
                 "--var-dir", var_dir, "--sizes", args.sizes, "--rounds", str(args.rounds),
-                "--small-rounds", str(args.small_rounds), "--history-ticks", str(args.history_ticks)]
+                "--small-rounds", str(args.small_rounds)]
+        if args.history_ticks is not None:
+            argv += ["--history-ticks", str(args.history_ticks)]
         argv += ["--beat-ticks", str(args.beat_ticks)]
         if args.quick:
             argv.append("--quick")
@@ -525,8 +535,9 @@ def main(argv: list[str] | None = None) -> int:
         "--quick", action="store_true", help="1k and 5k streams, 2 rounds, 3 ticks, no extras"
     )
     parser.add_argument("--beat-ticks", type=int, help="intervals of real Celery beat at the largest size: 6")
-    parser.add_argument("--history-ticks", type=int, default=0,
-                        help="ticks run before each size's rounds, so that they write into tables with history")
+    parser.add_argument("--history-ticks", type=int,
+                        help=f"ticks run before each size's rounds, so that they write into tables with history "
+                        f"(default {HISTORY_TICKS} below {SMALL:,} streams, else 0)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--redis-port", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--database-url", help=argparse.SUPPRESS)
