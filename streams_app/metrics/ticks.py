@@ -24,10 +24,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from django.db import connections, router
-from django.db.models import Model
+from django.db.models import Field, Model
 from django.db.models.expressions import RawSQL
 
 from streams_app.metrics.bulk import column_of
@@ -104,7 +104,8 @@ def sample_ticks(model: type[Model], resolution: str, **bounds: Any) -> list[dat
     bounds.setdefault("limit", PAGE)
     db = _db(model)
     sql, params = ticks_sql(model, resolution, db=db, **bounds)
-    column = model._meta.get_field("at").get_col(model._meta.db_table)  # type: ignore[union-attr]
+    field = cast("Field[Any, Any]", model._meta.get_field("at"))  # a concrete date-time field, not a relation
+    column = field.get_col(model._meta.db_table)
     converters = [*db.ops.get_db_converters(column), *column.get_db_converters(db)]
     out: list[datetime] = []
     with db.cursor() as cursor:
