@@ -10,6 +10,7 @@ import functools
 import itertools
 import os
 import random
+import re
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
@@ -227,4 +228,5 @@ def test_the_same_reads_on_postgresql() -> None:
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
     )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
-    assert "5 passed, 1 skipped" in done.stdout, done.stdout[-2000:]
+    # Every test ran there but the one that counts SQLite's instructions, which skips itself elsewhere.
+    assert re.search(r"\b[1-9]\d* passed, 1 skipped", done.stdout), done.stdout[-2000:]
