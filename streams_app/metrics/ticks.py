@@ -30,7 +30,7 @@ from django.db import connections, router
 from django.db.models import Field, Model
 from django.db.models.expressions import RawSQL
 
-from streams_app.metrics.bulk import column_of
+from streams_app.metrics.bulk import chunks, column_of
 
 #: The ticks one :func:`sample_ticks` call returns at most when the caller passes no ``limit`` (``limit=None``:
 #: all of them).
@@ -152,6 +152,6 @@ def window_parts(
     if not ids:
         return
     ticks = sample_ticks(model, resolution, limit=None, **bounds)
-    for ats in (ticks[i : i + size] for i in range(0, len(ticks), size)):
-        for part in (ids[i : i + size] for i in range(0, len(ids), size)):
+    for ats in chunks(ticks, size):
+        for part in chunks(ids, size):
             yield part, ats
